@@ -1,0 +1,153 @@
+package dirgate
+
+import (
+	"context"
+	"sort"
+	"strings"
+)
+
+// Directory is what every upstream implements: the primitive reads and the one write
+// that the member service composes into the API's semantics. Upstreams do not expand
+// nested groups, deduplicate, order or filter: MemberService does that once for all.
+type Directory interface {
+	// Lookup returns the object named by id, with the requested extra properties.
+	// An unknown object is an ENOTFOUND error; an identifier the directory rejects is
+	// EINVALID.
+	Lookup(ctx context.Context, id Identifier, props []string) (Object, error)
+	// Members returns the direct members of group: the values of its member attribute
+	// and the objects whose primaryGroupID is the group's RID, each once, in any order.
+	Members(ctx context.Context, group Object, props []string) ([]Object, error)
+	// MemberOf returns the groups obj is a direct member of, its primary group included.
+	MemberOf(ctx context.Context, obj Object) ([]Object, error)
+	// RemoveMember deletes member from group's member attribute. It returns an error
+	// wrapping ErrNotMember when member is not a direct member, and ErrPrimaryGroup when
+	// it belongs only through primaryGroupID.
+	RemoveMember(ctx context.Context, group, member Object) error
+}
+
+// ListOptions are a listing's parameters (spec 4.1).
+type ListOptions struct {
+	IncludeIndirect bool
+	// Properties are the extra properties to render, normalised by
+	// NormalizeProperties: lower-case, sorted, each once.
+	Properties []string
+	// SizeLimit is the maximum number of objects returned; 0 means no limit.
+	SizeLimit int
+}
+
+// Limits on the properties parameter.
+const (
+	MaxProperties         = 100
+	MaxPropertyNameLength = 128
+)
+
+// NormalizeProperties validates LDAP attribute names (a letter then letters, digits
+// and hyphens, or a numeric OID) and returns them lower-cased, sorted and
+// deduplicated. Options such as ";range=" or ";binary" are refused: they would let a
+// client change how the upstream reads the directory.
+func NormalizeProperties(names []string) ([]string, error) {
+	if len(names) > MaxProperties {
+		return nil, Errorf(EINVALID, "names more than %d properties", MaxProperties)
+	}
+	out := make([]string, 0, len(names))
+	for _, n := range names {
+		if n == "" {
+			return nil, Errorf(EINVALID, "contains an empty property name")
+		}
+		if len(n) > MaxPropertyNameLength {
+			return nil, Errorf(EINVALID, "contains a property name longer than %d characters", MaxPropertyNameLength)
+		}
+		if !validAttributeName(n) {
+			return nil, Errorf(EINVALID, "contains %q, which is not an LDAP attribute name", n)
+		}
+		out = append(out, strings.ToLower(n))
+	}
+	sort.Strings(out)
+	j := 0
+	for i, n := range out {
+		if i == 0 || n != out[j-1] {
+			out[j] = n
+			j++
+		}
+	}
+	return out[:j], nil
+}
+
+func validAttributeName(n string) bool {
+	isLetter := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
+	isDigit := func(c byte) bool { return '0' <= c && c <= '9' }
+	if isLetter(n[0]) {
+		for i := 1; i < len(n); i++ {
+			if c := n[i]; !isLetter(c) && !isDigit(c) && c != '-' {
+				return false
+			}
+		}
+		return true
+	}
+	// numeric OID: digits separated by single dots
+	prevDot := true
+	for i := 0; i < len(n); i++ {
+		switch c := n[i]; {
+		case isDigit(c):
+			prevDot = false
+		case c == '.' && !prevDot:
+			prevDot = true
+		default:
+			return false
+		}
+	}
+	return !prevDot
+}
+
+// OperationResult is the answer to a removal (spec 2.3, compat.md).
+type OperationResult struct {
+	ResultType     int               `json:"resultType"`
+	InnerMessages  []InnerMessage    `json:"innerMessages"`
+	Exception      *OperationError   `json:"exception"`
+	ActualObjectDN string            `json:"actualObjectDN"`
+	NoChanges      bool              `json:"noChanges"`
+	ExtraInfo      map[string]string `json:"extraInfo"`
+}
+
+// Result types (compat.md).
+const (
+	ResultSucceeded = 0
+	ResultFailed    = 1
+	ResultSuspended = 2
+)
+
+// InnerMessage is an element of OperationResult.InnerMessages (compat.md).
+type InnerMessage struct {
+	Source        *string        `json:"source"`
+	Text          string         `json:"text"`
+	MessageType   int            `json:"messageType"`
+	InnerMessages []InnerMessage `json:"innerMessages"`
+}
+
+// OperationError is OperationResult.Exception.
+type OperationError struct {
+	Message string `json:"message"`
+}
+
+// GroupRef names a group a principal belongs to.
+type GroupRef struct {
+	DN   string `json:"dn"`
+	GUID string `json:"guid"`
+	SID  string `json:"sid"`
+}
+
+// Principal is the authenticated caller: the directory object behind its token and
+// every group it belongs to, transitively (policies decide on them).
+type Principal struct {
+	DN          string     `json:"dn"`
+	GUID        string     `json:"guid"`
+	SID         string     `json:"sid"`
+	DisplayName string     `json:"displayName"`
+	Groups      []GroupRef `json:"groups"`
+}
+
+// Authenticator turns the Adm-Authorization token into a principal. An unknown token
+// is an EUNAUTHENTICATED error.
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (Principal, error)
+}

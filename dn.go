@@ -1,0 +1,121 @@
+package dirgate
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-ldap/ldap/v3"
+)
+
+// DN is a parsed distinguished name that keeps the text it was parsed from. Comparison
+// is case-insensitive and ignores escaping differences (CN=a\2Cb equals cn=A\,B), as
+// directory servers compare DNs.
+type DN struct {
+	raw string
+	key string
+	rdn []rdnPart // the RDNs, leaf first
+}
+
+type rdnPart struct{ attrs []ldap.AttributeTypeAndValue }
+
+// ParseDN parses an RFC 4514 DN. The <GUID=...> and <SID=...> forms that AD accepts as
+// base DNs are not DNs and are rejected: clients give GUIDs and SIDs in their own form.
+func ParseDN(s string) (DN, error) {
+	p, err := ldap.ParseDN(s)
+	if err != nil {
+		return DN{}, fmt.Errorf("parse DN: %w", err)
+	}
+	if len(p.RDNs) == 0 {
+		return DN{}, fmt.Errorf("parse DN: empty")
+	}
+	d := DN{raw: s, rdn: make([]rdnPart, len(p.RDNs))}
+	keys := make([]string, len(p.RDNs))
+	for i, r := range p.RDNs {
+		if len(r.Attributes) == 0 {
+			return DN{}, fmt.Errorf("parse DN: empty RDN")
+		}
+		parts := make([]string, len(r.Attributes))
+		for j, a := range r.Attributes {
+			if a.Type == "" {
+				return DN{}, fmt.Errorf("parse DN: empty attribute type")
+			}
+			d.rdn[i].attrs = append(d.rdn[i].attrs, *a)
+			parts[j] = strings.ToLower(a.Type) + "=" + ldap.EscapeDN(strings.ToLower(a.Value))
+		}
+		sort.Strings(parts) // multi-valued RDNs are unordered sets
+		keys[i] = strings.Join(parts, "+")
+	}
+	d.key = strings.Join(keys, ",")
+	return d, nil
+}
+
+// MustParseDN is ParseDN for constants.
+func MustParseDN(s string) DN {
+	d, err := ParseDN(s)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// String returns the DN as it was given.
+func (d DN) String() string { return d.raw }
+
+// Key returns a normalised form: equal for DNs that a directory treats as the same.
+func (d DN) Key() string { return d.key }
+
+// IsZero reports whether d is the zero DN.
+func (d DN) IsZero() bool { return d.raw == "" }
+
+// EqualFold reports whether d and o name the same entry.
+func (d DN) EqualFold(o DN) bool { return d.key == o.key }
+
+// IsDescendantOf reports whether d lies strictly below o.
+func (d DN) IsDescendantOf(o DN) bool {
+	return len(d.key) > len(o.key) && strings.HasSuffix(d.key, ","+o.key)
+}
+
+// RDNValue returns the value of the leaf RDN's first attribute, unescaped: the CN of
+// CN=Smith\, John,OU=x is "Smith, John". compat.md: displayName comes from it.
+func (d DN) RDNValue() string {
+	if len(d.rdn) == 0 {
+		return ""
+	}
+	return d.rdn[0].attrs[0].Value
+}
+
+// DomainName joins the values of the DC components: DC=corp,DC=example,DC=com gives
+// corp.example.com.
+func (d DN) DomainName() string {
+	var dcs []string
+	for _, r := range d.rdn {
+		for _, a := range r.attrs {
+			if strings.EqualFold(a.Type, "dc") {
+				dcs = append(dcs, a.Value)
+			}
+		}
+	}
+	return strings.Join(dcs, ".")
+}
+
+// Parent returns the DN without its leaf RDN, as text rebuilt from the parsed parts.
+func (d DN) Parent() (DN, bool) {
+	if len(d.rdn) < 2 {
+		return DN{}, false
+	}
+	var b strings.Builder
+	for i, r := range d.rdn[1:] {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		for j, a := range r.attrs {
+			if j > 0 {
+				b.WriteByte('+')
+			}
+			b.WriteString(a.Type + "=" + ldap.EscapeDN(a.Value))
+		}
+	}
+	p, err := ParseDN(b.String())
+	return p, err == nil
+}

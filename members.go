@@ -1,0 +1,219 @@
+package dirgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// Lister produces a group's unfiltered, ordered listing. MemberService implements it
+// over a Directory; a cache implements it in front of another Lister.
+type Lister interface {
+	Listing(ctx context.Context, group Object, opts ListOptions) ([]Object, error)
+}
+
+// Authorizer decides what a principal may see and remove. Nil means everything is
+// allowed (the state before policies are configured).
+type Authorizer interface {
+	// FilterView returns the objects of a listing that p may view, in their order.
+	FilterView(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object) ([]Object, error)
+	// AllowRemove returns an EFORBIDDEN error unless p may remove member from group.
+	AllowRemove(ctx context.Context, p Principal, group, member Object) error
+}
+
+// MemberService implements the API's semantics once, over any Directory:
+// nested expansion, deduplication, ordering, cycle handling, permission filtering
+// before the size limit, and the removal result.
+type MemberService struct {
+	Dir Directory
+	// Listings, when set, serves unfiltered listings (a cache); otherwise the service
+	// expands them from Dir itself.
+	Listings Lister
+	Authz    Authorizer
+	// ExpandConcurrency bounds parallel member reads while expanding one level of
+	// nested groups. 0 means 4.
+	ExpandConcurrency int
+}
+
+// List resolves groupID and returns, in listing order, at most opts.SizeLimit objects
+// that p may view.
+func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) ([]Object, error) {
+	group, err := s.resolve(ctx, groupID, "group")
+	if err != nil {
+		return nil, err
+	}
+	if !group.IsGroup() {
+		return nil, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
+	}
+	lister := s.Listings
+	if lister == nil {
+		lister = s
+	}
+	objs, err := lister.Listing(ctx, group, opts)
+	if err != nil {
+		return nil, fmt.Errorf("list members: %w", err)
+	}
+	if s.Authz != nil {
+		if objs, err = s.Authz.FilterView(ctx, p, group, opts, objs); err != nil {
+			return nil, fmt.Errorf("filter listing: %w", err)
+		}
+	}
+	if opts.SizeLimit > 0 && len(objs) > opts.SizeLimit {
+		objs = objs[:opts.SizeLimit]
+	}
+	return objs, nil
+}
+
+// Listing expands group's members from the directory: with IncludeIndirect, the nested
+// groups themselves and all their members, breadth first, each object once (by GUID),
+// never the group itself, terminating on cycles. The result is in listing order
+// (SortObjects).
+func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
+	visited := map[string]bool{group.GUID: true}
+	var out []Object
+	level := []Object{group}
+	for len(level) > 0 {
+		members, err := s.readLevel(ctx, level, opts.Properties)
+		if err != nil {
+			return nil, err
+		}
+		level = level[:0:0]
+		for _, ms := range members {
+			for _, m := range ms {
+				if visited[m.GUID] {
+					continue
+				}
+				visited[m.GUID] = true
+				out = append(out, m)
+				if opts.IncludeIndirect && m.IsGroup() {
+					level = append(level, m)
+				}
+			}
+		}
+	}
+	SortObjects(out)
+	return out, nil
+}
+
+// readLevel reads the direct members of every group of one level concurrently; the
+// results keep the level's order so that expansion is deterministic.
+func (s *MemberService) readLevel(ctx context.Context, groups []Object, props []string) ([][]Object, error) {
+	out := make([][]Object, len(groups))
+	g, gctx := errgroup.WithContext(ctx)
+	n := s.ExpandConcurrency
+	if n <= 0 {
+		n = 4
+	}
+	g.SetLimit(n)
+	for i, grp := range groups {
+		g.Go(func() error {
+			ms, err := s.Dir.Members(gctx, grp, props)
+			if err != nil {
+				return fmt.Errorf("members of %s: %w", grp.GUID, err)
+			}
+			out[i] = ms
+			return nil
+		})
+	}
+	return out, g.Wait()
+}
+
+// SortObjects puts a listing in its documented order: by DN compared without regard
+// to letter case, then by GUID. Upstreams return members in arbitrary order; sorting
+// makes sizeLimit and caching deterministic.
+func SortObjects(objs []Object) {
+	keys := make(map[string]string, len(objs))
+	for i := range objs {
+		keys[objs[i].GUID] = strings.ToLower(objs[i].DN)
+	}
+	slices.SortStableFunc(objs, func(a, b Object) int {
+		if c := strings.Compare(keys[a.GUID], keys[b.GUID]); c != 0 {
+			return c
+		}
+		return strings.Compare(a.GUID, b.GUID)
+	})
+}
+
+// Remove removes memberID from groupID and reports the outcome as the product does:
+// a member that is not a direct member is "no changes", not an error.
+func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
+	group, err := s.resolve(ctx, groupID, "group")
+	if err != nil {
+		return OperationResult{}, err
+	}
+	if !group.IsGroup() {
+		return OperationResult{}, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
+	}
+	member, err := s.resolve(ctx, memberID, "member")
+	if err != nil {
+		return OperationResult{}, err
+	}
+	if s.Authz != nil {
+		if err := s.Authz.AllowRemove(ctx, p, group, member); err != nil {
+			return OperationResult{}, err
+		}
+	}
+	res := OperationResult{InnerMessages: []InnerMessage{}, ActualObjectDN: group.DN, ExtraInfo: map[string]string{}}
+	err = s.Dir.RemoveMember(ctx, group, member)
+	switch {
+	case err == nil:
+		res.ResultType = ResultSucceeded
+	case errors.Is(err, ErrNotMember):
+		res.ResultType, res.NoChanges = ResultSucceeded, true
+	case errors.Is(err, ErrPrimaryGroup):
+		res.ResultType, res.NoChanges = ResultFailed, true
+		res.Exception = &OperationError{Message: "The group is the member's primary group; change the member's primary group before removing it."}
+	default:
+		return OperationResult{}, fmt.Errorf("remove member: %w", err)
+	}
+	return res, nil
+}
+
+// Principal resolves a token's subject into a principal with its transitive groups,
+// found breadth first through MemberOf (primary groups included).
+func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Principal, error) {
+	obj, err := s.Dir.Lookup(ctx, subject, nil)
+	if err != nil {
+		return Principal{}, fmt.Errorf("resolve subject: %w", err)
+	}
+	p := Principal{DN: obj.DN, GUID: obj.GUID, SID: obj.SID, DisplayName: obj.DisplayName, Groups: []GroupRef{}}
+	visited := map[string]bool{obj.GUID: true}
+	queue := []Object{obj}
+	for len(queue) > 0 {
+		o := queue[0]
+		queue = queue[1:]
+		groups, err := s.Dir.MemberOf(ctx, o)
+		if err != nil {
+			return Principal{}, fmt.Errorf("groups of subject: %w", err)
+		}
+		for _, g := range groups {
+			if visited[g.GUID] {
+				continue
+			}
+			visited[g.GUID] = true
+			p.Groups = append(p.Groups, GroupRef{DN: g.DN, GUID: g.GUID, SID: g.SID})
+			queue = append(queue, g)
+		}
+	}
+	slices.SortFunc(p.Groups, func(a, b GroupRef) int { return strings.Compare(strings.ToLower(a.DN), strings.ToLower(b.DN)) })
+	return p, nil
+}
+
+// resolve looks an identifier up and rewrites "not found" so the client learns which
+// parameter named the unknown object.
+func (s *MemberService) resolve(ctx context.Context, id Identifier, param string) (Object, error) {
+	obj, err := s.Dir.Lookup(ctx, id, nil)
+	switch ErrorCode(err) {
+	case "":
+		return obj, nil
+	case ENOTFOUND:
+		return Object{}, &Error{Code: ENOTFOUND, Param: param, Message: fmt.Sprintf("The %s was not found.", param), Err: err}
+	case EINVALID:
+		return Object{}, &Error{Code: EINVALID, Param: param, Message: fmt.Sprintf("The %s parameter is not an identifier the directory accepts.", param), Err: err}
+	}
+	return Object{}, fmt.Errorf("resolve %s: %w", param, err)
+}

@@ -1,0 +1,100 @@
+package dirgate
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Directory types (compat.md).
+const (
+	DirectoryTypeNone            = 0
+	DirectoryTypeActiveDirectory = 1
+	DirectoryTypeCloud           = 2
+)
+
+// Object is a directory object exactly as a client receives it (spec 2.2). SID and
+// PrimaryGroupID are kept for identifier resolution and membership, never rendered.
+type Object struct {
+	GUID           string              `json:"guid"`
+	DN             string              `json:"dn"`
+	DisplayName    string              `json:"displayName"`
+	ObjectType     string              `json:"objectType"`
+	ObjectTypeCode int                 `json:"objectTypeCode"`
+	DomainName     string              `json:"domainName"`
+	DirectoryType  int                 `json:"directoryType"`
+	Properties     map[string][]string `json:"properties"`
+	AccountStatus  *AccountStatus      `json:"accountStatus,omitempty"`
+	PasswordStatus *PasswordStatus     `json:"passwordStatus,omitempty"`
+
+	SID            string `json:"-"`
+	PrimaryGroupID int    `json:"-"` // RID of the object's primary group, 0 if none
+}
+
+// IsGroup reports whether members can be listed under o.
+func (o *Object) IsGroup() bool { return o.ObjectType == TypeGroup }
+
+// MarshalJSON renders properties as {} rather than null when none were requested.
+func (o Object) MarshalJSON() ([]byte, error) {
+	type plain Object
+	if o.Properties == nil {
+		o.Properties = map[string][]string{}
+	}
+	return json.Marshal(plain(o))
+}
+
+// AccountStatus is rendered on users and computers.
+type AccountStatus struct {
+	IsDisabled     bool       `json:"isDisabled"`
+	IsLocked       bool       `json:"isLocked"`
+	ExpirationDate *Timestamp `json:"expirationDate"`
+}
+
+// PasswordStatus is rendered on users and computers. WhenChanged is pwdLastSet;
+// ExpirationDate is msDS-UserPasswordExpiryTimeComputed (null when the password never
+// expires or must be changed at next logon); ExpirationStatus is one of the
+// PasswordExpiration* values.
+type PasswordStatus struct {
+	WhenChanged      *Timestamp `json:"whenChanged"`
+	ExpirationStatus int        `json:"expirationStatus"`
+	ExpirationDate   *Timestamp `json:"expirationDate"`
+}
+
+// Password expiration statuses. compat.md has seen 0 and 1 without their meaning;
+// dirgate uses 0 for a password that is usable and 1 for one that has expired or must
+// be changed at next logon.
+const (
+	PasswordNotExpired = 0
+	PasswordExpired    = 1
+)
+
+// Timestamp renders as ISO 8601 UTC with all seven fractional digits of a FILETIME,
+// as compat.md shows: 2020-07-14T16:27:49.5590448Z.
+type Timestamp struct{ time.Time }
+
+// TimestampLayout is the layout of every top-level timestamp and FILETIME property.
+const TimestampLayout = "2006-01-02T15:04:05.0000000Z"
+
+// NewTimestamp returns a pointer to t as a Timestamp, for the optional fields above.
+func NewTimestamp(t time.Time) *Timestamp { return &Timestamp{t.UTC()} }
+
+func (t Timestamp) String() string { return t.UTC().Format(TimestampLayout) }
+
+func (t Timestamp) MarshalJSON() ([]byte, error) {
+	b := make([]byte, 0, len(TimestampLayout)+2)
+	b = append(b, '"')
+	b = t.UTC().AppendFormat(b, TimestampLayout)
+	return append(b, '"'), nil
+}
+
+func (t *Timestamp) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v.UTC()
+	return nil
+}
