@@ -1,0 +1,250 @@
+// Package tokenfile authenticates Adm-Authorization tokens against a YAML file of
+// token hashes, each naming the directory object the token acts as.
+//
+// The file is a list of entries:
+//
+//   - sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08
+//     subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com
+//   - token: plain-text-token   # development only: a warning is logged
+//     subject: S-1-5-21-1-2-3-1105
+//
+// A subject is a DN, GUID or SID. It is resolved through the directory into a
+// principal (with its transitive groups) when the token is used, and the principal
+// is cached for a short time.
+package tokenfile
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"gopkg.in/yaml.v3"
+)
+
+// MaxTokenLength bounds the header value that is hashed; longer tokens are refused
+// without work.
+const MaxTokenLength = 4096
+
+// Resolver turns a subject into a principal; dirgate.MemberService.Principal is one.
+type Resolver interface {
+	Principal(ctx context.Context, subject dirgate.Identifier) (dirgate.Principal, error)
+}
+
+// entry is one line of the file after validation.
+type entry struct {
+	hash    [sha256.Size]byte
+	subject dirgate.Identifier
+	plain   bool
+}
+
+type rawEntry struct {
+	SHA256  string `yaml:"sha256"`
+	Token   string `yaml:"token"`
+	Subject string `yaml:"subject"`
+}
+
+// Parse validates a tokens file and reports every problem at once. Plain entries are
+// allowed but counted, so the caller can warn about them.
+func Parse(data []byte) (entries []entry, plain int, err error) {
+	var raw []rawEntry
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil && !errors.Is(err, io.EOF) { // empty file: no tokens
+		return nil, 0, fmt.Errorf("parse tokens: %w", err)
+	}
+	var errs []error
+	seen := map[[sha256.Size]byte]int{}
+	for i, r := range raw {
+		n := i + 1
+		var e entry
+		switch {
+		case r.SHA256 != "" && r.Token != "":
+			errs = append(errs, fmt.Errorf("entry %d: give sha256 or token, not both", n))
+			continue
+		case r.SHA256 != "":
+			b, err := hex.DecodeString(strings.TrimSpace(r.SHA256))
+			if err != nil || len(b) != sha256.Size {
+				errs = append(errs, fmt.Errorf("entry %d: sha256 must be 64 hexadecimal digits", n))
+				continue
+			}
+			copy(e.hash[:], b)
+		case r.Token != "":
+			if len(r.Token) > MaxTokenLength {
+				errs = append(errs, fmt.Errorf("entry %d: token longer than %d bytes", n, MaxTokenLength))
+				continue
+			}
+			e.hash, e.plain = sha256.Sum256([]byte(r.Token)), true
+			plain++
+		default:
+			errs = append(errs, fmt.Errorf("entry %d: sha256 or token is required", n))
+			continue
+		}
+		id, err := dirgate.ParseIdentifier(r.Subject)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("entry %d: subject %s", n, dirgate.ErrorMessage(err)))
+			continue
+		}
+		e.subject = id
+		if prev, dup := seen[e.hash]; dup {
+			errs = append(errs, fmt.Errorf("entry %d: same token as entry %d", n, prev))
+			continue
+		}
+		seen[e.hash] = n
+		entries = append(entries, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, 0, fmt.Errorf("parse tokens: %w", err)
+	}
+	return entries, plain, nil
+}
+
+// File is an Authenticator over a tokens file.
+type File struct {
+	path     string
+	resolver Resolver
+	log      *slog.Logger
+	ttl      time.Duration
+	now      func() time.Time
+
+	entries atomic.Pointer[[]entry]
+
+	mu    sync.Mutex
+	cache map[string]cached // subject canonical form -> principal
+}
+
+type cached struct {
+	p       dirgate.Principal
+	expires time.Time
+}
+
+// Config configures a File.
+type Config struct {
+	// Path of the YAML file; Data, when set, is used instead (the embedded demo).
+	Path string
+	Data []byte
+	// Resolver resolves subjects into principals.
+	Resolver Resolver
+	// PrincipalTTL is how long a resolved principal is reused; 0 means 30 s.
+	PrincipalTTL time.Duration
+	Logger       *slog.Logger
+}
+
+// Open loads the tokens; a file that does not parse is refused.
+func Open(cfg Config) (*File, error) {
+	f := &File{path: cfg.Path, resolver: cfg.Resolver, log: cfg.Logger, ttl: cfg.PrincipalTTL,
+		now: time.Now, cache: map[string]cached{}}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	if f.ttl == 0 {
+		f.ttl = 30 * time.Second
+	}
+	if f.resolver == nil {
+		return nil, errors.New("tokenfile: a resolver is required")
+	}
+	data := cfg.Data
+	if data == nil {
+		var err error
+		if data, err = os.ReadFile(cfg.Path); err != nil {
+			return nil, fmt.Errorf("tokenfile: %w", err)
+		}
+	}
+	if err := f.load(data); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *File) load(data []byte) error {
+	entries, plain, err := Parse(data)
+	if err != nil {
+		return fmt.Errorf("tokenfile %s: %w", f.path, err)
+	}
+	if plain > 0 {
+		f.log.Warn("tokens file holds plain-text tokens: for development only; store sha256 hashes instead",
+			"path", f.path, "plain", plain)
+	}
+	f.entries.Store(&entries)
+	f.mu.Lock()
+	f.cache = map[string]cached{} // a subject may have changed
+	f.mu.Unlock()
+	f.log.Info("tokens loaded", "path", f.path, "count", len(entries))
+	return nil
+}
+
+// Reload re-reads the file. On error the previous tokens stay in force.
+func (f *File) Reload() error {
+	if f.path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(f.path)
+	if err != nil {
+		return fmt.Errorf("tokenfile: %w", err)
+	}
+	return f.load(data)
+}
+
+// Count returns the number of tokens in force.
+func (f *File) Count() int { return len(*f.entries.Load()) }
+
+var errUnknown = &dirgate.Error{Code: dirgate.EUNAUTHENTICATED, Message: "The provided authentication token is either expired or invalid."}
+
+// Authenticate finds the token's entry, comparing the token's hash with every entry in
+// constant time, and returns its subject's principal.
+func (f *File) Authenticate(ctx context.Context, token string) (dirgate.Principal, error) {
+	if token == "" || len(token) > MaxTokenLength {
+		return dirgate.Principal{}, errUnknown
+	}
+	sum := sha256.Sum256([]byte(token))
+	var match *entry
+	entries := *f.entries.Load()
+	for i := range entries {
+		// No early exit: the time taken does not tell which entry matched.
+		if subtle.ConstantTimeCompare(sum[:], entries[i].hash[:]) == 1 {
+			match = &entries[i]
+		}
+	}
+	if match == nil {
+		return dirgate.Principal{}, errUnknown
+	}
+	return f.principal(ctx, match.subject)
+}
+
+func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirgate.Principal, error) {
+	key := subject.Canonical()
+	now := f.now()
+	f.mu.Lock()
+	c, ok := f.cache[key]
+	f.mu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.p, nil
+	}
+	p, err := f.resolver.Principal(ctx, subject)
+	if err != nil {
+		if dirgate.ErrorCode(err) == dirgate.ENOTFOUND {
+			// The token is known but its subject is gone from the directory: the
+			// token no longer names anyone.
+			f.log.Warn("token subject not found in the directory", "subject", subject.String())
+			return dirgate.Principal{}, errUnknown
+		}
+		return dirgate.Principal{}, fmt.Errorf("tokenfile: resolve subject: %w", err)
+	}
+	f.mu.Lock()
+	f.cache[key] = cached{p: p, expires: now.Add(f.ttl)}
+	f.mu.Unlock()
+	return p, nil
+}
+
+var _ dirgate.Authenticator = (*File)(nil)
