@@ -1,0 +1,180 @@
+// Package breaker puts a circuit breaker in front of any dirgate.Directory, so that a
+// directory that is down costs clients an immediate 503 instead of a timeout each, and
+// the directory gets room to recover.
+//
+// Only infrastructure failures count against the directory: errors coded EUPSTREAM or
+// ETIMEOUT. Answers such as "not found", "invalid identifier", "forbidden" or "not a
+// member" prove the directory is working and count as successes; a request whose
+// client went away (ECANCELED) counts as nothing at all.
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/sony/gobreaker/v2"
+)
+
+// Defaults for the zero values of Settings.
+const (
+	DefaultFailureThreshold    = 5
+	DefaultOpenTimeout         = 30 * time.Second
+	DefaultHalfOpenMaxRequests = 1
+)
+
+// Settings configures a breaker. Zero values take the defaults above. The env names
+// are the ones proposed for cmd/dirgate.
+type Settings struct {
+	// Name identifies the breaker in OnStateChange (e.g. "ldap").
+	Name string
+	// FailureThreshold is the number of consecutive infrastructure failures that open
+	// the breaker (DIRGATE_BREAKER_FAILURES).
+	FailureThreshold uint32
+	// OpenTimeout is how long the breaker stays open, answering EUNAVAILABLE without
+	// calling the directory, before it lets probes through
+	// (DIRGATE_BREAKER_OPEN_TIMEOUT).
+	OpenTimeout time.Duration
+	// HalfOpenMaxRequests is the number of probes allowed while half-open; that many
+	// consecutive successes close the breaker, any failure opens it again
+	// (DIRGATE_BREAKER_HALF_OPEN_REQUESTS).
+	HalfOpenMaxRequests uint32
+	// OnStateChange, if set, is called on every transition, for logs and metrics. It
+	// runs synchronously while the breaker holds its lock: it must be quick and must
+	// not call the Directory or State.
+	OnStateChange func(name string, from, to State)
+}
+
+// State is the breaker's state.
+type State int
+
+// States of a breaker.
+const (
+	StateClosed   State = iota // requests flow; failures are counted
+	StateHalfOpen              // a few probes flow; the rest get EUNAVAILABLE
+	StateOpen                  // every request gets EUNAVAILABLE at once
+)
+
+func (s State) String() string {
+	switch s {
+	case StateClosed:
+		return "closed"
+	case StateHalfOpen:
+		return "half-open"
+	case StateOpen:
+		return "open"
+	}
+	return fmt.Sprintf("state(%d)", int(s))
+}
+
+func fromGobreaker(s gobreaker.State) State {
+	switch s {
+	case gobreaker.StateHalfOpen:
+		return StateHalfOpen
+	case gobreaker.StateOpen:
+		return StateOpen
+	}
+	return StateClosed
+}
+
+// Directory is a dirgate.Directory that calls its inner Directory through a circuit
+// breaker.
+type Directory struct {
+	inner dirgate.Directory
+	cb    *gobreaker.CircuitBreaker[struct{}]
+}
+
+var _ dirgate.Directory = (*Directory)(nil)
+
+// New wraps inner in a breaker configured by s.
+func New(inner dirgate.Directory, s Settings) *Directory {
+	if s.FailureThreshold == 0 {
+		s.FailureThreshold = DefaultFailureThreshold
+	}
+	if s.OpenTimeout <= 0 {
+		s.OpenTimeout = DefaultOpenTimeout
+	}
+	if s.HalfOpenMaxRequests == 0 {
+		s.HalfOpenMaxRequests = DefaultHalfOpenMaxRequests
+	}
+	threshold := s.FailureThreshold
+	gs := gobreaker.Settings{
+		Name:        s.Name,
+		MaxRequests: s.HalfOpenMaxRequests,
+		Timeout:     s.OpenTimeout,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		IsSuccessful: func(err error) bool {
+			return !IsInfrastructureFailure(err)
+		},
+		// A client that went away tells nothing about the directory; excluding the
+		// request also frees its half-open slot.
+		IsExcluded: func(err error) bool { return dirgate.ErrorCode(err) == dirgate.ECANCELED },
+	}
+	if hook := s.OnStateChange; hook != nil {
+		gs.OnStateChange = func(name string, from, to gobreaker.State) {
+			hook(name, fromGobreaker(from), fromGobreaker(to))
+		}
+	}
+	return &Directory{inner: inner, cb: gobreaker.NewCircuitBreaker[struct{}](gs)}
+}
+
+// IsInfrastructureFailure reports whether err says the directory itself failed
+// (EUPSTREAM, ETIMEOUT), the only errors that count against it. The removal
+// sentinels are checked first: they are answers, whatever an adapter coded them as.
+func IsInfrastructureFailure(err error) bool {
+	if err == nil || errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
+		return false
+	}
+	switch dirgate.ErrorCode(err) {
+	case dirgate.EUPSTREAM, dirgate.ETIMEOUT:
+		return true
+	}
+	return false
+}
+
+// State returns the breaker's current state.
+func (d *Directory) State() State { return fromGobreaker(d.cb.State()) }
+
+// call runs f through the breaker. A request the breaker refuses never reaches the
+// inner Directory and fails with EUNAVAILABLE.
+func call[T any](d *Directory, op string, f func() (T, error)) (T, error) {
+	var out T
+	ran := false
+	_, err := d.cb.Execute(func() (struct{}, error) {
+		ran = true
+		var err error
+		out, err = f()
+		return struct{}{}, err
+	})
+	if err != nil && !ran {
+		var zero T
+		return zero, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable; try again later.",
+			fmt.Errorf("breaker: %s: %w", op, err))
+	}
+	return out, err
+}
+
+// Lookup implements dirgate.Directory.
+func (d *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	return call(d, "lookup", func() (dirgate.Object, error) { return d.inner.Lookup(ctx, id, props) })
+}
+
+// Members implements dirgate.Directory.
+func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	return call(d, "members", func() ([]dirgate.Object, error) { return d.inner.Members(ctx, group, props) })
+}
+
+// MemberOf implements dirgate.Directory.
+func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
+	return call(d, "member of", func() ([]dirgate.Object, error) { return d.inner.MemberOf(ctx, obj) })
+}
+
+// RemoveMember implements dirgate.Directory.
+func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
+	_, err := call(d, "remove member", func() (struct{}, error) {
+		return struct{}{}, d.inner.RemoveMember(ctx, group, member)
+	})
+	return err
+}
