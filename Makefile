@@ -1,0 +1,40 @@
+# dirgate — `make help` lists the targets.
+.DEFAULT_GOAL := help
+SHELL := /bin/bash
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+GO_BUILD := CGO_ENABLED=0 go build -trimpath -ldflags "$(LDFLAGS)"
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-zA-Z_-]+:.*## /{printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## build bin/dirgate (the Dockerfile runs this same command)
+	$(GO_BUILD) -o bin/dirgate ./cmd/dirgate
+
+.PHONY: run
+run: ## serve the embedded demo directory on 127.0.0.1:8080 (prints demo tokens and a curl line)
+	go run ./cmd/dirgate
+
+.PHONY: test
+test: ## every test: installs and starts what they need (Samba AD DC), gofmt, vet, go test -race
+	bash test/run.sh
+
+.PHONY: test-unit
+test-unit: ## the tests that need no servers (integration tests skip outside CI)
+	go test -race ./...
+
+.PHONY: fmt
+fmt: ## gofmt the tree
+	gofmt -w $$(git ls-files '*.go')
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
+	bash test/fuzz.sh $${FUZZTIME:-10s}
+
+.PHONY: samba-start samba-stop
+samba-start: ## provision and start a throw-away Samba AD DC (state in .samba/)
+	bash test/samba/dc.sh start $(CURDIR)/.samba
+samba-stop: ## stop the DC and remove its state
+	bash test/samba/dc.sh stop $(CURDIR)/.samba
