@@ -84,19 +84,19 @@ func validAttributeName(n string) bool {
 		}
 		return true
 	}
-	// numeric OID: digits separated by single dots
-	prevDot := true
-	for i := 0; i < len(n); i++ {
-		switch c := n[i]; {
-		case isDigit(c):
-			prevDot = false
-		case c == '.' && !prevDot:
-			prevDot = true
-		default:
+	// numeric OID: numbers without leading zeros separated by single dots (RFC 4512
+	// numericoid), so that "2.5.4.3" and "2.5.4.03" cannot both pass as names.
+	for _, num := range strings.Split(n, ".") {
+		if num == "" || (len(num) > 1 && num[0] == '0') {
 			return false
 		}
+		for i := 0; i < len(num); i++ {
+			if !isDigit(num[i]) {
+				return false
+			}
+		}
 	}
-	return !prevDot
+	return true
 }
 
 // OperationResult is the answer to a removal (spec 2.3, compat.md).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-ldap/ldap/v3"
 )
@@ -17,7 +18,13 @@ type DN struct {
 	rdn []rdnPart // the RDNs, leaf first
 }
 
-type rdnPart struct{ attrs []ldap.AttributeTypeAndValue }
+// rdnPart is one RDN with its normalised key, kept so that ancestry is decided RDN by
+// RDN: a suffix test on the joined key would take the escaped comma of CN=a\,OU=b for
+// an RDN boundary.
+type rdnPart struct {
+	attrs []ldap.AttributeTypeAndValue
+	key   string
+}
 
 // ParseDN parses an RFC 4514 DN. The <GUID=...> and <SID=...> forms that AD accepts as
 // base DNs are not DNs and are rejected: clients give GUIDs and SIDs in their own form.
@@ -37,14 +44,23 @@ func ParseDN(s string) (DN, error) {
 		}
 		parts := make([]string, len(r.Attributes))
 		for j, a := range r.Attributes {
-			if a.Type == "" {
-				return DN{}, fmt.Errorf("parse DN: empty attribute type")
+			// An attribute type is a name or an OID; anything else (an escaped "=" or ","
+			// in it) would make two different DNs share a key.
+			if a.Type == "" || !validAttributeName(a.Type) {
+				return DN{}, fmt.Errorf("parse DN: invalid attribute type")
+			}
+			// Hex escapes can decode to bytes that are not UTF-8. No directory names an
+			// entry so, and lower-casing would turn every such byte into U+FFFD, giving
+			// different DNs the same key.
+			if !utf8.ValidString(a.Value) {
+				return DN{}, fmt.Errorf("parse DN: attribute value is not valid UTF-8")
 			}
 			d.rdn[i].attrs = append(d.rdn[i].attrs, *a)
 			parts[j] = strings.ToLower(a.Type) + "=" + ldap.EscapeDN(strings.ToLower(a.Value))
 		}
 		sort.Strings(parts) // multi-valued RDNs are unordered sets
 		keys[i] = strings.Join(parts, "+")
+		d.rdn[i].key = keys[i]
 	}
 	d.key = strings.Join(keys, ",")
 	return d, nil
@@ -73,7 +89,16 @@ func (d DN) EqualFold(o DN) bool { return d.key == o.key }
 
 // IsDescendantOf reports whether d lies strictly below o.
 func (d DN) IsDescendantOf(o DN) bool {
-	return len(d.key) > len(o.key) && strings.HasSuffix(d.key, ","+o.key)
+	if len(o.rdn) == 0 || len(d.rdn) <= len(o.rdn) {
+		return false
+	}
+	tail := d.rdn[len(d.rdn)-len(o.rdn):]
+	for i := range tail {
+		if tail[i].key != o.rdn[i].key {
+			return false
+		}
+	}
+	return true
 }
 
 // RDNValue returns the value of the leaf RDN's first attribute, unescaped: the CN of
@@ -85,16 +110,18 @@ func (d DN) RDNValue() string {
 	return d.rdn[0].attrs[0].Value
 }
 
-// DomainName joins the values of the DC components: DC=corp,DC=example,DC=com gives
-// corp.example.com.
+// DomainName joins the values of the trailing DC components: DC=corp,DC=example,DC=com
+// gives corp.example.com. Only the run of single-valued DC RDNs at the root counts, as
+// in AD's canonicalName: a DNS record's DC=host,...,DC=DomainDnsZones,DC=corp,DC=com
+// belongs to DomainDnsZones.corp.com, not to a name with "host" in it.
 func (d DN) DomainName() string {
-	var dcs []string
-	for _, r := range d.rdn {
-		for _, a := range r.attrs {
-			if strings.EqualFold(a.Type, "dc") {
-				dcs = append(dcs, a.Value)
-			}
-		}
+	i := len(d.rdn)
+	for i > 0 && len(d.rdn[i-1].attrs) == 1 && strings.EqualFold(d.rdn[i-1].attrs[0].Type, "dc") {
+		i--
+	}
+	dcs := make([]string, 0, len(d.rdn)-i)
+	for _, r := range d.rdn[i:] {
+		dcs = append(dcs, r.attrs[0].Value)
 	}
 	return strings.Join(dcs, ".")
 }
