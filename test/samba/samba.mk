@@ -1,0 +1,36 @@
+# test/samba/samba.mk: targets for the throw-away Samba AD domain controller
+# used by the integration tests. The main Makefile includes this file.
+#
+#   make samba-start     provision and start a DC, write $(SAMBA_ENV)
+#   make samba-status    say whether it answers
+#   make samba-stop      stop it and delete its files (safe to repeat)
+#
+# A test target runs commands against a DC with $(call with-samba,CMD): it
+# starts the DC, exports the DIRGATE_TEST_LDAP_* variables from $(SAMBA_ENV),
+# runs CMD and stops the DC whatever CMD's result (also on Ctrl-C), keeping
+# CMD's exit status. Example:
+#
+#   test:
+#   	$(call with-samba,go test -race ./...)
+
+# STATE_DIR: short, outside the work tree (Samba's unix socket paths under it
+# must stay within 108 bytes).
+SAMBA_STATE_DIR ?= /tmp/dirgate-samba
+SAMBA_ENV := $(SAMBA_STATE_DIR)/env
+SAMBA_DC := bash $(abspath $(dir $(lastword $(MAKEFILE_LIST))))/dc.sh
+
+.PHONY: samba-start samba-stop samba-status
+
+samba-start: ## Start the test Samba AD DC (writes $(SAMBA_ENV))
+	$(SAMBA_DC) start $(SAMBA_STATE_DIR)
+
+samba-stop: ## Stop the test Samba AD DC and delete its files
+	$(SAMBA_DC) stop $(SAMBA_STATE_DIR)
+
+samba-status: ## Say whether the test Samba AD DC answers
+	$(SAMBA_DC) status $(SAMBA_STATE_DIR)
+
+# with-samba expands to one shell line (make runs each recipe line in its own
+# shell, and the trap must cover the whole run).
+with-samba = trap '$(SAMBA_DC) stop $(SAMBA_STATE_DIR)' EXIT; trap 'exit 130' INT TERM; \
+	$(SAMBA_DC) start $(SAMBA_STATE_DIR) && set -a && . $(SAMBA_ENV) && set +a && $(1)

@@ -1,0 +1,243 @@
+// Package sambatest gives integration tests the throw-away Samba AD domain
+// controller started by test/samba/dc.sh: where it listens, how to bind to it
+// and the CA that signed its certificate, read from the DIRGATE_TEST_LDAP_*
+// environment variables that dc.sh writes to STATE_DIR/env.
+//
+// Tests skip when no DC is configured on a developer machine, but fail when
+// CI is set: CI must never pass by skipping its integration tests.
+package sambatest
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-ldap/ldap/v3"
+)
+
+// Environment variable names: the contract with test/samba/dc.sh.
+const (
+	VarURL               = "DIRGATE_TEST_LDAP_URL"
+	VarStartTLSURL       = "DIRGATE_TEST_LDAP_STARTTLS_URL"
+	VarBaseDN            = "DIRGATE_TEST_LDAP_BASE_DN"
+	VarBindDN            = "DIRGATE_TEST_LDAP_BIND_DN"
+	VarPasswordFile      = "DIRGATE_TEST_LDAP_PASSWORD_FILE"
+	VarAdminDN           = "DIRGATE_TEST_LDAP_ADMIN_DN"
+	VarAdminPasswordFile = "DIRGATE_TEST_LDAP_ADMIN_PASSWORD_FILE"
+	VarCAFile            = "DIRGATE_TEST_LDAP_CA_FILE"
+	VarFixtureDir        = "DIRGATE_TEST_LDAP_FIXTURE_DIR"
+	VarSambaDir          = "DIRGATE_TEST_SAMBA_DIR"
+)
+
+// required lists the variables without which no test can reach the DC.
+var required = []string{
+	VarURL, VarStartTLSURL, VarBaseDN, VarBindDN, VarPasswordFile,
+	VarAdminDN, VarAdminPasswordFile, VarCAFile,
+}
+
+// ErrNotConfigured reports that none of the DC's variables is set: no DC was
+// started for this run. Only this error lets a developer's test skip.
+var ErrNotConfigured = errors.New("no Samba DC configured")
+
+// DC describes the running test domain controller. (The brief asked for a
+// struct named Env, but Go forbids a type and a function sharing that name.)
+type DC struct {
+	URL           string // ldaps://127.0.0.1:636
+	StartTLSURL   string // ldap://127.0.0.1:389, for StartTLS
+	BaseDN        string // DC=corp,DC=example,DC=com
+	BindDN        string // dirgate's service account (member of Account Operators)
+	Password      string // read from DIRGATE_TEST_LDAP_PASSWORD_FILE
+	AdminDN       string // the domain Administrator, to set up or restore state
+	AdminPassword string // read from DIRGATE_TEST_LDAP_ADMIN_PASSWORD_FILE
+	CAFile        string // PEM of the CA that signed the DC's certificate
+	CAPool        *x509.CertPool
+	// FixtureDir is the test/fixture/testdata directory that was seeded, or
+	// empty when the DC holds only the harness smoke objects.
+	FixtureDir string
+	SambaDir   string // the DC's files (logs under log/); informational
+}
+
+// Env returns the DC described by the environment. With no DC configured it
+// skips the test, unless CI is true, where it fails the test; a partial or
+// broken configuration always fails it.
+func Env(t testing.TB) DC {
+	t.Helper()
+	return envFrom(t, os.Getenv)
+}
+
+func envFrom(t testing.TB, getenv func(string) string) DC {
+	t.Helper()
+	dc, err := load(getenv)
+	switch {
+	case err == nil:
+		return dc
+	case errors.Is(err, ErrNotConfigured) && !isCI(getenv("CI")):
+		t.Skipf("sambatest: %v; start one with: bash test/samba/dc.sh start /tmp/dgs && set -a && . /tmp/dgs/env && set +a (or: make test)", err)
+	case errors.Is(err, ErrNotConfigured):
+		t.Fatalf("sambatest: %v, and CI must not skip integration tests: run them through make test", err)
+	default:
+		t.Fatalf("sambatest: %v", err)
+	}
+	return DC{}
+}
+
+// isCI reports whether CI asks for strict runs: CI=true (or 1) as set by CI
+// systems; unset, empty or unparsable means a developer machine.
+func isCI(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// load reads and checks every variable, so a misconfiguration surfaces as one
+// clear error instead of a dial failure deep inside some test.
+func load(getenv func(string) string) (DC, error) {
+	var missing []string
+	for _, name := range required {
+		if getenv(name) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == len(required) {
+		return DC{}, fmt.Errorf("load env: %w (%s and others unset)", ErrNotConfigured, VarURL)
+	}
+	if len(missing) > 0 {
+		return DC{}, fmt.Errorf("load env: incomplete configuration, unset: %s", strings.Join(missing, ", "))
+	}
+	dc := DC{
+		URL:         getenv(VarURL),
+		StartTLSURL: getenv(VarStartTLSURL),
+		BaseDN:      getenv(VarBaseDN),
+		BindDN:      getenv(VarBindDN),
+		AdminDN:     getenv(VarAdminDN),
+		CAFile:      getenv(VarCAFile),
+		FixtureDir:  getenv(VarFixtureDir),
+		SambaDir:    getenv(VarSambaDir),
+	}
+	var errs []error
+	if err := checkURL(dc.URL, "ldaps"); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", VarURL, err))
+	}
+	if err := checkURL(dc.StartTLSURL, "ldap"); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", VarStartTLSURL, err))
+	}
+	for _, v := range []struct{ name, dn string }{{VarBaseDN, dc.BaseDN}, {VarBindDN, dc.BindDN}, {VarAdminDN, dc.AdminDN}} {
+		if _, err := ldap.ParseDN(v.dn); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", v.name, err))
+		}
+	}
+	var err error
+	if dc.Password, err = readPassword(getenv(VarPasswordFile)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", VarPasswordFile, err))
+	}
+	if dc.AdminPassword, err = readPassword(getenv(VarAdminPasswordFile)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", VarAdminPasswordFile, err))
+	}
+	if dc.CAPool, err = readCAPool(dc.CAFile); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", VarCAFile, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return DC{}, fmt.Errorf("load env: %w", err)
+	}
+	return dc, nil
+}
+
+// checkURL accepts only the expected scheme and a loopback host with a port:
+// tests must never send traffic off this machine.
+func checkURL(raw, scheme string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("parse url: %w", err)
+	}
+	if u.Scheme != scheme {
+		return fmt.Errorf("scheme %q, want %q", u.Scheme, scheme)
+	}
+	if u.Port() == "" {
+		return fmt.Errorf("url %q has no port", raw)
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("host %q is not a loopback address", host)
+	}
+	return nil
+}
+
+// readPassword returns the file's content without a trailing line break
+// (dc.sh writes none; an editor may add one). An empty password is refused:
+// LDAP treats a simple bind with one as an unauthenticated bind.
+func readPassword(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read password: %w", err)
+	}
+	pw := strings.TrimRight(string(b), "\r\n")
+	if pw == "" {
+		return "", fmt.Errorf("read password: %s is empty", path)
+	}
+	return pw, nil
+}
+
+func readCAPool(path string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("read CA: no PEM certificate in %s", path)
+	}
+	return pool, nil
+}
+
+// TLSConfig returns a client configuration that fully verifies the DC: the
+// harness CA as the only root and the URL's host (127.0.0.1) as server name.
+func (dc DC) TLSConfig() *tls.Config {
+	host := "127.0.0.1"
+	if u, err := url.Parse(dc.URL); err == nil && u.Hostname() != "" {
+		host = u.Hostname()
+	}
+	return &tls.Config{RootCAs: dc.CAPool, ServerName: host, MinVersion: tls.VersionTLS12}
+}
+
+// Dial connects to rawURL, with TLS from the start for ldaps:// and through
+// StartTLS for ldap://, then binds; the connection closes when the test ends.
+// It fails the test on any error.
+func (dc DC) Dial(t testing.TB, rawURL, bindDN, password string) *ldap.Conn {
+	t.Helper()
+	conn, err := ldap.DialURL(rawURL, ldap.DialWithTLSConfig(dc.TLSConfig()),
+		ldap.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}))
+	if err != nil {
+		t.Fatalf("sambatest: dial %s: %v", rawURL, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	conn.SetTimeout(30 * time.Second)
+	if strings.HasPrefix(rawURL, "ldap://") {
+		if err := conn.StartTLS(dc.TLSConfig()); err != nil {
+			t.Fatalf("sambatest: starttls %s: %v", rawURL, err)
+		}
+	}
+	if err := conn.Bind(bindDN, password); err != nil {
+		t.Fatalf("sambatest: bind %s as %q: %v", rawURL, bindDN, err)
+	}
+	return conn
+}
+
+// DialService returns an LDAPS connection bound as dirgate's service account.
+func (dc DC) DialService(t testing.TB) *ldap.Conn {
+	t.Helper()
+	return dc.Dial(t, dc.URL, dc.BindDN, dc.Password)
+}
+
+// DialAdmin returns an LDAPS connection bound as the domain Administrator,
+// for tests that must restore what they changed (e.g. re-add a removed member).
+func (dc DC) DialAdmin(t testing.TB) *ldap.Conn {
+	t.Helper()
+	return dc.Dial(t, dc.URL, dc.AdminDN, dc.AdminPassword)
+}
