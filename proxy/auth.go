@@ -1,0 +1,43 @@
+package proxy
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/dirgate/dirgate"
+)
+
+// HeaderToken carries the raw access token, without a scheme (spec 5, compat.md).
+const HeaderToken = "Adm-Authorization"
+
+// MaxTokenLength bounds the token passed to the authenticator, in bytes.
+const MaxTokenLength = 4096
+
+// authenticate returns the caller behind the request's token. A throttled address is
+// refused before the authenticator is called. Only tokens that were presented and
+// rejected count as failures: a missing header is a misconfigured client, and an
+// authenticator that cannot reach the directory has not judged the token.
+func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (dirgate.Principal, error) {
+	addr := s.cfg.ClientAddr(r)
+	if wait, blocked := s.throttle.blocked(addr, s.cfg.Now()); blocked {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+		return dirgate.Principal{}, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed authentications from this address; try again later.")
+	}
+	vals := r.Header.Values(HeaderToken)
+	if len(vals) != 1 || vals[0] == "" {
+		return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "missing or repeated %s header", HeaderToken)
+	}
+	if len(vals[0]) > MaxTokenLength {
+		s.throttle.fail(addr, s.cfg.Now())
+		return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "token longer than %d bytes", MaxTokenLength)
+	}
+	p, err := s.cfg.Authenticator.Authenticate(r.Context(), vals[0])
+	if err != nil {
+		if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
+			s.throttle.fail(addr, s.cfg.Now())
+		}
+		return dirgate.Principal{}, fmt.Errorf("authenticate: %w", err)
+	}
+	return p, nil
+}

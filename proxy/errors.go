@@ -1,0 +1,119 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/dirgate/dirgate"
+)
+
+// statusCodes is the one table from dirgate's error codes to HTTP statuses.
+// ECANCELED is absent on purpose: a client that went away gets no response.
+var statusCodes = map[string]int{
+	dirgate.EINVALID:         http.StatusBadRequest,
+	dirgate.EUNAUTHENTICATED: http.StatusUnauthorized,
+	dirgate.EFORBIDDEN:       http.StatusForbidden,
+	dirgate.ENOTFOUND:        http.StatusNotFound,
+	dirgate.EMETHOD:          http.StatusMethodNotAllowed,
+	dirgate.ETOOMANY:         http.StatusTooManyRequests,
+	dirgate.EINTERNAL:        http.StatusInternalServerError,
+	dirgate.EUPSTREAM:        http.StatusBadGateway,
+	dirgate.EUNAVAILABLE:     http.StatusServiceUnavailable,
+	dirgate.ETIMEOUT:         http.StatusGatewayTimeout,
+}
+
+// ErrorStatusCode returns the HTTP status for a dirgate error code; an unknown code
+// is a bug and gets 500.
+func ErrorStatusCode(code string) int {
+	if s, ok := statusCodes[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// UnauthenticatedMessage is the product's message for a missing, invalid or expired
+// token (compat.md); clients compare it.
+const UnauthenticatedMessage = "The provided authentication token is either expired or invalid."
+
+// defaultMessages stand in for a coded error without a message.
+var defaultMessages = map[string]string{
+	dirgate.EINVALID:   "The request is invalid.",
+	dirgate.EFORBIDDEN: "You are not allowed to perform this operation.",
+	dirgate.ENOTFOUND:  "The object was not found.",
+	dirgate.EMETHOD:    "The method is not allowed on this resource.",
+	dirgate.ETOOMANY:   "Too many requests; try again later.",
+}
+
+// ErrorResponse is the body of every error (compat.md). ModelState names the
+// parameter at fault on a 400.
+type ErrorResponse struct {
+	Message    string              `json:"message"`
+	Code       string              `json:"code"`
+	ModelState map[string][]string `json:"modelState,omitempty"`
+}
+
+// StatusClientClosedRequest is what the request log records when the client went
+// away and nothing was written (nginx's 499; never sent).
+const StatusClientClosedRequest = 499
+
+// Error writes err as an error response. It is the only place where errors become
+// statuses and bodies:
+//   - a 5xx shows the generic message of its code; the error itself goes to the log;
+//   - a 401 shows UnauthenticatedMessage whatever the authenticator said;
+//   - other statuses show the coded error's client-safe message, and a 400 that names
+//     a parameter adds modelState;
+//   - a cancellation by the client writes nothing (the handler then aborts the
+//     connection); a cancellation the client did not cause is a 500.
+func Error(w http.ResponseWriter, r *http.Request, err error) {
+	rec := recordFrom(r.Context())
+	code := dirgate.ErrorCode(err)
+	if code == dirgate.ECANCELED && r.Context().Err() != nil {
+		rec.abort(err)
+		return
+	}
+	status, ok := statusCodes[code]
+	if !ok {
+		code, status = dirgate.EINTERNAL, http.StatusInternalServerError
+	}
+	resp := ErrorResponse{Code: code}
+	switch {
+	case status >= 500:
+		// A coded message is meant to be client-safe, but a 5xx's may still describe
+		// the failure; the code's generic text never does.
+		resp.Message = dirgate.ErrorMessage(&dirgate.Error{Code: code})
+		rec.fail(code, err)
+		if rec == nil { // Error used outside this package's handler
+			slog.Default().ErrorContext(r.Context(), "http error", "method", clip(r.Method, maxLoggedMethod), "code", code, "error", clip(err.Error(), maxLoggedError))
+		}
+	case status == http.StatusUnauthorized:
+		resp.Message = UnauthenticatedMessage
+		rec.fail(code, nil)
+	default:
+		resp.Message = defaultMessages[code]
+		var e *dirgate.Error
+		if errors.As(err, &e) && e.Message != "" {
+			resp.Message = e.Message
+		}
+		if p := dirgate.ErrorParam(err); p != "" && status == http.StatusBadRequest {
+			resp.ModelState = map[string][]string{p: {resp.Message}}
+		}
+		rec.fail(code, nil)
+	}
+	body, _ := json.Marshal(resp) // strings and a map of strings: cannot fail
+	writeJSON(w, status, body)
+}
+
+// writeJSON writes an encoded JSON body with the headers every response carries.
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	// Listings are filtered per caller: no shared cache may keep them.
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/dirgate/dirgate"
+)
+
+// allowedMethods is the Allow header of a 405. HEAD is not offered: it would cost a
+// full listing to send no body. OPTIONS is not offered either: there are no browser
+// clients to pre-flight.
+const allowedMethods = "GET, DELETE"
+
+// serveGroupMembers serves the resource in the order: method (405), authentication
+// (429, 401), body (400), query (400), then the service.
+func (s *server) serveGroupMembers(w http.ResponseWriter, r *http.Request, rec *record) {
+	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+		w.Header().Set("Allow", allowedMethods)
+		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use GET or DELETE."))
+		return
+	}
+	p, err := s.authenticate(w, r)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	rec.subject = p.DN
+	// spec 4: no body must be sent. A chunked body has ContentLength -1.
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		Error(w, r, dirgate.Errorf(dirgate.EINVALID, "The request must not have a body."))
+		return
+	}
+	if r.Method == http.MethodGet {
+		s.list(w, r, rec, p)
+	} else {
+		s.remove(w, r, rec, p)
+	}
+}
+
+func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dirgate.Principal) {
+	q, err := parseListQuery(r.URL.RawQuery)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	rec.group = q.Group.Canonical()
+	objs, err := s.cfg.Service.List(r.Context(), p, q.Group, q.Options)
+	if err != nil {
+		Error(w, r, fmt.Errorf("list group members: %w", err))
+		return
+	}
+	if objs == nil {
+		objs = []dirgate.Object{} // "[]", never "null"
+	}
+	writeOK(w, r, objs)
+}
+
+func (s *server) remove(w http.ResponseWriter, r *http.Request, rec *record, p dirgate.Principal) {
+	q, err := parseRemoveQuery(r.URL.RawQuery)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	rec.group, rec.member = q.Group.Canonical(), q.Member.Canonical()
+	res, err := s.cfg.Service.Remove(r.Context(), p, q.Group, q.Member)
+	if err != nil {
+		Error(w, r, fmt.Errorf("remove group member: %w", err))
+		return
+	}
+	writeOK(w, r, res)
+}
+
+// writeOK encodes v before writing anything, so that an encoding failure is still a
+// clean 500.
+func writeOK(w http.ResponseWriter, r *http.Request, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		Error(w, r, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err)))
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}

@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/dirgate/dirgate"
+)
+
+// Bounds on what the request log takes from a request or from an error, so that a
+// client cannot make a log line arbitrarily long. slog's handlers quote strings, so
+// control characters cannot forge lines.
+const (
+	maxLoggedMethod     = 16
+	maxLoggedIdentifier = 256
+	maxLoggedAddr       = 64
+	maxLoggedError      = 1024
+)
+
+// record gathers, while a request is served, what its one log line reports. It travels
+// in the request's context so that Error can fill it in.
+type record struct {
+	logger  *slog.Logger
+	route   string
+	quiet   bool // a mount (health, metrics): logged at debug level
+	subject string
+	group   string
+	member  string
+	code    string // dirgate code of an error response
+	err     error  // detail of a 5xx or of a cancellation: for the log only
+	aborted bool   // the client went away; nothing was written
+}
+
+type recordKey struct{}
+
+func recordFrom(ctx context.Context) *record {
+	r, _ := ctx.Value(recordKey{}).(*record)
+	return r
+}
+
+// fail notes an error response; err is kept only when its detail belongs in the log.
+func (r *record) fail(code string, err error) {
+	if r != nil {
+		r.code, r.err = code, err
+	}
+}
+
+func (r *record) abort(err error) {
+	if r != nil {
+		r.code, r.err, r.aborted = dirgate.ECANCELED, err, true
+	}
+}
+
+// logRequest writes the request's one line: method, route name (never the raw path),
+// status, duration, bytes, client, caller, and the identifiers acted on. The token
+// and raw query are never logged.
+func (s *server) logRequest(r *http.Request, rec *record, sw *statusWriter, start time.Time, panicked any) {
+	status := sw.status
+	switch {
+	case rec.aborted || panicked == http.ErrAbortHandler:
+		status = StatusClientClosedRequest
+	case panicked != nil:
+		status = http.StatusInternalServerError
+	case status == 0:
+		status = http.StatusOK // what net/http sends when nothing was written
+	}
+	level := slog.LevelInfo
+	switch {
+	case status >= 500 && status != StatusClientClosedRequest:
+		level = slog.LevelError
+	case rec.quiet:
+		level = slog.LevelDebug
+	}
+	attrs := []slog.Attr{
+		slog.String("method", clip(r.Method, maxLoggedMethod)),
+		slog.String("route", rec.route),
+		slog.Int("status", status),
+		slog.Duration("duration", s.cfg.Now().Sub(start)),
+		slog.Int64("bytes", sw.bytes),
+		slog.String("client", clip(s.cfg.ClientAddr(r), maxLoggedAddr)),
+	}
+	if rec.subject != "" {
+		attrs = append(attrs, slog.String("subject", clip(rec.subject, maxLoggedIdentifier)))
+	}
+	if rec.group != "" {
+		attrs = append(attrs, slog.String("group", clip(rec.group, maxLoggedIdentifier)))
+	}
+	if rec.member != "" {
+		attrs = append(attrs, slog.String("member", clip(rec.member, maxLoggedIdentifier)))
+	}
+	if rec.code != "" {
+		attrs = append(attrs, slog.String("code", rec.code))
+	}
+	if rec.err != nil {
+		attrs = append(attrs, slog.String("error", clip(rec.err.Error(), maxLoggedError)))
+	}
+	if panicked != nil && panicked != http.ErrAbortHandler {
+		attrs = append(attrs, slog.Bool("panic", true))
+	}
+	s.cfg.Logger.LogAttrs(r.Context(), level, "http request", attrs...)
+}
+
+// clip bounds s to n bytes, marking a cut with "...". It may cut a UTF-8 sequence;
+// the log handler then escapes the broken bytes.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// statusWriter records the status and size of a response for the log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	bytes  int64
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 && status >= 200 { // 1xx responses are interim
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer (mounted
+// handlers may flush or set deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush keeps http.Flusher visible to mounted handlers that type-assert for it.
+func (w *statusWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // http.Flusher has no error either
+}

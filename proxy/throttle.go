@@ -1,0 +1,162 @@
+package proxy
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// ThrottleConfig bounds token guessing: a client address with MaxFailures failed
+// authentications within the last Window gets 429 until the oldest of them leaves
+// the window. Memory is bounded by MaxClients addresses of MaxFailures timestamps.
+type ThrottleConfig struct {
+	// MaxFailures is how many failures an address may have in Window. 0 means 10.
+	MaxFailures int
+	// Window is the length of the sliding window. 0 means one minute.
+	Window time.Duration
+	// MaxClients caps the addresses tracked; beyond it the address whose last
+	// failure is oldest is forgotten. 0 means 10,000.
+	MaxClients int
+}
+
+// Throttle defaults.
+const (
+	DefaultMaxFailures = 10
+	DefaultWindow      = time.Minute
+	DefaultMaxClients  = 10_000
+)
+
+func (c ThrottleConfig) withDefaults() ThrottleConfig {
+	if c.MaxFailures == 0 {
+		c.MaxFailures = DefaultMaxFailures
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxClients == 0 {
+		c.MaxClients = DefaultMaxClients
+	}
+	return c
+}
+
+func (c ThrottleConfig) validate() []error {
+	var errs []error
+	if c.MaxFailures < 0 || c.MaxFailures > 10_000 {
+		errs = append(errs, fmt.Errorf("proxy: Throttle.MaxFailures %d is outside 1..10000", c.MaxFailures))
+	}
+	if c.Window < 0 {
+		errs = append(errs, errors.New("proxy: Throttle.Window is negative"))
+	}
+	if c.MaxClients < 0 {
+		errs = append(errs, errors.New("proxy: Throttle.MaxClients is negative"))
+	}
+	return errs
+}
+
+// throttle counts failed authentications per client address in a sliding window.
+type throttle struct {
+	cfg ThrottleConfig
+
+	mu      sync.Mutex
+	clients map[string]*list.Element // of *failures
+	lru     *list.List               // front: the most recent failure
+}
+
+// failures are one address's failure times within the window, oldest first.
+type failures struct {
+	addr  string
+	times []time.Time
+}
+
+func newThrottle(cfg ThrottleConfig) *throttle {
+	return &throttle{cfg: cfg, clients: map[string]*list.Element{}, lru: list.New()}
+}
+
+// blocked reports whether addr has used up its failures and, if so, how long until
+// the oldest one leaves the window.
+func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.clients[addr]
+	if !ok {
+		return 0, false
+	}
+	f := e.Value.(*failures)
+	t.prune(f, now)
+	switch {
+	case len(f.times) == 0:
+		t.lru.Remove(e)
+		delete(t.clients, addr)
+		return 0, false
+	case len(f.times) < t.cfg.MaxFailures:
+		return 0, false
+	}
+	return f.times[0].Add(t.cfg.Window).Sub(now), true
+}
+
+// fail records a failed authentication by addr at now.
+func (t *throttle) fail(addr string, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.clients[addr]
+	if ok {
+		t.lru.MoveToFront(e)
+	} else {
+		e = t.lru.PushFront(&failures{addr: addr})
+		t.clients[addr] = e
+		if t.lru.Len() > t.cfg.MaxClients {
+			oldest := t.lru.Back()
+			t.lru.Remove(oldest)
+			delete(t.clients, oldest.Value.(*failures).addr)
+		}
+	}
+	f := e.Value.(*failures)
+	t.prune(f, now)
+	f.times = append(f.times, now)
+	// Concurrent requests can all pass blocked before any records its failure; only
+	// the newest MaxFailures matter.
+	if n := len(f.times) - t.cfg.MaxFailures; n > 0 {
+		f.times = append(f.times[:0], f.times[n:]...)
+	}
+}
+
+// prune drops the failures that have left the window.
+func (t *throttle) prune(f *failures, now time.Time) {
+	i := 0
+	for i < len(f.times) && !f.times[i].Add(t.cfg.Window).After(now) {
+		i++
+	}
+	if i > 0 {
+		f.times = append(f.times[:0], f.times[i:]...)
+	}
+}
+
+// retryAfterSeconds renders a wait as Retry-After seconds, rounded up: a client that
+// waits that long is no longer blocked.
+func retryAfterSeconds(d time.Duration) int {
+	s := int((d + time.Second - 1) / time.Second)
+	return max(s, 1)
+}
+
+// remoteAddr is the default client address: the connection's peer, an IPv6 peer by
+// its /64 since one host commonly holds a whole /64.
+func remoteAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	if a = a.Unmap(); a.Is6() {
+		p, _ := a.WithZone("").Prefix(64)
+		return p.String()
+	}
+	return a.String()
+}

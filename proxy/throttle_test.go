@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func TestThrottleSlidingWindow(t *testing.T) {
+	th := newThrottle(ThrottleConfig{MaxFailures: 3, Window: time.Minute, MaxClients: 10})
+	const a = "192.0.2.1"
+	// Failures at 0s, 10s, 20s: the third one blocks.
+	for i, at := range []time.Duration{0, 10 * time.Second, 20 * time.Second} {
+		if _, blocked := th.blocked(a, t0.Add(at)); blocked {
+			t.Fatalf("blocked before failure %d", i+1)
+		}
+		th.fail(a, t0.Add(at))
+	}
+	tests := []struct {
+		name      string
+		at        time.Duration
+		wantBlock bool
+		wantWait  time.Duration
+	}{
+		// Blocked until the oldest failure (at 0s) leaves the window at 60s.
+		{"right after the third", 20 * time.Second, true, 40 * time.Second},
+		{"just before the oldest expires", 59*time.Second + 999*time.Millisecond, true, time.Millisecond},
+		// A failure counts during [t, t+window).
+		{"oldest expired", 60 * time.Second, false, 0},
+	}
+	for _, tt := range tests {
+		wait, blocked := th.blocked(a, t0.Add(tt.at))
+		if blocked != tt.wantBlock || wait != tt.wantWait {
+			t.Errorf("%s: blocked %v wait %v, want %v %v", tt.name, blocked, wait, tt.wantBlock, tt.wantWait)
+		}
+	}
+	// At 60s two failures remain; one more blocks again, now until 10s+60s.
+	th.fail(a, t0.Add(60*time.Second))
+	if wait, blocked := th.blocked(a, t0.Add(60*time.Second)); !blocked || wait != 10*time.Second {
+		t.Errorf("after a fourth failure: blocked %v wait %v, want true 10s", blocked, wait)
+	}
+}
+
+func TestThrottleAddressesAreIndependent(t *testing.T) {
+	th := newThrottle(ThrottleConfig{MaxFailures: 2, Window: time.Minute, MaxClients: 10})
+	th.fail("a", t0)
+	th.fail("a", t0)
+	th.fail("b", t0)
+	if _, blocked := th.blocked("a", t0); !blocked {
+		t.Errorf("a is not blocked after 2 failures")
+	}
+	if _, blocked := th.blocked("b", t0); blocked {
+		t.Errorf("b is blocked after 1 failure")
+	}
+	if _, blocked := th.blocked("c", t0); blocked {
+		t.Errorf("an unknown address is blocked")
+	}
+}
+
+func TestThrottleBoundedMemory(t *testing.T) {
+	th := newThrottle(ThrottleConfig{MaxFailures: 2, Window: time.Minute, MaxClients: 3})
+	// a fails twice first, then b, c, d fail once: a's last failure is the oldest and
+	// a is forgotten when d makes a fourth address.
+	th.fail("a", t0)
+	th.fail("a", t0.Add(time.Second))
+	th.fail("b", t0.Add(2*time.Second))
+	th.fail("c", t0.Add(3*time.Second))
+	if _, blocked := th.blocked("a", t0.Add(3*time.Second)); !blocked {
+		t.Fatalf("a is not blocked before eviction")
+	}
+	th.fail("d", t0.Add(4*time.Second))
+	if n := len(th.clients); n != 3 || th.lru.Len() != 3 {
+		t.Errorf("tracking %d addresses (list %d), want 3", n, th.lru.Len())
+	}
+	if _, blocked := th.blocked("a", t0.Add(4*time.Second)); blocked {
+		t.Errorf("a is still blocked after it was evicted")
+	}
+	// A recent failure keeps b tracked: b fails again and is now the newest, so e
+	// evicts c.
+	th.fail("b", t0.Add(5*time.Second))
+	th.fail("e", t0.Add(6*time.Second))
+	if _, ok := th.clients["c"]; ok {
+		t.Errorf("c was kept, the least recently failing address")
+	}
+	if _, blocked := th.blocked("b", t0.Add(6*time.Second)); !blocked {
+		t.Errorf("b lost its failures to eviction")
+	}
+	// Failures per address never exceed MaxFailures, however many arrive.
+	for i := 0; i < 100; i++ {
+		th.fail("b", t0.Add(7*time.Second))
+	}
+	if n := len(th.clients["b"].Value.(*failures).times); n != 2 {
+		t.Errorf("b keeps %d timestamps, want 2", n)
+	}
+}
+
+func TestThrottleForgetsExpiredAddresses(t *testing.T) {
+	th := newThrottle(ThrottleConfig{MaxFailures: 2, Window: time.Minute, MaxClients: 10})
+	th.fail("a", t0)
+	th.blocked("a", t0.Add(time.Minute))
+	if len(th.clients) != 0 || th.lru.Len() != 0 {
+		t.Errorf("an address without failures in the window is still tracked")
+	}
+}
+
+func TestRetryAfterSeconds(t *testing.T) {
+	tests := []struct {
+		name string
+		d    time.Duration
+		want int
+	}{
+		// Rounded up: waiting the advertised time must be enough.
+		{"fraction", 1500 * time.Millisecond, 2},
+		{"whole", 40 * time.Second, 40},
+		// Never 0, which would invite an immediate retry.
+		{"tiny", time.Millisecond, 1},
+	}
+	for _, tt := range tests {
+		if got := retryAfterSeconds(tt.d); got != tt.want {
+			t.Errorf("%s: retryAfterSeconds(%v) = %d, want %d", tt.name, tt.d, got, tt.want)
+		}
+	}
+}
+
+func TestRemoteAddr(t *testing.T) {
+	tests := []struct {
+		name   string
+		remote string
+		xff    string
+		want   string
+	}{
+		{"IPv4", "192.0.2.7:5123", "", "192.0.2.7"},
+		// X-Forwarded-For is client-controlled unless a trusted proxy sets it.
+		{"forwarded header ignored", "192.0.2.7:5123", "203.0.113.9", "192.0.2.7"},
+		// One host commonly holds a /64: counting per address would let it rotate.
+		{"IPv6 by /64", "[2001:db8:1:2:aaaa::1]:443", "", "2001:db8:1:2::/64"},
+		{"IPv6 same /64", "[2001:db8:1:2:bbbb::9]:443", "", "2001:db8:1:2::/64"},
+		{"IPv6 zone dropped", "[fe80::1%eth0]:443", "", "fe80::/64"},
+		{"IPv4-mapped IPv6 is IPv4", "[::ffff:192.0.2.7]:443", "", "192.0.2.7"},
+		{"no port", "192.0.2.7", "", "192.0.2.7"},
+		{"not an IP", "pipe", "", "pipe"},
+	}
+	for _, tt := range tests {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = tt.remote
+		if tt.xff != "" {
+			r.Header.Set("X-Forwarded-For", tt.xff)
+		}
+		if got := remoteAddr(r); got != tt.want {
+			t.Errorf("%s: remoteAddr(%q) = %q, want %q", tt.name, tt.remote, got, tt.want)
+		}
+	}
+}
