@@ -75,6 +75,7 @@ func TestNormalizePropertiesRejects(t *testing.T) {
 		{"too long", []string{strings.Repeat("a", dirgate.MaxPropertyNameLength+1)}, "longer than"},
 		// The count is checked before deduplication: the bound is on work, not on result.
 		{"too many", names(dirgate.MaxProperties + 1), "more than"},
+		{"too many duplicates", slices.Repeat([]string{"mail"}, dirgate.MaxProperties+1), "more than"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

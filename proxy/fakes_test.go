@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -172,9 +173,7 @@ func (e *env) logLines() []map[string]any {
 // errorBody decodes an error response and checks the headers every error carries.
 func errorBody(t *testing.T, w *httptest.ResponseRecorder) proxy.ErrorResponse {
 	t.Helper()
-	if ct := w.Header().Get("Content-Type"); ct != "application/json; charset=utf-8" {
-		t.Errorf("Content-Type %q", ct)
-	}
+	checkJSONHeaders(t, w)
 	var b proxy.ErrorResponse
 	dec := json.NewDecoder(bytes.NewReader(w.Body.Bytes()))
 	dec.DisallowUnknownFields()
@@ -182,4 +181,20 @@ func errorBody(t *testing.T, w *httptest.ResponseRecorder) proxy.ErrorResponse {
 		t.Fatalf("error body %q: %v", w.Body.String(), err)
 	}
 	return b
+}
+
+// checkJSONHeaders checks the headers of every JSON response (docs/api.md).
+func checkJSONHeaders(t *testing.T, w *httptest.ResponseRecorder) {
+	t.Helper()
+	want := map[string]string{
+		"Content-Type":           "application/json; charset=utf-8",
+		"Content-Length":         strconv.Itoa(w.Body.Len()),
+		"Cache-Control":          "no-store",
+		"X-Content-Type-Options": "nosniff",
+	}
+	for k, v := range want {
+		if got := w.Header().Get(k); got != v {
+			t.Errorf("header %s %q, want %q", k, got, v)
+		}
+	}
 }

@@ -96,9 +96,7 @@ func TestList(t *testing.T) {
 	if w.Code != 200 {
 		t.Fatalf("status %d: %s", w.Code, w.Body.String())
 	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/json; charset=utf-8" {
-		t.Errorf("Content-Type %q", ct)
-	}
+	checkJSONHeaders(t, w)
 	// The service gets the parsed request and the authenticated principal.
 	want := dirgate.ListOptions{IncludeIndirect: true, Properties: []string{"department", "mail"}, SizeLimit: 5}
 	if e.svc.group.Canonical() != groupDN || e.svc.principal.DN != alice.DN ||
@@ -202,7 +200,8 @@ func TestBodyRefused(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			r := httptest.NewRequest(tt.method, listURL+"&member=S-1-5-11", nil)
+			// No group either: the body is checked before the query.
+			r := httptest.NewRequest(tt.method, api, nil)
 			r.Header.Set(proxy.HeaderToken, goodToken)
 			tt.prepare(r)
 			w := e.serve(r)
@@ -493,11 +492,15 @@ func TestMounts(t *testing.T) {
 	if w.Code != 200 || w.Body.String() != "ok" || e.auth.callCount() != 0 {
 		t.Errorf("mount: status %d body %q auth calls %d", w.Code, w.Body.String(), e.auth.callCount())
 	}
+	// Any method: the mount decides.
+	if w := e.do("POST", "/healthz", nil); w.Code != 200 {
+		t.Errorf("POST /healthz: status %d", w.Code)
+	}
 	// Mounts match exactly.
 	if w := e.do("GET", "/HEALTHZ", nil); w.Code != 404 {
 		t.Errorf("/HEALTHZ: status %d", w.Code)
 	}
-	if l := e.logLines(); len(l) != 2 || l[0]["route"] != "/healthz" || l[0]["level"] != "DEBUG" {
+	if l := e.logLines(); len(l) != 3 || l[0]["route"] != "/healthz" || l[0]["level"] != "DEBUG" {
 		t.Errorf("log %v", l)
 	}
 }
@@ -533,5 +536,56 @@ func TestConfigValidate(t *testing.T) {
 	// A mount outside the base path is fine, and the zero optional fields default.
 	if _, err := proxy.New(proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, Mounts: map[string]http.Handler{"/metrics": h}}); err != nil {
 		t.Errorf("valid config: %v", err)
+	}
+}
+
+// TestThrottleCounts: which authentications count as failures, and that a success
+// does not wipe its own address's failures either.
+func TestThrottleCounts(t *testing.T) {
+	e := newEnv(t, func(c *proxy.Config) { c.Throttle.MaxFailures = 2 })
+	send := func(tokens ...string) int {
+		r := httptest.NewRequest("GET", listURL, nil)
+		for _, tok := range tokens {
+			r.Header.Add(proxy.HeaderToken, tok)
+		}
+		return e.serve(r).Code
+	}
+	// Repeated headers are a client bug, not a guess: never counted.
+	for i := 0; i < 5; i++ {
+		if got := send("a", "b"); got != 401 {
+			t.Fatalf("repeated header: status %d", got)
+		}
+	}
+	// A too-long token is a rejected token: counted, then a success, then one more
+	// failure blocks (the success reset nothing).
+	if got := send(strings.Repeat("t", proxy.MaxTokenLength+1)); got != 401 {
+		t.Fatalf("long token: status %d", got)
+	}
+	if got := send(goodToken); got != 200 {
+		t.Fatalf("good token: status %d", got)
+	}
+	if got := send("guess"); got != 401 {
+		t.Fatalf("guess: status %d", got)
+	}
+	if got := send(goodToken); got != 429 {
+		t.Errorf("after two failures around a success: status %d, want 429", got)
+	}
+}
+
+// TestHeaderNameCaseOverTheWire: a client spelling the header in lower case (as HTTP/2
+// always does) is authenticated.
+func TestHeaderNameCaseOverTheWire(t *testing.T) {
+	e := newEnv(t, nil)
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+listURL, nil)
+	req.Header["adm-authorization"] = []string{goodToken} // sent as written
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("status %d, want 200", resp.StatusCode)
 	}
 }
