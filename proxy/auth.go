@@ -18,8 +18,8 @@ const MaxTokenLength = 4096
 // refused before the authenticator is called. Only tokens that were presented and
 // rejected count as failures: a missing header is a misconfigured client, and an
 // authenticator that cannot reach the directory has not judged the token.
-func (s *server) authenticate(w http.ResponseWriter, r *http.Request) (dirgate.Principal, error) {
-	addr := s.cfg.ClientAddr(r)
+func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *record) (dirgate.Principal, error) {
+	addr := rec.client
 	if wait, blocked := s.throttle.blocked(addr, s.cfg.Now()); blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 		return dirgate.Principal{}, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed authentications from this address; try again later.")

@@ -21,7 +21,7 @@ func (s *server) serveGroupMembers(w http.ResponseWriter, r *http.Request, rec *
 		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use GET or DELETE."))
 		return
 	}
-	p, err := s.authenticate(w, r)
+	p, err := s.authenticate(w, r, rec)
 	if err != nil {
 		Error(w, r, err)
 		return

@@ -22,9 +22,9 @@ const (
 // record gathers, while a request is served, what its one log line reports. It travels
 // in the request's context so that Error can fill it in.
 type record struct {
-	logger  *slog.Logger
 	route   string
-	quiet   bool // a mount (health, metrics): logged at debug level
+	quiet   bool   // a mount (health, metrics): logged at debug level
+	client  string // Config.ClientAddr, bounded: the throttle's key
 	subject string
 	group   string
 	member  string
@@ -79,7 +79,7 @@ func (s *server) logRequest(r *http.Request, rec *record, sw *statusWriter, star
 		slog.Int("status", status),
 		slog.Duration("duration", s.cfg.Now().Sub(start)),
 		slog.Int64("bytes", sw.bytes),
-		slog.String("client", clip(s.cfg.ClientAddr(r), maxLoggedAddr)),
+		slog.String("client", rec.client),
 	}
 	if rec.subject != "" {
 		attrs = append(attrs, slog.String("subject", clip(rec.subject, maxLoggedIdentifier)))

@@ -160,7 +160,7 @@ const (
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.cfg.Now()
-	rec := &record{logger: s.cfg.Logger}
+	rec := &record{client: clip(s.cfg.ClientAddr(r), maxLoggedAddr)}
 	sw := &statusWriter{ResponseWriter: w}
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	defer func() {

@@ -139,8 +139,8 @@ func parseParams(raw string, known []string) (map[string]string, error) {
 		if _, dup := vals[name]; dup {
 			return nil, dirgate.InvalidParam(name, "The %s parameter is given more than once.", name)
 		}
-		if max, ok := maxValueLength[name]; ok && len(val) > max {
-			return nil, dirgate.InvalidParam(name, "The %s parameter is longer than %d bytes.", name, max)
+		if limit, ok := maxValueLength[name]; ok && len(val) > limit {
+			return nil, dirgate.InvalidParam(name, "The %s parameter is longer than %d bytes.", name, limit)
 		}
 		vals[name] = val
 	}
