@@ -1,0 +1,264 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config holds every setting. Each is a flag (--listen), an environment variable
+// (DIRGATE_LISTEN) and a key of the optional YAML file (listen:); a flag beats the
+// environment, which beats the file, which beats the default.
+type Config struct {
+	Listen          string
+	BasePath        string
+	TokensFile      string
+	Upstream        string
+	MemoryLDIF      string
+	LogLevel        string
+	LogFormat       string
+	RequestTimeout  time.Duration
+	ShutdownTimeout time.Duration
+	PrincipalTTL    time.Duration
+
+	AuthMaxFailures   int
+	AuthFailureWindow time.Duration
+
+	LDAPURL          string
+	LDAPStartTLS     bool
+	LDAPBindDN       string
+	LDAPPasswordFile string
+	LDAPBaseDN       string
+	LDAPCAFile       string
+	LDAPPoolSize     int
+	LDAPTimeout      time.Duration
+	LDAPPageSize     int
+	LDAPInChain      bool
+
+	BreakerFailures     int
+	BreakerOpenTimeout  time.Duration
+	BreakerHalfOpenReqs int
+}
+
+// settings binds every setting to its Config field, with its help text. The README's
+// configuration table is this list (TestREADMEListsEverySetting keeps them in step).
+func (c *Config) settings(fs *flag.FlagSet) {
+	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free port)")
+	fs.StringVar(&c.BasePath, "base-path", "/restApi", "path prefix of the API, matched case-insensitively; \"\" serves at /api/...")
+	fs.StringVar(&c.TokensFile, "tokens-file", "", "YAML file of access tokens (docs/auth.md); empty with the demo directory uses the demo tokens")
+	fs.StringVar(&c.Upstream, "upstream", "memory", "directory to serve: memory (an LDIF file, or the embedded demo) or ldap")
+	fs.StringVar(&c.MemoryLDIF, "memory-ldif", "", "LDIF export loaded by the memory upstream; empty loads the embedded demo directory")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "deadline for serving one request, upstream calls included")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
+	fs.DurationVar(&c.PrincipalTTL, "principal-ttl", 30*time.Second, "how long a token's resolved principal (its groups) is reused")
+	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address within the window before it gets 429")
+	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
+
+	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 with --ldap-starttls")
+	fs.BoolVar(&c.LDAPStartTLS, "ldap-starttls", false, "upgrade an ldap:// connection with StartTLS (plain LDAP is never used)")
+	fs.StringVar(&c.LDAPBindDN, "ldap-bind-dn", "", "service account DN to bind as")
+	fs.StringVar(&c.LDAPPasswordFile, "ldap-password-file", "", "file holding the service account's password")
+	fs.StringVar(&c.LDAPBaseDN, "ldap-base-dn", "", "naming context searched for members, e.g. DC=corp,DC=example,DC=com")
+	fs.StringVar(&c.LDAPCAFile, "ldap-ca-file", "", "PEM file of CA certificates that sign the directory's certificate (default: system roots)")
+	fs.IntVar(&c.LDAPPoolSize, "ldap-pool-size", 4, "bound LDAP connections kept open")
+	fs.DurationVar(&c.LDAPTimeout, "ldap-timeout", 10*time.Second, "deadline for one LDAP operation (also bounded by the request)")
+	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
+	fs.BoolVar(&c.LDAPInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
+
+	fs.IntVar(&c.BreakerFailures, "breaker-failures", 5, "consecutive upstream failures that open the circuit breaker")
+	fs.DurationVar(&c.BreakerOpenTimeout, "breaker-open-timeout", 30*time.Second, "how long the breaker stays open before a trial request")
+	fs.IntVar(&c.BreakerHalfOpenReqs, "breaker-half-open-requests", 1, "trial requests let through while half-open")
+}
+
+// envName maps a setting to its environment variable: ldap-url -> DIRGATE_LDAP_URL.
+func envName(setting string) string {
+	return "DIRGATE_" + strings.ToUpper(strings.ReplaceAll(setting, "-", "_"))
+}
+
+// LoadConfig reads flags (args), the environment (getenv) and the YAML file named by
+// --config or DIRGATE_CONFIG, in that order of precedence, then validates the result.
+func LoadConfig(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	c := &Config{}
+	fs := flag.NewFlagSet("dirgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.settings(fs)
+	var configFile string
+	fs.StringVar(&configFile, "config", "", "optional YAML file of settings (keys are the flag names)")
+	fs.Usage = func() { usage(fs, stderr) }
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (see dirgate --help)", fs.Arg(0))
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if configFile == "" {
+		configFile = getenv(envName("config"))
+	}
+
+	var errs []error
+	fromEnv := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		if explicit[f.Name] || f.Name == "config" {
+			return
+		}
+		if v, ok := lookupEnv(getenv, envName(f.Name)); ok {
+			fromEnv[f.Name] = true
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", envName(f.Name), err))
+			}
+		}
+	})
+	if configFile != "" {
+		if err := applyFile(fs, configFile, func(name string) bool { return explicit[name] || fromEnv[name] }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// lookupEnv treats an empty variable as unset, as shells and Kubernetes often export
+// empty values for optional settings.
+func lookupEnv(getenv func(string) string, name string) (string, bool) {
+	v := getenv(name)
+	return v, v != ""
+}
+
+func applyFile(fs *flag.FlagSet, path string, overridden func(string) bool) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var m map[string]any
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, k := range keys {
+		f := fs.Lookup(k)
+		if f == nil || k == "config" {
+			errs = append(errs, fmt.Errorf("config file %s: unknown setting %q", path, k))
+			continue
+		}
+		if overridden(k) {
+			continue
+		}
+		if err := f.Value.Set(fmt.Sprint(m[k])); err != nil {
+			errs = append(errs, fmt.Errorf("config file %s: %s: %w", path, k, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(setting, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s (%s): %s", setting, envName(setting), fmt.Sprintf(format, args...)))
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "must be host:port: %v", err)
+	}
+	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.HasSuffix(c.BasePath, "/")) {
+		bad("base-path", "must start with / and not end with /, or be empty")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log-level", "must be debug, info, warn or error")
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("log-format", "must be json or text")
+	}
+	for name, d := range map[string]time.Duration{"request-timeout": c.RequestTimeout, "shutdown-timeout": c.ShutdownTimeout,
+		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout} {
+		if d <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.PrincipalTTL < 0 {
+		bad("principal-ttl", "must not be negative")
+	}
+	for name, n := range map[string]int{"auth-max-failures": c.AuthMaxFailures, "breaker-failures": c.BreakerFailures,
+		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize} {
+		if n <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	switch c.Upstream {
+	case "memory":
+		if c.TokensFile == "" && c.MemoryLDIF != "" {
+			bad("tokens-file", "is required unless the embedded demo directory is served")
+		}
+	case "ldap":
+		if c.TokensFile == "" {
+			bad("tokens-file", "is required with the ldap upstream")
+		}
+		for name, v := range map[string]string{"ldap-url": c.LDAPURL, "ldap-bind-dn": c.LDAPBindDN,
+			"ldap-password-file": c.LDAPPasswordFile, "ldap-base-dn": c.LDAPBaseDN} {
+			if v == "" {
+				bad(name, "is required with the ldap upstream")
+			}
+		}
+	default:
+		bad("upstream", "must be memory or ldap")
+	}
+	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid configuration:\n%w", err)
+	}
+	return nil
+}
+
+// IsDemo reports whether the embedded demo directory and its tokens are served.
+func (c *Config) IsDemo() bool { return c.Upstream == "memory" && c.MemoryLDIF == "" && c.TokensFile == "" }
+
+func (c *Config) slogLevel() slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(c.LogLevel))
+	return l
+}
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprintf(w, `dirgate: a gateway that serves the group-membership API in front of Active Directory.
+
+Usage:
+  dirgate [settings]     serve (the default)
+  dirgate version        print the version
+
+Every setting is also an environment variable (DIRGATE_<NAME>) and a key of the
+YAML file given by --config. Precedence: flag, environment, file, default.
+
+Settings:
+`)
+	fs.VisitAll(func(f *flag.Flag) {
+		def := ""
+		if f.DefValue != "" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(w, "  --%s  [%s]%s\n      %s\n", f.Name, envName(f.Name), def, f.Usage)
+	})
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "dirgate.yaml")
+	os.WriteFile(file, []byte("listen: 127.0.0.1:7000\nbase-path: /fromfile\nlog-level: warn\nldap-pool-size: 9\n"), 0o600)
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want func(*Config) bool
+	}{
+		// Defaults apply when nothing is set: the README's "no arguments serves the demo".
+		{name: "defaults", want: func(c *Config) bool {
+			return c.Listen == "127.0.0.1:8080" && c.BasePath == "/restApi" && c.Upstream == "memory" && c.IsDemo()
+		}},
+		// The file beats defaults.
+		{name: "file", args: []string{"--config", file}, want: func(c *Config) bool {
+			return c.Listen == "127.0.0.1:7000" && c.LogLevel == "warn" && c.LDAPPoolSize == 9
+		}},
+		// DIRGATE_CONFIG names the file too.
+		{name: "file from env", env: map[string]string{"DIRGATE_CONFIG": file}, want: func(c *Config) bool { return c.BasePath == "/fromfile" }},
+		// The environment beats the file.
+		{name: "env beats file", args: []string{"--config", file}, env: map[string]string{"DIRGATE_LISTEN": "127.0.0.1:7001"},
+			want: func(c *Config) bool { return c.Listen == "127.0.0.1:7001" && c.BasePath == "/fromfile" }},
+		// A flag beats the environment.
+		{name: "flag beats env", args: []string{"--listen", "127.0.0.1:7002"}, env: map[string]string{"DIRGATE_LISTEN": "127.0.0.1:7001"},
+			want: func(c *Config) bool { return c.Listen == "127.0.0.1:7002" }},
+		// Multi-word settings map to underscored variables.
+		{name: "env names", env: map[string]string{"DIRGATE_REQUEST_TIMEOUT": "5s", "DIRGATE_BASE_PATH": ""},
+			want: func(c *Config) bool { return c.RequestTimeout == 5*time.Second && c.BasePath == "/restApi" }},
+		// An empty base path serves /api/... directly.
+		{name: "empty base path", args: []string{"--base-path", ""}, want: func(c *Config) bool { return c.BasePath == "" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := LoadConfig(tt.args, env(tt.env), &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tt.want(c) {
+				t.Fatalf("unexpected config: %+v", c)
+			}
+		})
+	}
+}
+
+func TestConfigReportsEveryProblem(t *testing.T) {
+	_, err := LoadConfig([]string{"--upstream", "ldap", "--log-level", "loud", "--listen", "nope", "--ldap-pool-size", "0"},
+		env(map[string]string{"DIRGATE_BASE_PATH": "noslash"}), &bytes.Buffer{})
+	if err == nil {
+		t.Fatal("invalid configuration accepted")
+	}
+	for _, want := range []string{"listen (DIRGATE_LISTEN)", "base-path (DIRGATE_BASE_PATH)", "log-level (DIRGATE_LOG_LEVEL)",
+		"tokens-file (DIRGATE_TOKENS_FILE): is required with the ldap upstream", "ldap-url (DIRGATE_LDAP_URL)",
+		"ldap-bind-dn", "ldap-password-file", "ldap-base-dn", "ldap-pool-size"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestConfigRejectsUnknownAndMalformed(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(file, []byte("lisen: x\nrequest-timeout: soon\n"), 0o600)
+	_, err := LoadConfig([]string{"--config", file}, env(nil), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), `unknown setting "lisen"`) || !strings.Contains(err.Error(), "request-timeout") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = LoadConfig(nil, env(map[string]string{"DIRGATE_LDAP_POOL_SIZE": "many"}), &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "DIRGATE_LDAP_POOL_SIZE") {
+		t.Fatalf("err = %v", err)
+	}
+	_, err = LoadConfig([]string{"extra"}, env(nil), &bytes.Buffer{})
+	if err == nil {
+		t.Fatal("stray argument accepted")
+	}
+}
+
+func TestHelpDocumentsEverySetting(t *testing.T) {
+	var out bytes.Buffer
+	_, err := LoadConfig([]string{"--help"}, env(nil), &out)
+	if err != flag.ErrHelp {
+		t.Fatalf("err = %v", err)
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	(&Config{}).settings(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(out.String(), "--"+f.Name+"  ["+envName(f.Name)+"]") {
+			t.Errorf("--help does not document %s", f.Name)
+		}
+	})
+}
+
+// The README's configuration table must list every setting with its variable.
+func TestREADMEListsEverySetting(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	(&Config{}).settings(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !bytes.Contains(readme, []byte("`"+envName(f.Name)+"`")) {
+			t.Errorf("README.md does not list %s", envName(f.Name))
+		}
+	})
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+const (
+	helpDesk  = "CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com"
+	hugo      = "CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
+	adminTok  = "demo-admin"
+	unknownDN = "CN=Nobody,OU=Groups,DC=corp,DC=example,DC=com"
+)
+
+// startDemo runs the real program on port 0 with the embedded demo, as `make run` does.
+func startDemo(t *testing.T, wrap func(dirgate.Directory) dirgate.Directory) (*Main, string) {
+	t.Helper()
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	m.wrapDirectory = wrap
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m, "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func call(t *testing.T, method, u, token string) response {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, nil)
+	if token != "" {
+		req.Header.Set("Adm-Authorization", token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{res.StatusCode, res.Header, b}
+}
+
+func list(t *testing.T, base, group, extra string) []dirgate.Object {
+	t.Helper()
+	r := call(t, "GET", base+"?group="+url.QueryEscape(group)+extra, adminTok)
+	if r.status != 200 {
+		t.Fatalf("GET %s: %d %s", group, r.status, r.body)
+	}
+	var objs []dirgate.Object
+	if err := json.Unmarshal(r.body, &objs); err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+func dns(objs []dirgate.Object) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.DN
+	}
+	return out
+}
+
+func TestEndToEndDemo(t *testing.T) {
+	_, base := startDemo(t, nil)
+	demo, err := memory.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd, err := demo.Lookup(context.Background(), dirgate.MustParseIdentifier(helpDesk), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The same group named by DN (any letter case), GUID (upper case, braces) and SID
+	// gives the same listing.
+	want := list(t, base, helpDesk, "&includeIndirect=true")
+	if !strings.Contains(strings.Join(dns(want), "|"), hugo) {
+		t.Fatalf("Help Desk listing lacks %s: %v", hugo, dns(want))
+	}
+	for _, form := range []string{strings.ToLower(helpDesk), "{" + strings.ToUpper(hd.GUID) + "}", hd.SID} {
+		got := list(t, base, form, "&includeIndirect=TRUE")
+		if strings.Join(dns(got), "|") != strings.Join(dns(want), "|") {
+			t.Errorf("group=%s lists %v, want %v", form, dns(got), dns(want))
+		}
+	}
+
+	// Direct listing is a subset; sizeLimit cuts it in listing order.
+	direct := list(t, base, helpDesk, "")
+	if len(direct) == 0 || len(direct) > len(want) {
+		t.Fatalf("direct listing has %d objects, indirect %d", len(direct), len(want))
+	}
+	if got := list(t, base, helpDesk, "&includeIndirect=true&sizeLimit=1"); len(got) != 1 || got[0].DN != want[0].DN {
+		t.Fatalf("sizeLimit=1 gave %v", dns(got))
+	}
+
+	// Errors come in the documented shape with the documented statuses.
+	for _, tc := range []struct {
+		name, method, query, token string
+		status                     int
+		code                       string
+	}{
+		{"no token", "GET", "?group=" + url.QueryEscape(helpDesk), "", 401, "unauthenticated"},
+		{"bad token", "GET", "?group=" + url.QueryEscape(helpDesk), "nope", 401, "unauthenticated"},
+		{"unknown group", "GET", "?group=" + url.QueryEscape(unknownDN), adminTok, 404, "notFound"},
+		{"bad sizeLimit", "GET", "?group=" + url.QueryEscape(helpDesk) + "&sizeLimit=-1", adminTok, 400, "invalid"},
+		{"missing member", "DELETE", "?group=" + url.QueryEscape(helpDesk), adminTok, 400, "invalid"},
+		{"method", "PUT", "?group=" + url.QueryEscape(helpDesk), adminTok, 405, "methodNotAllowed"},
+	} {
+		r := call(t, tc.method, base+tc.query, tc.token)
+		var body struct{ Message, Code string }
+		if err := json.Unmarshal(r.body, &body); err != nil || r.status != tc.status || body.Code != tc.code || body.Message == "" {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+	}
+
+	// Removal: a member goes, the listing no longer has it, a second removal is "no changes".
+	del := base + "?group=" + url.QueryEscape(hd.SID) + "&member=" + url.QueryEscape(hugo)
+	var res dirgate.OperationResult
+	r := call(t, "DELETE", del, adminTok)
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.ResultType != 0 || res.NoChanges || res.ActualObjectDN != helpDesk {
+		t.Fatalf("first DELETE: %d %s", r.status, r.body)
+	}
+	if !bytes.Contains(r.body, []byte(`"innerMessages":[]`)) || !bytes.Contains(r.body, []byte(`"exception":null`)) || !bytes.Contains(r.body, []byte(`"extraInfo":{}`)) {
+		t.Errorf("removal result not in the spec's shape: %s", r.body)
+	}
+	for _, dn := range dns(list(t, base, helpDesk, "")) {
+		if strings.EqualFold(dn, hugo) {
+			t.Fatal("removed member still listed")
+		}
+	}
+	r = call(t, "DELETE", del, adminTok)
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.ResultType != 0 || !res.NoChanges {
+		t.Fatalf("second DELETE: %d %s", r.status, r.body)
+	}
+}
+
+func TestVersionAndHelp(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, func(string) string { return "" }, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "dirgate ") {
+		t.Fatalf("version: %q %v", out.String(), err)
+	}
+	var help bytes.Buffer
+	if err := run(context.Background(), []string{"--help"}, func(string) string { return "" }, io.Discard, &help); err != nil || !strings.Contains(help.String(), "DIRGATE_LISTEN") {
+		t.Fatalf("help: %v\n%s", err, help.String())
+	}
+}
+
+// slowDir holds every Lookup until release is closed, so a request is in flight.
+type slowDir struct {
+	dirgate.Directory
+	started chan struct{}
+	release chan struct{}
+}
+
+func (d *slowDir) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	select {
+	case d.started <- struct{}{}:
+	default:
+	}
+	<-d.release
+	return d.Directory.Lookup(ctx, id, props)
+}
+
+func TestGracefulShutdownFinishesInFlight(t *testing.T) {
+	slow := &slowDir{started: make(chan struct{}, 1), release: make(chan struct{})}
+	m, base := startDemo(t, func(d dirgate.Directory) dirgate.Directory { slow.Directory = d; return slow })
+	got := make(chan response, 1)
+	go func() { got <- call(t, "GET", base+"?group="+url.QueryEscape(helpDesk), adminTok) }()
+	<-slow.started // the request is inside the service
+
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close() }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a request was in flight")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(slow.release)
+	if r := <-got; r.status != 200 {
+		t.Fatalf("in-flight request got %d %s", r.status, r.body)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,192 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/auth/tokenfile"
+	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+//go:embed demo-tokens.yaml
+var demoTokens []byte
+
+// Main is the running program: Run wires and starts it, Close stops it gracefully.
+// End-to-end tests start it on port 0.
+type Main struct {
+	Config *Config
+	Logger *slog.Logger
+	stdout io.Writer
+
+	ln      net.Listener
+	srv     *http.Server
+	cancel  context.CancelFunc
+	closers []func() error
+	served  chan error
+
+	// wrapDirectory, when set by a test, decorates the directory (to slow it down).
+	wrapDirectory func(dirgate.Directory) dirgate.Directory
+}
+
+// NewMain returns a program for cfg that logs to stderr.
+func NewMain(cfg *Config, stdout, stderr io.Writer) *Main {
+	opts := &slog.HandlerOptions{Level: cfg.slogLevel()}
+	var h slog.Handler = slog.NewJSONHandler(stderr, opts)
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(stderr, opts)
+	}
+	return &Main{Config: cfg, Logger: slog.New(h), stdout: stdout}
+}
+
+// Run opens the directory, loads the tokens and starts serving. It returns once the
+// listener is open; Addr then tells where.
+func (m *Main) Run(ctx context.Context) error {
+	ctx, m.cancel = context.WithCancel(ctx)
+	dir, err := m.openDirectory(ctx)
+	if err != nil {
+		return err
+	}
+	if m.wrapDirectory != nil {
+		dir = m.wrapDirectory(dir)
+	}
+	svc := &dirgate.MemberService{Dir: dir}
+
+	tcfg := tokenfile.Config{Path: m.Config.TokensFile, Resolver: svc, PrincipalTTL: m.Config.PrincipalTTL, Logger: m.Logger}
+	if m.Config.IsDemo() {
+		tcfg.Path, tcfg.Data = "embedded demo tokens", demoTokens
+	}
+	tokens, err := tokenfile.Open(tcfg)
+	if err != nil {
+		return fmt.Errorf("tokens: %w", err)
+	}
+	if !m.Config.IsDemo() {
+		if err := tokens.Watch(ctx, nil); err != nil {
+			return fmt.Errorf("tokens: %w", err)
+		}
+	}
+
+	basePath := m.Config.BasePath
+	if basePath == "" {
+		basePath = "/" // proxy's spelling of "no base path"
+	}
+	api, err := proxy.New(proxy.Config{
+		BasePath:      basePath,
+		Authenticator: tokens,
+		Service:       svc,
+		Logger:        m.Logger,
+		Throttle:      proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
+		Mounts: map[string]http.Handler{
+			"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }),
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+
+	m.ln, err = net.Listen("tcp", m.Config.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	m.srv = &http.Server{
+		Handler:           withDeadline(api, m.Config.RequestTimeout),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	m.served = make(chan error, 1)
+	go func() { m.served <- m.srv.Serve(m.ln) }()
+	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "base_path", m.Config.BasePath, "upstream", m.Config.Upstream)
+	if m.Config.IsDemo() {
+		m.printDemo()
+	}
+	return nil
+}
+
+func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
+	switch m.Config.Upstream {
+	case "memory":
+		var d *memory.Directory
+		var err error
+		if m.Config.MemoryLDIF == "" {
+			d, err = memory.Demo()
+		} else {
+			d, err = memory.Open(m.Config.MemoryLDIF)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("memory upstream: %w", err)
+		}
+		return d, nil
+	}
+	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
+}
+
+// withDeadline bounds every request, upstream calls included, by the request timeout.
+func withDeadline(h http.Handler, d time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), d)
+		defer cancel()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// Addr returns the address the server listens on.
+func (m *Main) Addr() string {
+	if m.ln == nil {
+		return ""
+	}
+	return m.ln.Addr().String()
+}
+
+// Close stops accepting requests, lets in-flight ones finish within the shutdown
+// timeout, then releases the adapters.
+func (m *Main) Close() error {
+	var errs []error
+	if m.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
+		defer cancel()
+		if err := m.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shutdown: %w", err))
+		}
+		if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+		m.srv = nil
+	}
+	if m.cancel != nil {
+		m.cancel()
+	}
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		if err := m.closers[i](); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
+
+// printDemo tells a newcomer how to talk to the demo gateway.
+func (m *Main) printDemo() {
+	base := "http://" + m.Addr() + m.Config.BasePath + "/api/directoryObjects/groupMembers"
+	group := url.QueryEscape("CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com")
+	fmt.Fprintf(m.stdout, `
+dirgate is serving the embedded demo directory at %s
+Demo tokens (plain text, development only):
+  demo-admin     acts as CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com
+  demo-helpdesk  acts as CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com
+Try:
+  curl -s -H 'Adm-Authorization: demo-admin' '%s?group=%s&includeIndirect=true'
+
+`, base, base, group)
+}
