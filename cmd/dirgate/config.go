@@ -234,7 +234,9 @@ func (c *Config) Validate() error {
 }
 
 // IsDemo reports whether the embedded demo directory and its tokens are served.
-func (c *Config) IsDemo() bool { return c.Upstream == "memory" && c.MemoryLDIF == "" && c.TokensFile == "" }
+func (c *Config) IsDemo() bool {
+	return c.Upstream == "memory" && c.MemoryLDIF == "" && c.TokensFile == ""
+}
 
 func (c *Config) slogLevel() slog.Level {
 	var l slog.Level
