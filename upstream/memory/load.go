@@ -97,11 +97,13 @@ func parseLDIF(name string, data []byte) ([]loaded, error) {
 		}
 		l, err := ldif.Parse(p.text)
 		if err != nil {
+			// The parser counts lines to the end of the record, not to the fault: name
+			// the record by its first line.
 			var pe *ldif.ParseError
 			if errors.As(err, &pe) {
-				return nil, fmt.Errorf("load %s: line %d: %s", name, p.line+pe.Line-1, pe.Message)
+				return nil, fmt.Errorf("load %s: record at line %d: %s", name, p.line, pe.Message)
 			}
-			return nil, fmt.Errorf("load %s: line %d: %w", name, p.line, err)
+			return nil, fmt.Errorf("load %s: record at line %d: %w", name, p.line, err)
 		}
 		for _, e := range l.Entries {
 			if e.Entry == nil {
