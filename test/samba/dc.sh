@@ -71,11 +71,19 @@ ensure_packages() {
 # The STATE_DIR/current file names the DC directory of the last start, so stop
 # and status find it and a new start can clean up after an old one.
 current_dir() { [[ -f $STATE/current ]] && cat "$STATE/current" || true; }
+# alive PID: the process exists and is not a zombie (kill -0 succeeds on a
+# zombie, and a daemon's zombie may wait a while for init to reap it).
+alive() {
+  local stat
+  kill -0 "$1" 2>/dev/null && stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat%% *} != Z ]]
+}
 pid_of() { # pid_of DIR: the samba root pid if it still runs
   local f="$1/run/samba.pid" pid
   [[ -f $f ]] || return 1
   pid=$(tr -dc 0-9 <"$f")
-  [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [[ -n $pid ]] && alive "$pid" && echo "$pid"
 }
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
@@ -319,12 +327,20 @@ cmd_stop() {
   if pid=$(pid_of "$dir"); then
     log "stopping samba (pid $pid)"
     kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+    if alive "$pid"; then
       log "samba ignored SIGTERM for 10s: killing its process group"
       # samba -D calls setsid, so its workers share the root's process group.
       kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi
+    # The workers close the listening sockets just after the root exits; a
+    # start right after this stop must find the ports free.
+    for _ in $(seq 100); do
+      local p busy=0
+      for p in "${PORTS[@]}"; do port_busy "$p" && busy=1; done
+      ((busy)) || break
+      sleep 0.1
+    done
   fi
   # Only remove what start created: a dc.* directory inside STATE_DIR.
   case $dir in "$STATE"/dc.*) rm -rf -- "$dir" ;; *) log "warning: not removing unexpected dir $dir" ;; esac
