@@ -230,8 +230,12 @@ func SIDFromBytes(b []byte) (string, error) {
 
 // SIDToBytes is the inverse of SIDFromBytes for a validated SID string.
 func SIDToBytes(sid string) ([]byte, error) {
+	// looksLikeSID first: parseSID slices off the "S-" prefix without checking it.
+	if !looksLikeSID(sid) {
+		return nil, fmt.Errorf("invalid SID %q", sid)
+	}
 	c, err := parseSID(sid)
-	if err != nil || !looksLikeSID(sid) {
+	if err != nil {
 		return nil, fmt.Errorf("invalid SID %q", sid)
 	}
 	parts := strings.Split(c[2:], "-")
@@ -332,6 +336,12 @@ func parseGeneralizedTime(s string) (time.Time, bool) {
 	if frac := s[14 : len(s)-1]; frac != "" {
 		if frac[0] != '.' && frac[0] != ',' {
 			return time.Time{}, false
+		}
+		// Digits only: ParseFloat would also take "5e3" (500 s) or "Inf".
+		for _, c := range frac[1:] {
+			if c < '0' || c > '9' {
+				return time.Time{}, false
+			}
 		}
 		f, err := strconv.ParseFloat("0."+frac[1:], 64)
 		if err != nil {
