@@ -1,0 +1,442 @@
+package ldap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// Directory is the LDAP adapter. It is safe for concurrent use.
+type Directory struct {
+	cfg  Config
+	base dirgate.DN
+	pool *pool
+	now  func() time.Time
+
+	// Learnt from the server at Open.
+	domainSID string // objectSid of the domain naming context: primary groups live there
+	// otherNCs are the naming contexts whose DNs lie below BaseDN but that are not the
+	// domain (CN=Configuration,DC=…, DC=DomainDnsZones,DC=…): a subtree search
+	// from the domain does not enter them, so neither does the adapter's scope.
+	otherNCs []dirgate.DN
+	asq      bool // the server supports Attribute Scoped Query
+	// pageASQ adds paging to ASQ searches. Samba 4.17 returns every result without it
+	// and is about a third slower with it (ad-ldap.md §6), so it starts off on Samba
+	// and turns on for good the first time a server answers sizeLimitExceeded or
+	// adminLimitExceeded (as AD does beyond MaxPageSize, and newer Samba may).
+	pageASQ atomic.Bool
+}
+
+var _ dirgate.Directory = (*Directory)(nil)
+
+func newDirectory(cfg Config, base dirgate.DN, p *pool) *Directory {
+	return &Directory{cfg: cfg, base: base, pool: p, now: time.Now}
+}
+
+// Close closes the pooled connections; calls still running finish first.
+func (d *Directory) Close() { d.pool.close() }
+
+// baseAttrs are what dirgate.Entry.ToObject reads.
+var baseAttrs = []string{
+	"objectGUID", "objectSid", "objectClass", "userAccountControl",
+	"msDS-User-Account-Control-Computed", "accountExpires", "pwdLastSet",
+	"msDS-UserPasswordExpiryTimeComputed", "primaryGroupID",
+}
+
+// attributes returns baseAttrs plus the requested properties, each once.
+func attributes(props []string) []string {
+	out := append([]string(nil), baseAttrs...)
+next:
+	for _, p := range props {
+		for _, a := range out {
+			if strings.EqualFold(a, p) {
+				continue next
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// discover reads the rootDSE (controls, domain naming context, vendor) and the
+// domain SID, and checks that BaseDN lies in the domain.
+func (d *Directory) discover(ctx context.Context) error {
+	var controls, ncs []string
+	var nc, vendor string
+	var sid []byte
+	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+		err := search(ctx, c, query{
+			base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+			attrs: []string{"supportedControl", "defaultNamingContext", "namingContexts", "vendorName"},
+		}, func(e *goldap.Entry) error {
+			controls, ncs = e.GetAttributeValues("supportedControl"), e.GetAttributeValues("namingContexts")
+			nc, vendor = e.GetAttributeValue("defaultNamingContext"), e.GetAttributeValue("vendorName")
+			return nil
+		})
+		if err != nil || nc == "" {
+			return err
+		}
+		return search(ctx, c, query{
+			base: nc, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: []string{"objectSid"},
+		}, func(e *goldap.Entry) error {
+			sid = e.GetRawAttributeValue("objectSid")
+			return nil
+		})
+	})
+	if err != nil {
+		return wrap("read rootDSE", err)
+	}
+	ncDN, err := dirgate.ParseDN(nc)
+	if err != nil {
+		return fmt.Errorf("ldap: rootDSE defaultNamingContext %q: %w", nc, err)
+	}
+	if !d.base.EqualFold(ncDN) && !d.base.IsDescendantOf(ncDN) {
+		return fmt.Errorf("ldap: BaseDN %q is outside the server's domain %q", d.base, nc)
+	}
+	for _, s := range ncs {
+		if p, err := dirgate.ParseDN(s); err == nil && !p.EqualFold(ncDN) && (p.EqualFold(d.base) || p.IsDescendantOf(d.base)) {
+			d.otherNCs = append(d.otherNCs, p)
+		}
+	}
+	if d.domainSID, err = dirgate.SIDFromBytes(sid); err != nil {
+		return fmt.Errorf("ldap: objectSid of %q: %w", nc, err)
+	}
+	for _, c := range controls {
+		d.asq = d.asq || c == oidASQ
+	}
+	d.pageASQ.Store(!strings.Contains(strings.ToLower(vendor), "samba"))
+	return nil
+}
+
+// do runs f with a pooled connection under the request timeout. A network error
+// discards the connection and, with retry, runs f once more on a newly dialled one
+// (attempt 1). A request that ends by its context discards the connection too: it
+// may still carry the abandoned request. Errors come back raw, for the caller to
+// interpret and wrap.
+func (d *Directory) do(ctx context.Context, retry bool, f func(ctx context.Context, c conn, attempt int) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		pc, err := d.pool.get(ctx, attempt > 0)
+		if err != nil {
+			return err
+		}
+		err = f(ctx, pc.conn, attempt)
+		switch {
+		case err == nil:
+			d.pool.put(pc)
+			return nil
+		case ctx.Err() != nil && (isNetworkError(err) || errors.Is(err, ctx.Err())):
+			d.pool.discard(pc)
+			return fmt.Errorf("%w (%v)", ctx.Err(), err)
+		case isNetworkError(err) || pc.IsClosing():
+			d.pool.discard(pc)
+			if retry && attempt == 0 {
+				continue
+			}
+			return err
+		default:
+			d.pool.put(pc)
+			return err
+		}
+	}
+}
+
+// collector gathers the entries of one read; finish turns them into objects.
+type collector struct {
+	entries []*dirgate.Entry
+	pending [][]pendingRange
+}
+
+func (col *collector) add(e *goldap.Entry) error {
+	de, p, err := convert(e)
+	if err != nil {
+		return err
+	}
+	col.entries = append(col.entries, de)
+	col.pending = append(col.pending, p)
+	return nil
+}
+
+// finish completes ranged attributes, renders the objects and drops those outside
+// BaseDN.
+func (d *Directory) finish(ctx context.Context, c conn, col *collector, props []string) ([]dirgate.Object, error) {
+	now := d.now()
+	out := make([]dirgate.Object, 0, len(col.entries))
+	for i, e := range col.entries {
+		for _, p := range col.pending[i] {
+			if err := completeRange(ctx, c, e, p); err != nil {
+				return nil, err
+			}
+		}
+		o, err := e.ToObject(props, now)
+		if err != nil {
+			return nil, err
+		}
+		if d.inScope(o.DN) {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// read runs one logical read with retry and returns its objects.
+func (d *Directory) read(ctx context.Context, props []string, run func(context.Context, conn, func(*goldap.Entry) error) error) ([]dirgate.Object, error) {
+	var objs []dirgate.Object
+	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+		col := &collector{}
+		if err := run(ctx, c, col.add); err != nil {
+			return err
+		}
+		var err error
+		objs, err = d.finish(ctx, c, col, props)
+		return err
+	})
+	return objs, err
+}
+
+// inScope reports whether dn is BaseDN or below it, outside the other naming
+// contexts.
+func (d *Directory) inScope(dn string) bool {
+	p, err := dirgate.ParseDN(dn)
+	if err != nil {
+		return false
+	}
+	return d.inScopeDN(p)
+}
+
+func (d *Directory) inScopeDN(p dirgate.DN) bool {
+	if !p.EqualFold(d.base) && !p.IsDescendantOf(d.base) {
+		return false
+	}
+	for _, nc := range d.otherNCs {
+		if p.EqualFold(nc) || p.IsDescendantOf(nc) {
+			return false
+		}
+	}
+	return true
+}
+
+// domainRID returns the RID of a SID in the directory's domain; builtin and
+// well-known SIDs (S-1-5-32-544, S-1-5-11) have none and are nobody's primary group.
+func (d *Directory) domainRID(sid string) (int, bool) {
+	rest, ok := strings.CutPrefix(sid, d.domainSID+"-")
+	if !ok || d.domainSID == "" || strings.Contains(rest, "-") {
+		return 0, false
+	}
+	return dirgate.RID(sid)
+}
+
+func notFound(op string, err error) error {
+	return dirgate.WrapError(dirgate.ENOTFOUND, codeMessages[dirgate.ENOTFOUND], fmt.Errorf("ldap: %s: %w", op, err))
+}
+
+var errOutOfScope = errors.New("outside the base DN")
+
+// Lookup reads one object: a DN as a base search on itself, a GUID or SID through
+// AD's <GUID=…>/<SID=…> base DN forms (the identifier is already validated and in
+// canonical form, which both AD and Samba accept; ad-ldap.md §1).
+func (d *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	var base string
+	switch id.Kind() {
+	case dirgate.KindDN:
+		if !d.inScopeDN(id.DN()) {
+			return dirgate.Object{}, notFound("lookup", errOutOfScope)
+		}
+		base = id.String()
+	case dirgate.KindGUID:
+		base = "<GUID=" + id.Canonical() + ">"
+	case dirgate.KindSID:
+		base = "<SID=" + id.Canonical() + ">"
+	default:
+		return dirgate.Object{}, dirgate.Errorf(dirgate.EINVALID, "The identifier is empty.")
+	}
+	attrs := attributes(props)
+	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		return search(ctx, c, query{base: base, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: attrs}, emit)
+	})
+	if rc, _ := resultCode(err); rc == goldap.LDAPResultNoSuchObject && id.Kind() == dirgate.KindSID {
+		// Samba answers 32 "Duplicate base-DN matches" for a SID that several
+		// objects carry, such as S-1-5-11 (an FSP in the domain and a well-known
+		// principal in the configuration partition); look inside BaseDN only.
+		return d.lookupSID(ctx, id, props)
+	}
+	if err != nil {
+		return dirgate.Object{}, wrap("lookup", err)
+	}
+	if len(objs) != 1 {
+		return dirgate.Object{}, notFound("lookup", errOutOfScope)
+	}
+	return objs[0], nil
+}
+
+// lookupSID finds a SID with a subtree search under BaseDN.
+func (d *Directory) lookupSID(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	raw, err := dirgate.SIDToBytes(id.Canonical())
+	if err != nil {
+		return dirgate.Object{}, dirgate.WrapError(dirgate.EINVALID, codeMessages[dirgate.EINVALID], err)
+	}
+	attrs := attributes(props)
+	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		return search(ctx, c, query{
+			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
+			filter: "(objectSid=" + escapeBytes(raw) + ")", attrs: attrs, pageSize: d.cfg.PageSize,
+		}, emit)
+	})
+	switch {
+	case err != nil:
+		return dirgate.Object{}, wrap("lookup by SID", err)
+	case len(objs) == 0:
+		return dirgate.Object{}, notFound("lookup by SID", errors.New("no object carries the SID"))
+	case len(objs) > 1:
+		return dirgate.Object{}, dirgate.WrapError(dirgate.EINVALID, "The SID names more than one object.",
+			fmt.Errorf("ldap: lookup by SID: %d objects carry %s", len(objs), id.Canonical()))
+	}
+	return objs[0], nil
+}
+
+// scoped reads the objects named by attr's values on dn (member of a group, memberOf
+// of an object) in one ASQ search where the server supports it, otherwise with the
+// equivalent paged subtree search under BaseDN.
+func (d *Directory) scoped(ctx context.Context, c conn, dn, attr, reverse string, attrs []string, emit func(*goldap.Entry) error) error {
+	if !d.asq {
+		return search(ctx, c, query{
+			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
+			filter: "(" + reverse + "=" + goldap.EscapeFilter(dn) + ")", attrs: attrs, pageSize: d.cfg.PageSize,
+		}, emit)
+	}
+	q := query{base: dn, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: attrs,
+		controls: []goldap.Control{asqControl(attr)}}
+	if !d.pageASQ.Load() {
+		var buf []*goldap.Entry
+		err := search(ctx, c, q, func(e *goldap.Entry) error { buf = append(buf, e); return nil })
+		if rc, _ := resultCode(err); rc != goldap.LDAPResultSizeLimitExceeded && rc != goldap.LDAPResultAdminLimitExceeded {
+			if err != nil {
+				return err
+			}
+			for _, e := range buf {
+				if err := emit(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		d.pageASQ.Store(true) // the server enforces a page size: page from now on
+	}
+	q.pageSize = d.cfg.PageSize
+	return search(ctx, c, q, emit)
+}
+
+// primaryFilter matches the objects whose primary group has one of rids.
+func primaryFilter(rids []int) string {
+	if len(rids) == 1 {
+		return "(primaryGroupID=" + strconv.Itoa(rids[0]) + ")"
+	}
+	var b strings.Builder
+	b.WriteString("(|")
+	for _, r := range rids {
+		b.WriteString("(primaryGroupID=" + strconv.Itoa(r) + ")")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Members returns the objects in group's member attribute and those whose
+// primaryGroupID is the group's RID (the primary group is never in member; ad-ldap.md
+// §2), each once, members outside BaseDN left out.
+func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	attrs := attributes(props)
+	rid, primary := d.domainRID(group.SID)
+	primary = primary && group.IsGroup()
+	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		if err := d.scoped(ctx, c, group.DN, "member", "memberOf", attrs, emit); err != nil {
+			return err
+		}
+		if !primary {
+			return nil
+		}
+		return search(ctx, c, query{
+			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
+			filter: primaryFilter([]int{rid}), attrs: attrs, pageSize: d.cfg.PageSize,
+		}, emit)
+	})
+	if err != nil {
+		return nil, wrap("members", err)
+	}
+	return dedupe(objs, ""), nil
+}
+
+// MemberOf returns the groups obj is a direct member of (its memberOf values, read
+// with one ASQ search) and its primary group.
+func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
+	attrs := attributes(nil)
+	objs, err := d.read(ctx, nil, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		if err := d.scoped(ctx, c, obj.DN, "memberOf", "member", attrs, emit); err != nil {
+			return err
+		}
+		if obj.PrimaryGroupID <= 0 || d.domainSID == "" {
+			return nil
+		}
+		err := search(ctx, c, query{
+			base:  "<SID=" + d.domainSID + "-" + strconv.Itoa(obj.PrimaryGroupID) + ">",
+			scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: attrs,
+		}, emit)
+		if rc, _ := resultCode(err); rc == goldap.LDAPResultNoSuchObject {
+			return nil // a primaryGroupID naming a deleted group: no group to report
+		}
+		return err
+	})
+	if err != nil {
+		return nil, wrap("member of", err)
+	}
+	return dedupe(objs, ""), nil
+}
+
+// RemoveMember deletes member's DN from group's member attribute.
+//
+// A Modify that fails with a network error is sent once more on a new connection:
+// deleting one value is idempotent. The server answers 53 unwillingToPerform to
+// deleting a value that is not there (ad-ldap.md §4); after both objects were
+// resolved that means "not a member", or "primary group" when the member's
+// primaryGroupID is the group's RID. On the retry, 53 means the first attempt most
+// likely removed the member before the connection broke, and is reported as success.
+func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
+	req := goldap.NewModifyRequest(group.DN, nil)
+	req.Delete("member", []string{member.DN})
+	retried := false
+	err := d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
+		retried = attempt > 0
+		return modify(ctx, c, req)
+	})
+	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultUnwillingToPerform {
+		if rid, ok := d.domainRID(group.SID); ok && member.PrimaryGroupID == rid {
+			return fmt.Errorf("ldap: remove member: %w", dirgate.ErrPrimaryGroup)
+		}
+		if retried {
+			return nil
+		}
+		return fmt.Errorf("ldap: remove member: %w (%v)", dirgate.ErrNotMember, err)
+	}
+	return wrap("remove member", err)
+}
+
+// dedupe keeps the first object of each GUID and drops skip.
+func dedupe(objs []dirgate.Object, skip string) []dirgate.Object {
+	seen := make(map[string]bool, len(objs))
+	out := objs[:0]
+	for _, o := range objs {
+		if o.GUID == skip || seen[o.GUID] {
+			continue
+		}
+		seen[o.GUID] = true
+		out = append(out, o)
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package ldap
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// pool lends bound connections, one caller at a time each, at most size at once.
+//
+// go-ldap connections can carry concurrent requests, but exclusive use keeps a slow
+// or broken connection from stalling unrelated requests, and a connection that saw a
+// timeout can simply be closed. Measured on Samba, 4 connections serve 8 goroutines
+// as fast as 1 connection does (ad-ldap.md §5), so the pool costs no throughput.
+type pool struct {
+	dial    func(context.Context) (conn, error)
+	maxIdle time.Duration
+	now     func() time.Time
+
+	slots chan struct{}    // one token per connection in use
+	idle  chan *pooledConn // bound connections waiting for a caller
+
+	mu     sync.Mutex
+	closed bool
+}
+
+type pooledConn struct {
+	conn
+	lastUsed time.Time
+}
+
+var errPoolClosed = errors.New("ldap: directory closed")
+
+func newPool(size int, maxIdle time.Duration, dial func(context.Context) (conn, error)) *pool {
+	return &pool{
+		dial:    dial,
+		maxIdle: maxIdle,
+		now:     time.Now,
+		slots:   make(chan struct{}, size),
+		idle:    make(chan *pooledConn, size),
+	}
+}
+
+// get waits for a free slot, then returns a healthy idle connection or dials a new
+// one. fresh skips the idle connections: a retry after a network error wants a
+// connection made after the failure, since the idle ones may have died with it.
+func (p *pool) get(ctx context.Context, fresh bool) (*pooledConn, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if p.isClosed() {
+		<-p.slots
+		return nil, errPoolClosed
+	}
+	for !fresh {
+		var pc *pooledConn
+		select {
+		case pc = <-p.idle:
+		default:
+		}
+		if pc == nil {
+			break
+		}
+		if pc.IsClosing() || p.now().Sub(pc.lastUsed) > p.maxIdle {
+			_ = pc.Close()
+			continue
+		}
+		return pc, nil
+	}
+	c, err := p.dial(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	return &pooledConn{conn: c}, nil
+}
+
+// put returns a connection that is still usable.
+func (p *pool) put(pc *pooledConn) {
+	pc.lastUsed = p.now()
+	p.mu.Lock()
+	closed := p.closed
+	if !closed && !pc.IsClosing() {
+		select {
+		case p.idle <- pc:
+			pc = nil
+		default: // cannot happen while slots bound the connections; be safe
+		}
+	}
+	p.mu.Unlock()
+	if pc != nil {
+		_ = pc.Close()
+	}
+	<-p.slots
+}
+
+// discard closes a connection that failed or may be stuck.
+func (p *pool) discard(pc *pooledConn) {
+	_ = pc.Close()
+	<-p.slots
+}
+
+func (p *pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// close closes the idle connections; connections in use are closed when returned.
+func (p *pool) close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	for {
+		select {
+		case pc := <-p.idle:
+			_ = pc.Close()
+		default:
+			return
+		}
+	}
+}
