@@ -64,13 +64,16 @@ ensure_packages() {
   apt-get update -q >&2 || die "apt-get update failed"
   apt-get install -y -q samba samba-ad-dc samba-ad-provision ldap-utils jq openssl >&2 \
     || die "apt-get install of samba samba-ad-dc samba-ad-provision ldap-utils jq openssl failed"
+  for c in "${missing[@]}"; do
+    [[ $c == samba-ad-provision ]] || command -v "$c" >/dev/null 2>&1 || die "$c still missing after apt-get install"
+  done
 }
 
 # --------------------------------------------------------------- state dir ---
 
 # The STATE_DIR/current file names the DC directory of the last start, so stop
 # and status find it and a new start can clean up after an old one.
-current_dir() { [[ -f $STATE/current ]] && cat "$STATE/current" || true; }
+current_dir() { if [[ -f $STATE/current ]]; then cat "$STATE/current"; fi; }
 # alive PID: the process exists and is not a zombie (kill -0 succeeds on a
 # zombie, and a daemon's zombie may wait a while for init to reap it).
 alive() {
@@ -222,11 +225,21 @@ rid_of() {
 # apply_post FILE applies a samba-post.json: passwords, lockouts, must-change
 # flags and primary groups, none of which an LDIF add can express.
 apply_post() {
-  local f=$1 name=$2 extra dn dn64 pw pw64 m64 g64 group rid ldif="" uac
-  extra=$(jq -r 'if type != "object" then "not an object"
-    else (keys - ["passwords","lock","mustChange","primaryGroup"]) | join(",") end' "$f") \
-    || die "$name: $f is not valid JSON"
-  [[ -z $extra ]] || die "$name: $f has unknown keys: $extra"
+  local f=$1 name=$2 extra dn dn64 pw64 m64 g64 group rid ldif="" uac
+  # Check the whole shape first: the loops below read jq through process
+  # substitution, where a jq error would go unnoticed and skip a step.
+  extra=$(jq -r 'def strs($o; $ks): ($o | type) == "object" and all($ks[]; ($o[.] | type) == "string");
+    if type != "object" then "not a JSON object"
+    elif (keys - ["passwords","lock","mustChange","primaryGroup"]) != [] then
+      "unknown keys: " + ((keys - ["passwords","lock","mustChange","primaryGroup"]) | join(","))
+    elif all((.passwords // []), (.lock // []); type == "array" and all(.[]; strs(.; ["dn","password"]))) | not then
+      "passwords/lock must be arrays of {\"dn\",\"password\"} strings"
+    elif ((.mustChange // []) | type == "array" and all(.[]; type == "string")) | not then
+      "mustChange must be an array of DN strings"
+    elif ((.primaryGroup // []) | type == "array" and all(.[]; strs(.; ["member","group"]))) | not then
+      "primaryGroup must be an array of {\"member\",\"group\"} strings"
+    else "" end' "$f") || die "$name: $f is not valid JSON"
+  [[ -z $extra ]] || die "$name: $f: $extra"
 
   # jq emits base64 fields so DNs with spaces, backslashes or non-ASCII
   # letters reach LDIF (dn::) and argv untouched.
