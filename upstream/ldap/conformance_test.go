@@ -1,0 +1,31 @@
+package ldap
+
+import (
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/conformance"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/upstream/breaker"
+)
+
+// TestConformance runs the suite every Directory passes against the Samba DC seeded
+// with the large fixture, through the circuit breaker as cmd/dirgate wires it.
+//
+// The suite removes fixture.RemoveTargetDN and fixture.ConcurrentTargetDN once per
+// run; the cleanup puts them back as the administrator so the DC can serve the next
+// run without reseeding.
+func TestConformance(t *testing.T) {
+	dc := sambatest.Env(t)
+	if dc.FixtureDir == "" {
+		t.Fatal("the DC was seeded without the fixture (test/fixture/testdata); the suite needs it")
+	}
+	d := openDC(t, dcConfig(dc))
+	t.Cleanup(func() {
+		addMember(t, dc, fixture.RemovalDN, fixture.RemoveTargetDN)
+		addMember(t, dc, fixture.ConcurrentRemovalDN, fixture.ConcurrentTargetDN)
+	})
+	var dir dirgate.Directory = breaker.New(d, breaker.Settings{Name: "ldap"})
+	conformance.Run(t, func(*testing.T) dirgate.Directory { return dir }, fixture.Large())
+}
