@@ -215,6 +215,29 @@ func checkSmokeObjects(t *testing.T, dc DC, conn *ldap.Conn) {
 		})
 	}
 
+	// smoke-alice's primary group moved to smoke-primary: Samba (like AD)
+	// then drops her from smoke-primary's member list and makes the former
+	// primary group, Domain Users, an explicit membership. The fixture models
+	// the same, so the harness keeps it.
+	alice, err := baseSearch(conn, "CN=smoke-alice,"+ou, "(objectClass=user)", "memberOf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantGroups := []string{"CN=smoke-group," + ou, "CN=Domain Users,CN=Users," + dc.BaseDN}
+	gotGroups := alice.GetAttributeValues("memberOf")
+	if len(gotGroups) != len(wantGroups) {
+		t.Errorf("smoke-alice memberOf = %q, want %q", gotGroups, wantGroups)
+	}
+	for _, w := range wantGroups {
+		found := false
+		for _, g := range gotGroups {
+			found = found || dnEqual(t, g, w)
+		}
+		if !found {
+			t.Errorf("smoke-alice memberOf = %q, lacks %s", gotGroups, w)
+		}
+	}
+
 	group, err := baseSearch(conn, "CN=smoke-group,"+ou, "(objectClass=group)", "member")
 	if err != nil {
 		t.Fatal(err)
