@@ -33,8 +33,4 @@ fmt: ## gofmt the tree
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	bash test/fuzz.sh $${FUZZTIME:-10s}
 
-.PHONY: samba-start samba-stop
-samba-start: ## provision and start a throw-away Samba AD DC (state in .samba/)
-	bash test/samba/dc.sh start $(CURDIR)/.samba
-samba-stop: ## stop the DC and remove its state
-	bash test/samba/dc.sh stop $(CURDIR)/.samba
+include test/samba/samba.mk
