@@ -14,8 +14,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/tokenfile"
-	"github.com/dirgate/dirgate/proxy"
-	"github.com/dirgate/dirgate/upstream/memory"
+	"github.com/dirgate/dirgate/telemetry"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 //go:embed demo-tokens.yaml
@@ -28,14 +28,19 @@ type Main struct {
 	Logger *slog.Logger
 	stdout io.Writer
 
-	ln      net.Listener
-	srv     *http.Server
-	cancel  context.CancelFunc
-	closers []func() error
-	served  chan error
+	ln        net.Listener
+	srv       *http.Server
+	cancel    context.CancelFunc
+	closers   []func() error
+	served    chan error
+	telemetry *telemetry.Telemetry
+	ready     *readiness
 
-	// wrapDirectory, when set by a test, decorates the directory (to slow it down).
+	// Test hooks: wrapDirectory decorates the directory (to slow it down);
+	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*.
 	wrapDirectory func(dirgate.Directory) dirgate.Directory
+	spanExporter  sdktrace.SpanExporter
+	getenv        func(string) string
 }
 
 // NewMain returns a program for cfg that logs to stderr.
@@ -45,13 +50,25 @@ func NewMain(cfg *Config, stdout, stderr io.Writer) *Main {
 	if cfg.LogFormat == "text" {
 		h = slog.NewTextHandler(stderr, opts)
 	}
-	return &Main{Config: cfg, Logger: slog.New(h), stdout: stdout}
+	return &Main{Config: cfg, Logger: slog.New(telemetry.LogHandler(h)), stdout: stdout}
 }
 
 // Run opens the directory, loads the tokens and starts serving. It returns once the
 // listener is open; Addr then tells where.
 func (m *Main) Run(ctx context.Context) error {
 	ctx, m.cancel = context.WithCancel(ctx)
+	var err error
+	m.telemetry, err = telemetry.Setup(ctx, telemetry.Options{Version: version, SpanExporter: m.spanExporter, Getenv: m.getenv})
+	if err != nil {
+		return err
+	}
+	m.closers = append(m.closers, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return m.telemetry.Shutdown(ctx)
+	})
+	m.ready = &readiness{}
+
 	dir, err := m.openDirectory(ctx)
 	if err != nil {
 		return err
@@ -75,30 +92,16 @@ func (m *Main) Run(ctx context.Context) error {
 		}
 	}
 
-	basePath := m.Config.BasePath
-	if basePath == "" {
-		basePath = "/" // proxy's spelling of "no base path"
-	}
-	api, err := proxy.New(proxy.Config{
-		BasePath:      basePath,
-		Authenticator: tokens,
-		Service:       svc,
-		Logger:        m.Logger,
-		Throttle:      proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
-		Mounts: map[string]http.Handler{
-			"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }),
-		},
-	})
+	handler, err := m.handler(tokens, svc)
 	if err != nil {
-		return fmt.Errorf("api: %w", err)
+		return err
 	}
-
 	m.ln, err = net.Listen("tcp", m.Config.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.srv = &http.Server{
-		Handler:           withDeadline(api, m.Config.RequestTimeout),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
@@ -107,38 +110,12 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
-	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "base_path", m.Config.BasePath, "upstream", m.Config.Upstream)
+	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "base_path", m.Config.BasePath,
+		"upstream", m.Config.Upstream, "tracing", m.telemetry.Tracing)
 	if m.Config.IsDemo() {
 		m.printDemo()
 	}
 	return nil
-}
-
-func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
-	switch m.Config.Upstream {
-	case "memory":
-		var d *memory.Directory
-		var err error
-		if m.Config.MemoryLDIF == "" {
-			d, err = memory.Demo()
-		} else {
-			d, err = memory.Open(m.Config.MemoryLDIF)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("memory upstream: %w", err)
-		}
-		return d, nil
-	}
-	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
-}
-
-// withDeadline bounds every request, upstream calls included, by the request timeout.
-func withDeadline(h http.Handler, d time.Duration) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), d)
-		defer cancel()
-		h.ServeHTTP(w, r.WithContext(ctx))
-	})
 }
 
 // Addr returns the address the server listens on.

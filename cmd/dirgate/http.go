@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/proxy"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// handler assembles the HTTP stack: tracing outside, then the request deadline, then
+// the API with its operational endpoints mounted beside it.
+func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Handler, error) {
+	basePath := m.Config.BasePath
+	if basePath == "" {
+		basePath = "/" // proxy's spelling of "no base path"
+	}
+	mounts := map[string]http.Handler{
+		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }),
+		"/readyz":  m.ready,
+		"/metrics": m.telemetry.Metrics,
+	}
+	api, err := proxy.New(proxy.Config{
+		BasePath:      basePath,
+		Authenticator: auth,
+		Service:       svc,
+		Logger:        m.Logger,
+		Throttle:      proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
+		Mounts:        mounts,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("api: %w", err)
+	}
+	apiRoute := strings.TrimSuffix(basePath, "/") + proxy.ResourcePath
+	route := func(r *http.Request) string {
+		if strings.EqualFold(strings.TrimSuffix(r.URL.Path, "/"), apiRoute) {
+			return apiRoute
+		}
+		return "unmatched"
+	}
+	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rt := route(r)
+		trace.SpanFromContext(r.Context()).SetAttributes(semconv.HTTPRoute(rt))
+		if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
+			l.Add(semconv.HTTPRoute(rt))
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), m.Config.RequestTimeout)
+		defer cancel()
+		api.ServeHTTP(w, r.WithContext(ctx))
+	})
+	return otelhttp.NewHandler(inner, "dirgate",
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + route(r) }),
+		// Probes and scrapes every few seconds would drown the traces that matter.
+		otelhttp.WithFilter(func(r *http.Request) bool { _, mounted := mounts[r.URL.Path]; return !mounted }),
+	), nil
+}
+
+// readiness is /readyz: ready when every registered check passes. Checks are added
+// as components are wired (policy, upstream, cache).
+type readiness struct {
+	mu     sync.Mutex
+	checks map[string]func(context.Context) error
+}
+
+func (rd *readiness) add(name string, check func(context.Context) error) {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if rd.checks == nil {
+		rd.checks = map[string]func(context.Context) error{}
+	}
+	rd.checks[name] = check
+}
+
+// ServeHTTP answers 200 when ready and 503 otherwise, with each check's outcome:
+// {"status":"ready","checks":{"policy":"ok","upstream":"breaker open"}}.
+func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	rd.mu.Lock()
+	names := make([]string, 0, len(rd.checks))
+	for n := range rd.checks {
+		names = append(names, n)
+	}
+	checks := rd.checks
+	rd.mu.Unlock()
+	sort.Strings(names)
+	body := struct {
+		Status string            `json:"status"`
+		Checks map[string]string `json:"checks"`
+	}{Status: "ready", Checks: map[string]string{}}
+	for _, n := range names {
+		if err := checks[n](ctx); err != nil {
+			body.Status, body.Checks[n] = "not ready", err.Error()
+		} else {
+			body.Checks[n] = "ok"
+		}
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if body.Status != "ready" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	json.NewEncoder(w).Encode(body)
+}
