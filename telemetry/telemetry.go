@@ -71,10 +71,11 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	t := &Telemetry{}
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 
-	// resource.Default reads OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES.
-	// Schemaless, so that merging never conflicts with the SDK's own schema version.
-	res, err := resource.Merge(resource.NewSchemaless(
-		semconv.ServiceName("dirgate"), semconv.ServiceVersion(opts.Version)), resource.Default())
+	// OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES override the defaults given here:
+	// later detectors win.
+	res, err := resource.New(ctx,
+		resource.WithAttributes(semconv.ServiceName("dirgate"), semconv.ServiceVersion(opts.Version)),
+		resource.WithFromEnv(), resource.WithTelemetrySDK(), resource.WithHost())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
