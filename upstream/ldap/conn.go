@@ -41,29 +41,26 @@ func (d *dialer) dial(ctx context.Context) (conn, error) {
 	var nd net.Dialer
 	raw, err := nd.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		return nil, fmt.Errorf("dial %s: %w", d.addr, err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	c, err := d.setup(ctx, raw)
-	if !stop() {
-		// ctx ended while we worked: the socket's deadline has passed or is about to.
-		if c != nil {
-			c.Close()
-		}
-		_ = raw.Close()
-		if err == nil {
-			err = ctx.Err()
-		}
-		return nil, fmt.Errorf("dial %s: %w", d.addr, err)
+	if stop() && err == nil {
+		return c, nil
 	}
-	if err != nil {
-		if c != nil {
-			c.Close()
-		}
-		_ = raw.Close()
-		return nil, fmt.Errorf("dial %s: %w", d.addr, err)
+	// Failed, or ctx ended while we worked and the socket's deadline has passed.
+	if c != nil {
+		c.Close()
 	}
-	return c, nil
+	_ = raw.Close()
+	if ctx.Err() != nil {
+		// The I/O error is only the deadline we set: report why it was set.
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	return nil, fmt.Errorf("dial %s: %w", d.addr, err)
 }
 
 func (d *dialer) setup(ctx context.Context, raw net.Conn) (*goldap.Conn, error) {
