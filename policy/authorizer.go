@@ -1,0 +1,321 @@
+// Package policy decides, in Rego, what each caller may view and remove: it
+// implements dirgate.Authorizer over a policy directory (OPA bundle layout) that
+// defines data.dirgate.authz.allow, reloads it when it changes, keeps the last good
+// version when an edit does not compile, and writes a decision log.
+// docs/policy.md is the contract for policy authors.
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	bundled "github.com/dirgate/dirgate/rego"
+)
+
+// Defaults of Config.
+const (
+	DefaultReloadDebounce = 250 * time.Millisecond
+	DefaultPlanCacheSize  = 4096
+)
+
+// Config is the Authorizer's factory.
+type Config struct {
+	// Dir is the policy directory: *.rego modules and data.json / data.yaml files
+	// in OPA's bundle layout. Empty means the bundled policy (package rego).
+	Dir string
+	// Logger receives reloads, load failures and evaluation errors. nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// DecisionLog receives one JSON line per listing and per removal decision
+	// (OpenDecisionLog opens the usual destinations). nil disables it.
+	DecisionLog io.Writer
+	// DecisionLogMask are JSON pointers (ParseMask) erased from every decision line,
+	// such as /input/subject/dn.
+	DecisionLogMask []string
+	// DecisionLogMaxDenied bounds the denied GUIDs named per listing line. 0 means
+	// DefaultMaxDeniedLogged; negative means none.
+	DecisionLogMaxDenied int
+	// ReloadDebounce is how long the directory must be quiet after a change before
+	// it is reloaded (editors and deployments write several files). 0 means
+	// DefaultReloadDebounce.
+	ReloadDebounce time.Duration
+	// PlanCacheSize bounds the compiled per-caller predicates kept per policy
+	// version. 0 means DefaultPlanCacheSize.
+	PlanCacheSize int
+	// Now is the decision log's clock. nil means time.Now.
+	Now func() time.Time
+}
+
+// Validate reports every problem of the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	for _, m := range c.DecisionLogMask {
+		if _, err := ParseMask(m); err != nil {
+			errs = append(errs, fmt.Errorf("policy: decision log mask: %w", err))
+		}
+	}
+	if c.ReloadDebounce < 0 {
+		errs = append(errs, errors.New("policy: ReloadDebounce must not be negative"))
+	}
+	if c.PlanCacheSize < 0 {
+		errs = append(errs, errors.New("policy: PlanCacheSize must not be negative"))
+	}
+	if c.Dir != "" {
+		if st, err := os.Stat(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("policy: directory: %w", err))
+		} else if !st.IsDir() {
+			errs = append(errs, fmt.Errorf("policy: %s is not a directory", c.Dir))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Authorizer implements dirgate.Authorizer with a Rego policy.
+type Authorizer struct {
+	cfg    Config
+	fsys   fs.FS
+	logger *slog.Logger
+	dlog   *decisionLog
+	now    func() time.Time
+
+	current atomic.Pointer[version]
+
+	mu          sync.Mutex // serialises reloads and guards the fields below
+	lastErr     error
+	lastErrAt   time.Time
+	watchCancel context.CancelFunc
+	watchDone   chan struct{}
+}
+
+var _ dirgate.Authorizer = (*Authorizer)(nil)
+
+// Open loads and compiles the policy. A policy that does not load is an error:
+// dirgate must not start with a policy it cannot evaluate.
+func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Authorizer{cfg: cfg, logger: cfg.Logger, now: cfg.Now}
+	if a.logger == nil {
+		a.logger = slog.Default()
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	a.fsys = bundled.FS
+	if cfg.Dir != "" {
+		a.fsys = os.DirFS(cfg.Dir)
+	}
+	if cfg.DecisionLog != nil {
+		a.dlog = &decisionLog{w: cfg.DecisionLog, maxDenied: cfg.DecisionLogMaxDenied, now: a.now, logger: a.logger}
+		if a.dlog.maxDenied == 0 {
+			a.dlog.maxDenied = DefaultMaxDeniedLogged
+		}
+		for _, s := range cfg.DecisionLogMask {
+			m, _ := ParseMask(s) // validated above
+			a.dlog.masks = append(a.dlog.masks, m)
+		}
+	}
+	v, err := a.load(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", a.source(), err)
+	}
+	a.current.Store(v)
+	a.logger.Info("policy loaded", "source", a.source(), "revision", v.revision, "modules", v.files,
+		"nondeterministic_builtins", v.nondeterministic)
+	return a, nil
+}
+
+func (a *Authorizer) source() string {
+	if a.cfg.Dir == "" {
+		return "bundled"
+	}
+	return a.cfg.Dir
+}
+
+func (a *Authorizer) load(ctx context.Context) (*version, error) {
+	src, err := readSource(a.fsys, loadOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if cur := a.current.Load(); cur != nil && cur.revision == src.revision {
+		return cur, nil
+	}
+	v, err := compile(ctx, src, a.cfg.PlanCacheSize)
+	if err != nil {
+		return nil, err
+	}
+	v.loadedAt = a.now()
+	return v, nil
+}
+
+// Reload reads the policy directory again. A policy that does not load leaves the
+// current version in place; the failure is logged and reported by Status and Ready
+// until a later reload succeeds.
+func (a *Authorizer) Reload(ctx context.Context) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	prev := a.current.Load()
+	v, err := a.load(ctx)
+	if err != nil {
+		a.lastErr, a.lastErrAt = err, a.now()
+		a.logger.Error("policy reload failed; keeping the last good policy", "source", a.source(),
+			"revision", prev.revision, "err", err)
+		return fmt.Errorf("reload policy: %w", err)
+	}
+	a.lastErr = nil
+	if v != prev {
+		a.current.Store(v)
+		a.logger.Info("policy reloaded", "source", a.source(), "revision", v.revision, "previous", prev.revision,
+			"modules", v.files, "nondeterministic_builtins", v.nondeterministic)
+	}
+	return nil
+}
+
+// Status describes the policy in force.
+type Status struct {
+	Source    string    `json:"source"` // the directory, or "bundled"
+	Revision  string    `json:"revision"`
+	LoadedAt  time.Time `json:"loadedAt"`
+	Modules   int       `json:"modules"`
+	LastError string    `json:"lastError,omitempty"` // why the directory's current content does not load
+	// LastErrorAt is when LastError happened (zero when there is none).
+	LastErrorAt time.Time `json:"lastErrorAt,omitzero"`
+	// Nondeterministic lists the non-deterministic builtins the policy calls; such a
+	// policy is evaluated on every request.
+	Nondeterministic []string `json:"nondeterministic,omitempty"`
+}
+
+// Status returns the policy in force and the last reload failure, if any.
+func (a *Authorizer) Status() Status {
+	v := a.current.Load()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	st := Status{Source: a.source(), Revision: v.revision, LoadedAt: v.loadedAt, Modules: v.files, Nondeterministic: v.nondeterministic}
+	if a.lastErr != nil {
+		st.LastError, st.LastErrorAt = a.lastErr.Error(), a.lastErrAt
+	}
+	return st
+}
+
+// Ready returns an error while the policy directory holds a policy that does not
+// load (the last good one is still enforced), for readiness checks.
+func (a *Authorizer) Ready() error {
+	st := a.Status()
+	if st.LastError != "" {
+		return fmt.Errorf("policy %s does not load (still enforcing revision %s): %s", st.Source, st.Revision, st.LastError)
+	}
+	return nil
+}
+
+// Revision names the policy in force: a hash of its modules and data.
+func (a *Authorizer) Revision() string { return a.current.Load().revision }
+
+// FilterView returns the objects of a listing that p may view, in their order.
+// Objects whose decision is not the boolean true are omitted.
+func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
+	start := time.Now()
+	v := a.current.Load()
+	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
+	allowed := make([]bool, len(objs))
+	st, err := v.filterView(ctx, a.logger, in, objs, allowed)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	n := 0
+	for _, ok := range allowed {
+		if ok {
+			n++
+		}
+	}
+	out := make([]dirgate.Object, 0, n)
+	for i, ok := range allowed {
+		if ok {
+			out = append(out, objs[i])
+		}
+	}
+	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, stats: st, elapsed: time.Since(start)})
+	return out, nil
+}
+
+// AllowRemove returns an EFORBIDDEN error unless the policy allows p to remove
+// member from group. An evaluation error denies, and is logged.
+func (a *Authorizer) AllowRemove(ctx context.Context, p dirgate.Principal, group, member dirgate.Object) error {
+	start := time.Now()
+	v := a.current.Load()
+	in := Input{Action: ActionRemove, Subject: p, Object: &member, Group: group, Request: requestOf(dirgate.ListOptions{})}.normalize()
+	val, _, err := astValue(in)
+	var out outcome
+	if err == nil {
+		out, err = v.decide(ctx, val)
+	}
+	allowed := out.allowed && err == nil
+	if err != nil {
+		if isContextErr(err) && ctx.Err() != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		a.logger.Error("policy: evaluation failed; removal denied", "revision", v.revision,
+			"group", group.GUID, "member", member.GUID, "err", err)
+	}
+	a.dlog.removal(ctx, v.revision, in, allowed, err, time.Since(start))
+	if !allowed {
+		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to remove this member from this group.", Err: err}
+	}
+	return nil
+}
+
+// Decision is the outcome of Decide.
+type Decision struct {
+	// Allow is the gateway's decision: true only when the policy's decision is the
+	// boolean true and its evaluation succeeded.
+	Allow bool `json:"allow"`
+	// Result is the value of data.dirgate.authz.allow; absent when undefined.
+	Result any `json:"result,omitempty"`
+	// Defined tells whether the decision was defined.
+	Defined  bool   `json:"defined"`
+	Revision string `json:"revision"`
+	// Error is the evaluation error, which denies.
+	Error string `json:"error,omitempty"`
+}
+
+// Decide evaluates data.dirgate.authz.allow for one input document, as
+// `dirgate policy eval` does. A view of an object is also decided the way listings
+// are (residual predicate or batch evaluation); Allow is false if the two ever
+// disagreed, which would be a bug that Decide reports as an error.
+func (a *Authorizer) Decide(ctx context.Context, input Input) (Decision, error) {
+	v := a.current.Load()
+	in := input.normalize()
+	d := Decision{Revision: v.revision}
+	val, _, err := astValue(in)
+	if err != nil {
+		return d, err
+	}
+	out, err := v.decide(ctx, val)
+	if err != nil {
+		d.Error = err.Error()
+		return d, nil
+	}
+	allowed := out.allowed
+	d.Allow, d.Result, d.Defined = out.allowed, out.result, out.defined
+	if in.Action == ActionView && in.Object != nil {
+		listed := make([]bool, 1)
+		base := in
+		base.Object = nil
+		if _, err := v.filterView(ctx, a.logger, base, []dirgate.Object{*in.Object}, listed); err != nil {
+			return d, err
+		}
+		if listed[0] != allowed {
+			return d, fmt.Errorf("policy: the listing engine decided %v where evaluation decided %v", listed[0], allowed)
+		}
+	}
+	return d, nil
+}

@@ -1,0 +1,96 @@
+package policy
+
+import (
+	"container/list"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+)
+
+// plan is how one version decides the listings of one caller for one request shape
+// (action, group, request parameters): a Go predicate from the translated residual,
+// or, when the residual is beyond the translator, Rego evaluation.
+type plan struct {
+	pred *predicate
+	// queries is the residual's size, for the decision log's diagnostics.
+	queries int
+	// why the residual was not translated ("" when pred is set).
+	why string
+}
+
+// planCache keeps the most recently used plans of one policy version; it is
+// dropped with its version, so a reload invalidates it without a scan.
+type planCache struct {
+	mu    sync.Mutex
+	max   int
+	ll    *list.List
+	items map[string]*list.Element
+	group singleflight.Group
+}
+
+type planEntry struct {
+	key  string
+	plan *plan
+}
+
+func newPlanCache(max int) *planCache {
+	if max <= 0 {
+		max = DefaultPlanCacheSize
+	}
+	return &planCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *planCache) get(key string) (*plan, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*planEntry).plan, true
+	}
+	return nil, false
+}
+
+func (c *planCache) put(key string, p *plan) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[key]; ok {
+		e.Value.(*planEntry).plan = p
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.items[key] = c.ll.PushFront(&planEntry{key: key, plan: p})
+	for c.ll.Len() > c.max {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*planEntry).key)
+	}
+}
+
+func (c *planCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}
+
+// getOrBuild returns the cached plan for key or builds it once, however many
+// requests ask for it at the same time.
+func (c *planCache) getOrBuild(key string, build func() (*plan, error)) (*plan, bool, error) {
+	if p, ok := c.get(key); ok {
+		return p, true, nil
+	}
+	v, err, _ := c.group.Do(key, func() (any, error) {
+		if p, ok := c.get(key); ok {
+			return p, nil
+		}
+		p, err := build()
+		if err != nil {
+			return nil, err
+		}
+		c.put(key, p)
+		return p, nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return v.(*plan), false, nil
+}

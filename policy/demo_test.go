@@ -1,0 +1,194 @@
+package policy_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+// The demo principals of cmd/dirgate's demo tokens, and groups of the demo directory.
+const (
+	danaDN = "CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
+	hugoDN = "CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
+	// bellaDN belongs to no group that any demo role names.
+	bellaDN = "CN=Bella Hughes,OU=Sales,OU=Staff,DC=corp,DC=example,DC=com"
+
+	mixedMembers = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+	newsletter   = "CN=Newsletter,OU=Groups,DC=corp,DC=example,DC=com"
+	itDepartment = "CN=IT Department,OU=Groups,DC=corp,DC=example,DC=com"
+	financeTeam  = "CN=Finance Team,OU=Groups,DC=corp,DC=example,DC=com"
+)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// demoService is the memory demo directory behind a MemberService that asks the
+// bundled policy.
+func demoService(t testing.TB, log io.Writer) (*dirgate.MemberService, *policy.Authorizer) {
+	t.Helper()
+	dir, err := memory.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &dirgate.MemberService{Dir: dir, Authz: authz}, authz
+}
+
+func principal(t testing.TB, svc *dirgate.MemberService, dn string) dirgate.Principal {
+	t.Helper()
+	p, err := svc.Principal(context.Background(), dirgate.MustParseIdentifier(dn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func names(objs []dirgate.Object) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.DisplayName
+	}
+	return out
+}
+
+// TestDemoListings is the promise of docs/policy.md: the two demo tokens see
+// different listings of the same groups.
+func TestDemoListings(t *testing.T) {
+	svc, _ := demoService(t, nil)
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		caller   string
+		group    string
+		indirect bool
+		want     []string
+	}{
+		// The admin's role covers everything: the contact, the foreign security
+		// principal and the nested group included.
+		{name: "admin sees every member", caller: danaDN, group: mixedMembers,
+			want: []string{"Acme Support", "S-1-5-11", "Daisy Vargas", "Directory Admins", "WS-0001"}},
+		// The help desk sees users under OU=Staff, computers under OU=Workstations and
+		// (through IT Department, which it belongs to transitively) groups of
+		// OU=Groups; not contacts, not foreign security principals.
+		{name: "help desk sees people, computers and IT groups", caller: hugoDN, group: mixedMembers,
+			want: []string{"Daisy Vargas", "Directory Admins", "WS-0001"}},
+		// Only contacts and a user: the help desk sees the user alone.
+		{name: "help desk does not see contacts", caller: hugoDN, group: newsletter,
+			want: []string{"Hazel Zhou", "Zoë Ångström"}},
+		// Nested expansion is filtered too: the groups come from OU=Groups.
+		{name: "help desk sees nested groups", caller: hugoDN, group: itDepartment, indirect: true,
+			want: []string{"Aaron Anderson", "Dana Admin", "Desktop Engineers", "Ethan Castillo", "Help Desk", "Hugo Helpdesk",
+				"Isaac Garcia", "IT Support", "Kim Lee+Park", "Legacy\\Account", "Mason Iverson", "Quinn Morgan", "Rita Regular",
+				"Service Desk Leads", "Ulric Olsen"}},
+		// A caller without any role sees nothing at all.
+		{name: "no role, no objects", caller: bellaDN, group: financeTeam, want: []string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := principal(t, svc, tt.caller)
+			got, err := svc.List(ctx, p, dirgate.MustParseIdentifier(tt.group), dirgate.ListOptions{IncludeIndirect: tt.indirect})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := names(got)
+			slices.Sort(g)
+			want := slices.Clone(tt.want)
+			slices.Sort(want)
+			if !slices.Equal(g, want) {
+				t.Errorf("listing of %s as %s:\n got %q\nwant %q", tt.group, tt.caller, g, want)
+			}
+		})
+	}
+}
+
+// TestDemoListingFiltersBeforeSizeLimit: the size limit counts visible objects,
+// so a caller never receives fewer objects than it may see because of hidden ones.
+func TestDemoListingFiltersBeforeSizeLimit(t *testing.T) {
+	svc, _ := demoService(t, nil)
+	p := principal(t, svc, hugoDN)
+	// Mixed Members in listing order: Acme Support (hidden), Daisy Vargas, Directory Admins, ...
+	got, err := svc.List(context.Background(), p, dirgate.MustParseIdentifier(mixedMembers), dirgate.ListOptions{SizeLimit: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"Daisy Vargas", "Directory Admins"}; !slices.Equal(names(got), want) {
+		t.Errorf("got %q, want %q", names(got), want)
+	}
+}
+
+// TestDemoRemovals: removal decisions of the demo roles, and the client-safe
+// EFORBIDDEN of a denial.
+func TestDemoRemovals(t *testing.T) {
+	tests := []struct {
+		name   string
+		caller string
+		group  string
+		member string
+		want   string // error code; "" means allowed
+	}{
+		// The help desk may remove users from the newsletter (by DN in its role).
+		{name: "help desk removes a user from the newsletter", caller: hugoDN, group: newsletter,
+			member: "CN=Hazel Zhou,OU=HR,OU=Staff,DC=corp,DC=example,DC=com"},
+		// ... and contacts: the role's object types.
+		{name: "help desk removes a contact from the newsletter", caller: hugoDN, group: newsletter,
+			member: "CN=Acme Support,OU=Contacts,DC=corp,DC=example,DC=com"},
+		// The removal test group is named by GUID in the role.
+		{name: "help desk removes from a group named by GUID", caller: hugoDN, group: "CN=Removal Test,OU=Groups,DC=corp,DC=example,DC=com",
+			member: "CN=Rick Remove,OU=HR,OU=Staff,DC=corp,DC=example,DC=com"},
+		// Not from a group outside its scope.
+		{name: "help desk may not remove from another group", caller: hugoDN, group: financeTeam,
+			member: "CN=Caleb Owens,OU=Finance,OU=Staff,DC=corp,DC=example,DC=com", want: dirgate.EFORBIDDEN},
+		// Not a group member from the newsletter's scope: only users and contacts.
+		{name: "help desk may not remove a group", caller: hugoDN, group: mixedMembers,
+			member: "CN=Directory Admins,OU=Groups,DC=corp,DC=example,DC=com", want: dirgate.EFORBIDDEN},
+		// Workstation admins (the help desk, through nesting) remove computers anywhere.
+		{name: "help desk removes a computer through Workstation Admins", caller: hugoDN, group: mixedMembers,
+			member: "CN=WS-0001,OU=Workstations,DC=corp,DC=example,DC=com"},
+		// The admin removes anything.
+		{name: "admin removes a group from a group", caller: danaDN, group: mixedMembers,
+			member: "CN=Directory Admins,OU=Groups,DC=corp,DC=example,DC=com"},
+		// Viewing rights do not grant removal.
+		{name: "no role may remove nothing", caller: bellaDN, group: newsletter,
+			member: "CN=Hazel Zhou,OU=HR,OU=Staff,DC=corp,DC=example,DC=com", want: dirgate.EFORBIDDEN},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			svc, _ := demoService(t, &log)
+			p := principal(t, svc, tt.caller)
+			_, err := svc.Remove(context.Background(), p, dirgate.MustParseIdentifier(tt.group), dirgate.MustParseIdentifier(tt.member))
+			if got := dirgate.ErrorCode(err); got != tt.want {
+				t.Fatalf("error code %q (%v), want %q", got, err, tt.want)
+			}
+			if tt.want != "" {
+				var de *dirgate.Error
+				if !errors.As(err, &de) || strings.Contains(de.Message, "rego") || de.Message == "" {
+					t.Errorf("client message %q is not a client-safe explanation", dirgate.ErrorMessage(err))
+				}
+			}
+			var line struct {
+				Result struct {
+					Allowed bool `json:"allowed"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(log.Bytes(), &line); err != nil {
+				t.Fatalf("decision log %q: %v", log.String(), err)
+			}
+			if line.Result.Allowed != (tt.want == "") {
+				t.Errorf("decision log says allowed=%v", line.Result.Allowed)
+			}
+		})
+	}
+}

@@ -1,0 +1,150 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/dirgate/dirgate"
+)
+
+// Modes of deciding a listing, as the decision log reports them.
+const (
+	modeNone      = "none"      // an empty listing: nothing to decide
+	modePredicate = "predicate" // the residual, translated to Go
+	modeRego      = "rego"      // one Rego evaluation over the whole listing
+	modePerObject = "rego-per-object"
+)
+
+type filterStats struct {
+	mode   string
+	cached bool
+	errors int
+}
+
+// filterView decides every object of a listing for one caller, marking the allowed
+// ones. It gives exactly the decisions of evaluating data.dirgate.authz.allow once
+// per object with the complete input, only faster:
+//
+//  1. the caller's part of the policy is partially evaluated once per (version,
+//     caller, request shape) with input.object unknown, and the residual is
+//     translated into a Go predicate that is cached for the next requests;
+//  2. a residual the translator does not understand, and any policy that calls
+//     non-deterministic builtins, is evaluated in Rego: once over the whole listing;
+//  3. if that evaluation fails (a conflict or another error for some object), each
+//     object is evaluated on its own, and an object whose evaluation fails is denied.
+//
+// The only error returned is the request's context ending.
+func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
+	if len(objs) == 0 {
+		return filterStats{mode: modeNone}, nil
+	}
+	base, err := json.Marshal(in)
+	if err != nil {
+		return filterStats{}, fmt.Errorf("encode policy input: %w", err)
+	}
+	if len(v.nondeterministic) > 0 {
+		return v.filterRego(ctx, logger, in, objs, allowed)
+	}
+	sum := sha256.Sum256(base)
+	p, cached, err := v.plans.getOrBuild(string(sum[:]), func() (*plan, error) {
+		// A plan outlives the request that builds it: its cancellation must not
+		// fail the other requests waiting for the same plan.
+		return v.buildPlan(context.WithoutCancel(ctx), logger, base)
+	})
+	if err != nil {
+		return filterStats{}, err
+	}
+	if p.pred == nil {
+		st, err := v.filterRego(ctx, logger, in, objs, allowed)
+		st.cached = cached
+		return st, err
+	}
+	e := p.pred.newEnv()
+	for i := range objs {
+		allowed[i] = p.pred.allow(e, &objs[i])
+	}
+	return filterStats{mode: modePredicate, cached: cached}, nil
+}
+
+// buildPlan partially evaluates the decision for one base input and translates the
+// residual. Failures are not errors: they make a plan that evaluates Rego.
+func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byte) (*plan, error) {
+	val, err := ast.ValueFromReader(bytes.NewReader(base))
+	if err != nil {
+		return nil, fmt.Errorf("convert policy input: %w", err)
+	}
+	pq, err := v.residual(ctx, val)
+	if err != nil {
+		logger.Warn("policy: partial evaluation failed; evaluating listings in Rego", "revision", v.revision, "err", err)
+		return &plan{why: "partial evaluation failed"}, nil
+	}
+	p := &plan{queries: len(pq.Queries)}
+	if len(pq.Support) > 0 {
+		p.why = "residual needs support rules"
+	} else if pred, err := translate(pq.Queries); err != nil {
+		p.why = err.Error()
+	} else {
+		p.pred = pred
+	}
+	if p.why != "" {
+		logger.Debug("policy: residual evaluated in Rego", "revision", v.revision, "reason", p.why)
+	}
+	return p, nil
+}
+
+// filterRego evaluates the decision in Rego for every object: once over the whole
+// listing, or, when that fails, object by object.
+func (v *version) filterRego(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
+	base, _, err := astValue(in)
+	if err != nil {
+		return filterStats{}, err
+	}
+	list, _, err := astValue(objs)
+	if err != nil {
+		return filterStats{}, err
+	}
+	err = v.decideBatch(ctx, base, list, allowed)
+	if err == nil {
+		return filterStats{mode: modeRego}, nil
+	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return filterStats{}, fmt.Errorf("decide listing: %w", ctxErr)
+	}
+	clear(allowed)
+	st := filterStats{mode: modePerObject}
+	for i := range objs {
+		in.Object = &objs[i]
+		val, _, err := astValue(in)
+		if err != nil {
+			return filterStats{}, err
+		}
+		out, err := v.decide(ctx, val)
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return filterStats{}, fmt.Errorf("decide listing: %w", ctxErr)
+			}
+			if st.errors == 0 {
+				logger.Error("policy: evaluation failed; object denied", "revision", v.revision, "object", objs[i].GUID, "err", err)
+			}
+			st.errors++
+			continue
+		}
+		allowed[i] = out.allowed
+	}
+	if st.errors > 1 {
+		logger.Error("policy: evaluations failed in one listing; objects denied", "revision", v.revision, "count", st.errors)
+	}
+	return st, nil
+}
+
+// isContextErr reports whether err is the end of a request's context.
+func isContextErr(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}

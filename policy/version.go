@@ -1,0 +1,253 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+)
+
+// The decision dirgate asks for, and the package that must define it.
+const (
+	packagePath   = "data.dirgate.authz"
+	decisionPath  = packagePath + ".allow"
+	decisionQuery = decisionPath
+)
+
+var decisionRef = ast.MustParseRef(decisionPath)
+
+// version is one compiled policy: its queries are prepared once, when it is loaded,
+// and the Authorizer swaps whole versions atomically, so a request sees one version
+// from start to end.
+type version struct {
+	revision string
+	loadedAt time.Time
+	files    int
+
+	compiler *ast.Compiler
+	store    storage.Store
+
+	// allow evaluates the decision for one complete input.
+	allow rego.PreparedEvalQuery
+	// batch evaluates it for every object of a listing in one evaluation.
+	batch rego.PreparedEvalQuery
+	// partial evaluates it with input.object unknown, once per caller and request
+	// shape; the residual becomes a Go predicate.
+	partial rego.PreparedPartialQuery
+
+	// nondeterministic names the non-deterministic builtins the policy calls (time,
+	// randomness, HTTP...). Their results must not be reused across requests, so such
+	// a policy is evaluated per request and no residual is cached.
+	nondeterministic []string
+	// noInline are rules partial evaluation must not inline: single-value rules
+	// whose definitions can produce different values, where OPA raises a conflict
+	// error at evaluation that an inlined residual would not.
+	noInline []string
+
+	plans *planCache
+}
+
+// batchQuery evaluates the decision for each input.objects[i] in one evaluation,
+// giving every object exactly the input a single evaluation would see.
+const batchQuery = `allowed := [i |
+	some i, obj in input.objects
+	doc := object.union(input.base, {"object": obj})
+	data.dirgate.authz.allow == true with input as doc
+]`
+
+// compile builds a version from a policy directory's modules and data. It fails on
+// anything that would make decisions unreliable: a module that does not compile,
+// data that collides with a rule, or a policy that does not define the decision.
+func compile(ctx context.Context, src *source, planCacheSize int) (*version, error) {
+	store := inmem.NewFromObject(src.data)
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("compile policy: %w", err)
+	}
+	defer store.Abort(ctx, txn)
+	c := ast.NewCompiler().
+		WithEnablePrintStatements(false).
+		WithPathConflictsCheck(storage.NonEmpty(ctx, store, txn))
+	if c.Compile(src.modules); c.Failed() {
+		return nil, fmt.Errorf("compile policy: %w", c.Errors)
+	}
+	if len(c.GetRulesExact(decisionRef)) == 0 {
+		return nil, fmt.Errorf("compile policy: no rule defines %s", decisionPath)
+	}
+	v := &version{
+		revision:         src.revision,
+		files:            len(src.modules),
+		compiler:         c,
+		store:            store,
+		nondeterministic: nondeterministicBuiltins(c),
+		noInline:         conflictProneRules(c),
+		plans:            newPlanCache(planCacheSize),
+	}
+	common := []func(*rego.Rego){rego.Compiler(c), rego.Store(store), rego.StrictBuiltinErrors(false)}
+	if v.allow, err = rego.New(append(common, rego.Query(decisionQuery))...).PrepareForEval(ctx); err != nil {
+		return nil, fmt.Errorf("prepare decision query: %w", err)
+	}
+	if v.batch, err = rego.New(append(common, rego.Query(batchQuery))...).PrepareForEval(ctx); err != nil {
+		return nil, fmt.Errorf("prepare batch query: %w", err)
+	}
+	v.partial, err = rego.New(append(common,
+		rego.Query(decisionPath+" = true"),
+		rego.Unknowns([]string{"input.object"}),
+		rego.DisableInlining(v.noInline),
+	)...).PrepareForPartial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare partial query: %w", err)
+	}
+	return v, nil
+}
+
+// nondeterministicBuiltins lists the non-deterministic builtins called anywhere in
+// the policy (ast.Builtin.Nondeterministic).
+func nondeterministicBuiltins(c *ast.Compiler) []string {
+	found := map[string]bool{}
+	check := func(op ast.Ref) {
+		if bi, ok := ast.BuiltinMap[op.String()]; ok && bi.Nondeterministic {
+			found[bi.Name] = true
+		}
+	}
+	for _, m := range c.Modules {
+		ast.WalkExprs(m, func(e *ast.Expr) bool {
+			if e.IsCall() {
+				check(e.Operator())
+			}
+			return false
+		})
+		ast.WalkTerms(m, func(t *ast.Term) bool {
+			if call, ok := t.Value.(ast.Call); ok {
+				if op, ok := call[0].Value.(ast.Ref); ok {
+					check(op)
+				}
+			}
+			return false
+		})
+	}
+	names := make([]string, 0, len(found))
+	for n := range found {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// conflictProneRules returns the single-value rules (complete rules, functions and
+// object entries) whose definitions do not all produce one and the same constant.
+// OPA reports a conflict when two of them succeed with different values, but partial
+// evaluation inlines each definition on its own, which would turn that error (a
+// denial) into an allow. Not inlining them keeps them as support rules, which the
+// translator refuses, so such policies are evaluated in Rego.
+func conflictProneRules(c *ast.Compiler) []string {
+	type group struct {
+		value *ast.Term
+		prone bool
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, m := range c.Modules {
+		for _, r := range m.Rules {
+			if r.Head.RuleKind() != ast.SingleValue || r.Default {
+				continue
+			}
+			key := r.Ref().GroundPrefix().String()
+			g, ok := groups[key]
+			if !ok {
+				g = &group{}
+				groups[key] = g
+				order = append(order, key)
+			}
+			for rr := r; rr != nil; rr = rr.Else {
+				val := rr.Head.Value
+				switch {
+				case val == nil || !ast.IsConstant(val.Value):
+					g.prone = true
+				case g.value == nil:
+					g.value = val
+				case !g.value.Equal(val):
+					g.prone = true
+				}
+			}
+		}
+	}
+	var out []string
+	for _, k := range order {
+		if groups[k].prone {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// outcome is one evaluation of the decision.
+type outcome struct {
+	allowed bool // the decision is the boolean true
+	defined bool
+	result  any // the decision's value when defined
+}
+
+// decide evaluates the decision for one complete input.
+func (v *version) decide(ctx context.Context, input ast.Value) (outcome, error) {
+	rs, err := v.allow.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		return outcome{}, fmt.Errorf("evaluate %s: %w", decisionPath, err)
+	}
+	switch len(rs) {
+	case 0:
+		return outcome{}, nil
+	case 1:
+		result := rs[0].Expressions[0].Value
+		b, ok := result.(bool)
+		return outcome{allowed: ok && b, defined: true, result: result}, nil
+	}
+	return outcome{}, fmt.Errorf("evaluate %s: %d results", decisionPath, len(rs))
+}
+
+// decideBatch evaluates the decision for every object in one evaluation and marks
+// the allowed ones. One object whose evaluation fails makes the whole batch fail.
+func (v *version) decideBatch(ctx context.Context, base, objects ast.Value, allowed []bool) error {
+	in := ast.NewObject(
+		[2]*ast.Term{ast.InternedTerm("base"), ast.NewTerm(base)},
+		[2]*ast.Term{ast.InternedTerm("objects"), ast.NewTerm(objects)},
+	)
+	rs, err := v.batch.Eval(ctx, rego.EvalParsedInput(in))
+	if err != nil {
+		return fmt.Errorf("evaluate %s for a listing: %w", decisionPath, err)
+	}
+	if len(rs) != 1 {
+		return fmt.Errorf("evaluate %s for a listing: %d results", decisionPath, len(rs))
+	}
+	idx, ok := rs[0].Bindings["allowed"].([]any)
+	if !ok {
+		return errors.New("evaluate listing: unexpected result type")
+	}
+	for _, x := range idx {
+		i, err := strconv.Atoi(fmt.Sprint(x))
+		if err != nil || i < 0 || i >= len(allowed) {
+			return fmt.Errorf("evaluate listing: unexpected index %v", x)
+		}
+		allowed[i] = true
+	}
+	return nil
+}
+
+// residual partially evaluates the decision for a base input (everything but
+// input.object).
+func (v *version) residual(ctx context.Context, base ast.Value) (*rego.PartialQueries, error) {
+	pq, err := v.partial.Partial(ctx, rego.EvalParsedInput(base))
+	if err != nil {
+		return nil, fmt.Errorf("partially evaluate %s: %w", decisionPath, err)
+	}
+	return pq, nil
+}
