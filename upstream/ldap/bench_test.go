@@ -42,14 +42,28 @@ func rawSearch(b *testing.B, c *goldap.Conn, base string, scope int, filter stri
 	return res.Entries
 }
 
-// rawMembers is a group's direct members by hand: ASQ (unpaged, as Samba allows) or
-// a paged memberOf filter, plus the primaryGroupID search.
-func rawMembers(b *testing.B, c *goldap.Conn, baseDN, dn string, rid int, asq bool) []*goldap.Entry {
+// Listing strategies: ASQ without paging (the adapter's choice on Samba), ASQ with
+// paging (its choice elsewhere), the paged memberOf filter (its fallback without ASQ).
+var strategies = []struct {
+	name  string
+	set   func(*Directory)
+	asq   bool
+	paged bool
+}{
+	{"asq", func(d *Directory) { d.asq = true; d.pageASQ.Store(false) }, true, false},
+	{"asqPaged", func(d *Directory) { d.asq = true; d.pageASQ.Store(true) }, true, true},
+	{"memberOf", func(d *Directory) { d.asq = false }, false, true},
+}
+
+// rawMembers is a group's direct members by hand: ASQ or a paged memberOf filter,
+// plus the primaryGroupID search.
+func rawMembers(b *testing.B, c *goldap.Conn, baseDN, dn string, rid int, asq, paged bool) []*goldap.Entry {
 	var out []*goldap.Entry
+	page := map[bool]uint32{true: 1000}[paged]
 	if asq {
-		out = rawSearch(b, c, dn, goldap.ScopeBaseObject, "(objectClass=*)", []goldap.Control{asqControl("member")}, 0)
+		out = rawSearch(b, c, dn, goldap.ScopeBaseObject, "(objectClass=*)", []goldap.Control{asqControl("member")}, page)
 	} else {
-		out = rawSearch(b, c, baseDN, goldap.ScopeWholeSubtree, "(memberOf="+goldap.EscapeFilter(dn)+")", nil, 1000)
+		out = rawSearch(b, c, baseDN, goldap.ScopeWholeSubtree, "(memberOf="+goldap.EscapeFilter(dn)+")", nil, page)
 	}
 	if rid > 0 {
 		out = append(out, rawSearch(b, c, baseDN, goldap.ScopeWholeSubtree, "(primaryGroupID="+strconv.Itoa(rid)+")", nil, 1000)...)
@@ -64,10 +78,9 @@ func BenchmarkListLargeDirect(b *testing.B) {
 	group := mustLookup(b, d, fixture.AllStaffDN)
 	rid, _ := d.domainRID(group.SID)
 	id := dirgate.MustParseIdentifier(fixture.AllStaffDN)
-	for _, asq := range []bool{true, false} {
-		name := map[bool]string{true: "asq", false: "memberOf"}[asq]
-		b.Run("adapter/"+name, func(b *testing.B) {
-			d.asq = asq
+	for _, st := range strategies {
+		b.Run("adapter/"+st.name, func(b *testing.B) {
+			st.set(d)
 			svc := &dirgate.MemberService{Dir: d}
 			for b.Loop() {
 				objs, err := svc.List(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{})
@@ -76,16 +89,16 @@ func BenchmarkListLargeDirect(b *testing.B) {
 				}
 			}
 		})
-		b.Run("raw/"+name, func(b *testing.B) {
+		b.Run("raw/"+st.name, func(b *testing.B) {
 			c := dc.DialService(b)
 			for b.Loop() {
-				if n := len(rawMembers(b, c, dc.BaseDN, group.DN, rid, asq)); n != want {
+				if n := len(rawMembers(b, c, dc.BaseDN, group.DN, rid, st.asq, st.paged)); n != want {
 					b.Fatalf("%d entries, want %d", n, want)
 				}
 			}
 		})
 	}
-	d.asq = true
+	strategies[0].set(d)
 }
 
 // benchNest creates, as the administrator, a group nesting All Staff, the five-deep
@@ -148,7 +161,7 @@ func BenchmarkListLargeIndirect(b *testing.B) {
 				var next []dirgate.Object
 				for _, g := range level {
 					rid, _ := d.domainRID(g.SID)
-					for _, e := range rawMembers(b, c, dc.BaseDN, g.DN, rid, true) {
+					for _, e := range rawMembers(b, c, dc.BaseDN, g.DN, rid, true, false) {
 						guid := dirgate.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
 						if seen[guid] {
 							continue

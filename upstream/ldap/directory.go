@@ -50,8 +50,14 @@ var baseAttrs = []string{
 	"msDS-UserPasswordExpiryTimeComputed", "primaryGroupID",
 }
 
-// attributes returns baseAttrs plus the requested properties, each once.
-func attributes(props []string) []string {
+// attributes returns baseAttrs plus the requested properties, each once. The names
+// become part of the search request, so they are checked again here although the
+// member service normalises them: a name with an option such as ";range=" would
+// change what the server returns.
+func attributes(props []string) ([]string, error) {
+	if _, err := dirgate.NormalizeProperties(props); err != nil {
+		return nil, err
+	}
 	out := append([]string(nil), baseAttrs...)
 next:
 	for _, p := range props {
@@ -62,7 +68,7 @@ next:
 		}
 		out = append(out, p)
 	}
-	return out
+	return out, nil
 }
 
 // discover reads the rootDSE (controls, domain naming context, vendor) and the
@@ -258,7 +264,10 @@ func (d *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []s
 	default:
 		return dirgate.Object{}, dirgate.Errorf(dirgate.EINVALID, "The identifier is empty.")
 	}
-	attrs := attributes(props)
+	attrs, err := attributes(props)
+	if err != nil {
+		return dirgate.Object{}, err
+	}
 	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		return search(ctx, c, query{base: base, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: attrs}, emit)
 	})
@@ -283,7 +292,10 @@ func (d *Directory) lookupSID(ctx context.Context, id dirgate.Identifier, props 
 	if err != nil {
 		return dirgate.Object{}, dirgate.WrapError(dirgate.EINVALID, codeMessages[dirgate.EINVALID], err)
 	}
-	attrs := attributes(props)
+	attrs, err := attributes(props)
+	if err != nil {
+		return dirgate.Object{}, err
+	}
 	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		return search(ctx, c, query{
 			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
@@ -352,7 +364,10 @@ func primaryFilter(rids []int) string {
 // primaryGroupID is the group's RID (the primary group is never in member; ad-ldap.md
 // §2), each once, members outside BaseDN left out.
 func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
-	attrs := attributes(props)
+	attrs, err := attributes(props)
+	if err != nil {
+		return nil, err
+	}
 	rid, primary := d.domainRID(group.SID)
 	primary = primary && group.IsGroup()
 	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
@@ -376,7 +391,7 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 // MemberOf returns the groups obj is a direct member of (its memberOf values, read
 // with one ASQ search) and its primary group.
 func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
-	attrs := attributes(nil)
+	attrs := baseAttrs
 	objs, err := d.read(ctx, nil, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		if err := d.scoped(ctx, c, obj.DN, "memberOf", "member", attrs, emit); err != nil {
 			return err

@@ -543,3 +543,26 @@ func TestTransitiveMatchesBFS(t *testing.T) {
 		t.Errorf("in-chain %v\nBFS      %v", dns(inChain), dns(bfs))
 	}
 }
+
+// TestPropertiesChecked: a property name with an option would change what the server
+// returns; the adapter refuses it before sending anything, whoever called it.
+func TestPropertiesChecked(t *testing.T) {
+	o := newOrg()
+	d := o.dir(t, Config{UseInChain: true})
+	g := obj(t, d, o.g1.guid)
+	before := len(o.srv.log())
+	bad := []string{"member;range=0-1"}
+	_, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o.g1.guid), bad)
+	if dirgate.ErrorCode(err) != dirgate.EINVALID {
+		t.Errorf("Lookup: %v, want EINVALID", err)
+	}
+	if _, err := d.Members(context.Background(), g, bad); dirgate.ErrorCode(err) != dirgate.EINVALID {
+		t.Errorf("Members: %v, want EINVALID", err)
+	}
+	if _, err := d.TransitiveMembers(context.Background(), g, bad); dirgate.ErrorCode(err) != dirgate.EINVALID {
+		t.Errorf("TransitiveMembers: %v, want EINVALID", err)
+	}
+	if n := len(o.srv.log()) - before; n != 0 {
+		t.Errorf("%d searches sent", n)
+	}
+}

@@ -22,9 +22,12 @@ func (d *Directory) TransitiveMembers(ctx context.Context, group dirgate.Object,
 	if !d.cfg.UseInChain {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("ldap: transitive members: in-chain searches are disabled (UseInChain)"))
 	}
-	attrs := attributes(props)
+	attrs, err := attributes(props)
+	if err != nil {
+		return nil, err
+	}
 	var objs []dirgate.Object
-	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+	err = d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
 		col := &collector{}
 		err := search(ctx, c, query{
 			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
