@@ -46,16 +46,28 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 		return
 	}
 	rec.group = q.Group.Canonical()
-	objs, err := s.cfg.Service.List(r.Context(), p, q.Group, q.Options)
+	ctx, report := dirgate.WithListingReport(r.Context())
+	objs, err := s.cfg.Service.List(ctx, p, q.Group, q.Options)
 	if err != nil {
 		Error(w, r, fmt.Errorf("list group members: %w", err))
 		return
 	}
-	if objs == nil {
-		objs = []dirgate.Object{} // "[]", never "null"
+	// Joined from the cache's pre-encoded objects where it has them; "[]", never
+	// "null", for an empty listing.
+	body, err := report.AppendJSON(nil, objs)
+	if err != nil {
+		Error(w, r, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err)))
+		return
 	}
-	writeOK(w, r, objs)
+	if st := report.CacheStatus(); st != "" {
+		w.Header().Set(CacheHeader, string(st))
+	}
+	writeJSON(w, http.StatusOK, body)
 }
+
+// CacheHeader tells how a listing was served: hit, miss, stale or bypass
+// (dirgate.CacheStatus). It is absent when no cache is configured.
+const CacheHeader = "X-Dirgate-Cache"
 
 func (s *server) remove(w http.ResponseWriter, r *http.Request, rec *record, p dirgate.Principal) {
 	q, err := parseRemoveQuery(r.URL.RawQuery)

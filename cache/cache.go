@@ -1,0 +1,332 @@
+// Package cache serves group listings and identifier lookups from a cache in front of
+// any dirgate.Directory: Redis (one server, Sentinel or Cluster) shared by every
+// dirgate instance, or an in-process store when no Redis is configured, with decoded
+// entries kept in process as a first level in front of either.
+//
+// A *Cache is both the dirgate.Directory and the dirgate.Lister of a
+// dirgate.MemberService: it caches Lookup, passes Members and MemberOf through, and
+// after RemoveMember invalidates every listing the removal affects, on every instance
+// that shares the store. docs/cache.md explains the mechanism and its guarantees.
+package cache
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"golang.org/x/sync/singleflight"
+)
+
+// maxValueBytes bounds one stored entry; larger listings are served but not cached.
+const maxValueBytes = 64 << 20
+
+// Cache is a dirgate.Directory and dirgate.Lister with a cache in front of dir.
+type Cache struct {
+	cfg     Config
+	dir     dirgate.Directory
+	store   store
+	keys    keys
+	l1      *firstLevel
+	flights singleflight.Group
+	health  health
+	pending pending
+	now     func() time.Time
+
+	// storeTTL is how long an entry is kept: fresh for TTL, then servable as stale
+	// until MaxStale after its fill. versionTTL outlives every entry that recorded a
+	// version; a version that expires only makes entries invalid, never valid.
+	storeTTL, versionTTL time.Duration
+	// localGen counts this instance's removals; flights that cannot be checked
+	// against the store (bypass) are keyed by it.
+	localGen atomic.Uint64
+
+	stop chan struct{}
+	done chan struct{}
+
+	// testHookJoined, when set by a test, is called once a request has joined or
+	// started the flight for key.
+	testHookJoined func(key string)
+}
+
+var (
+	_ dirgate.Directory = (*Cache)(nil)
+	_ dirgate.Lister    = (*Cache)(nil)
+)
+
+// Open validates the configuration, connects to Redis (or makes the in-process
+// store) and returns the cache in front of dir. An unreachable Redis is not an
+// error: the cache bypasses it until it answers.
+func (c Config) Open(ctx context.Context, dir dirgate.Directory) (*Cache, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if dir == nil {
+		return nil, errors.New("cache: a directory is required")
+	}
+	c = c.withDefaults()
+	var st store
+	if len(c.Redis.Addrs) > 0 {
+		rs, err := newRedisStore(c.Redis, c.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		st = rs
+	} else {
+		st = newMemoryStore(c.MaxBytes, c.now)
+	}
+	ch := newCache(c, dir, st)
+	if len(c.Redis.Addrs) > 0 {
+		// Log once at start whether Redis answers; requests do not depend on it.
+		if err := ch.op(ctx, true, func(ctx context.Context) error {
+			_, err := st.get(ctx, ch.keys.prefix+"ping")
+			return err
+		}); err == nil {
+			c.Logger.Info("cache: redis answers", "mode", c.Redis.Mode, "addrs", c.Redis.Addrs)
+		}
+	}
+	return ch, nil
+}
+
+func newCache(c Config, dir dirgate.Directory, st store) *Cache {
+	ch := &Cache{
+		cfg:      c,
+		dir:      dir,
+		store:    st,
+		keys:     keys{prefix: c.Redis.KeyPrefix},
+		l1:       newFirstLevel(c.MaxBytes),
+		health:   health{interval: c.RetryInterval, log: c.Logger},
+		now:      c.now,
+		storeTTL: max(c.TTL, c.MaxStale),
+		stop:     make(chan struct{}),
+		done:     make(chan struct{}),
+	}
+	ch.versionTTL = 2 * ch.storeTTL
+	ch.pending.m = map[string]time.Time{}
+	go ch.retryLoop()
+	return ch
+}
+
+// Close stops retrying invalidations and closes the connection to Redis.
+func (c *Cache) Close() error {
+	select {
+	case <-c.stop:
+		return nil
+	default:
+	}
+	close(c.stop)
+	<-c.done
+	if err := c.store.close(); err != nil {
+		return fmt.Errorf("cache: close: %w", err)
+	}
+	return nil
+}
+
+// Listing returns group's unfiltered listing from the cache, filling it from the
+// directory on a miss. It records in the request's dirgate.ListingReport how the
+// listing was served and its objects' JSON encodings. The returned slice is shared:
+// callers must not modify it.
+func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) ([]dirgate.Object, error) {
+	rep := dirgate.ListingReportFrom(ctx)
+	props, err := dirgate.NormalizeProperties(opts.Properties)
+	if err != nil || !canonicalGUID(group.GUID) {
+		// Not something the cache can key safely: serve it from the directory.
+		rep.SetCacheStatus(dirgate.CacheBypass)
+		return c.expander(nil).Listing(ctx, group, opts)
+	}
+	opts.Properties = props
+	key, check := c.keys.listing(group.GUID, opts.IncludeIndirect, props)
+	e, status, err := c.get(ctx, request{
+		key: key, check: check, root: group.GUID, frags: true,
+		fill: func(ctx context.Context, rec *recorder) ([]dirgate.Object, error) {
+			return c.expander(rec).Listing(ctx, group, opts)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep.SetCacheStatus(status)
+	rep.SetEncoded(e.list)
+	return e.list.Objects(), nil
+}
+
+// Lookup resolves id from the cache. Lookups with extra properties pass through:
+// MemberService resolves without any, and properties may change at any time.
+// Lookups are not invalidated by removals (an object's identity and status do not
+// depend on its groups); they follow the TTL.
+func (c *Cache) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	if len(props) > 0 || id.IsZero() {
+		return c.dir.Lookup(ctx, id, props)
+	}
+	key, check := c.keys.lookup(id)
+	e, status, err := c.get(ctx, request{
+		key: key, check: check,
+		fill: func(ctx context.Context, _ *recorder) ([]dirgate.Object, error) {
+			o, err := c.dir.Lookup(ctx, id, nil)
+			if err != nil {
+				return nil, err
+			}
+			return []dirgate.Object{o}, nil
+		},
+	})
+	if err != nil {
+		return dirgate.Object{}, err
+	}
+	if status == dirgate.CacheStale || status == dirgate.CacheBypass {
+		// A listing resolved this way says so; hits and misses are the listing's to say.
+		dirgate.ListingReportFrom(ctx).SetCacheStatus(status)
+	}
+	return e.list.Objects()[0], nil
+}
+
+// Members passes through: listings are cached whole, by Listing.
+func (c *Cache) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	return c.dir.Members(ctx, group, props)
+}
+
+// MemberOf passes through: it decides a caller's groups, which must follow the
+// directory within the principal TTL, not the cache TTL.
+func (c *Cache) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
+	return c.dir.MemberOf(ctx, obj)
+}
+
+// RemoveMember removes member from group in the directory, then invalidates every
+// cached listing computed from group's members (its own listings, and the nested
+// listings of every group that reached it) before returning, so that once the
+// removal is answered no instance sharing the store serves the member from them.
+// It invalidates whenever the directory may have changed, failures included.
+func (c *Cache) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
+	err := c.dir.RemoveMember(ctx, group, member)
+	if errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
+		return err
+	}
+	c.invalidate(ctx, group.GUID)
+	return err
+}
+
+// invalidate gives group a new version token. Entries record the tokens of the
+// groups they were computed from and are served only while those tokens are
+// current, so this one write invalidates them all, on every instance. If the store
+// cannot take it, the group is retried in the background, and until then this
+// instance bypasses the cache (other instances cannot be told: docs/cache.md).
+func (c *Cache) invalidate(ctx context.Context, guid string) {
+	c.localGen.Add(1)
+	if !canonicalGUID(guid) {
+		return // never cached
+	}
+	if err := c.bump(ctx, guid); err != nil {
+		c.pending.add(guid, c.now())
+		c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "group", guid, "error", err)
+	}
+}
+
+func (c *Cache) bump(ctx context.Context, guid string) error {
+	return c.op(ctx, true, func(ctx context.Context) error {
+		return c.store.set(ctx, c.keys.version(guid), newToken(), c.versionTTL)
+	})
+}
+
+// retryLoop retries deferred invalidations every RetryInterval. A group pending for
+// longer than storeTTL is dropped: every entry filled before its removal has expired.
+func (c *Cache) retryLoop() {
+	defer close(c.done)
+	t := time.NewTicker(c.cfg.RetryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		for guid, since := range c.pending.snapshot() {
+			if c.now().Sub(since) > c.storeTTL || c.bump(context.Background(), guid) == nil {
+				c.pending.remove(guid, since)
+			}
+		}
+	}
+}
+
+// pending holds groups whose invalidation the store has not taken yet.
+type pending struct {
+	mu sync.Mutex
+	m  map[string]time.Time
+}
+
+func (p *pending) add(guid string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.m[guid]; !ok {
+		p.m[guid] = now
+	}
+}
+
+func (p *pending) remove(guid string, since time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m[guid] == since {
+		delete(p.m, guid)
+	}
+}
+
+func (p *pending) empty() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.m) == 0
+}
+
+func (p *pending) snapshot() map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]time.Time, len(p.m))
+	for k, v := range p.m {
+		out[k] = v
+	}
+	return out
+}
+
+// op runs f against the store with the configured timeout, detached from the
+// request's cancellation, and tracks the store's health. Unless force is set, a
+// store that failed within the retry interval is not tried.
+func (c *Cache) op(ctx context.Context, force bool, f func(ctx context.Context) error) error {
+	if !force && !c.health.ok(c.now()) {
+		return errBypass
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
+	defer cancel()
+	if err := f(sctx); err != nil {
+		c.health.failed(c.now(), err)
+		return err
+	}
+	c.health.succeeded()
+	return nil
+}
+
+var errBypass = errors.New("cache: backend is being bypassed")
+
+// usable reports whether entries that depend on versions may be read and written.
+func (c *Cache) usable() bool { return c.health.ok(c.now()) && c.pending.empty() }
+
+// newToken returns a version token that no earlier token of any group equals, so
+// that a version that disappears (evicted, expired, Redis restarted) and is
+// recreated can never make an old entry valid again.
+func newToken() string { return rand.Text() }
+
+// jitteredTTL shortens the TTL by up to TTLJitter.
+func (c *Cache) jitteredTTL() time.Duration {
+	return c.cfg.TTL - time.Duration(float64(c.cfg.TTL)*c.cfg.TTLJitter*mrand.Float64())
+}
+
+// flightKey keys a bypass flight by this instance's removal count, so that a
+// request that follows a local removal never joins a read that began before it.
+func (c *Cache) flightKey(key string, tracked bool) string {
+	if tracked {
+		return key
+	}
+	return "bypass|" + strconv.FormatUint(c.localGen.Load(), 10) + "|" + key
+}

@@ -1,0 +1,349 @@
+package cache
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dirgate/dirgate"
+)
+
+// An entry is stored as one binary value, decoded without reflection:
+//
+//	magic "dgc1", flags byte (1: objects carry their JSON encodings),
+//	filled and fresh-until as varint Unix nanoseconds, the check string,
+//	deps: count, then (GUID, version token) pairs,
+//	objects: count, then each object's fields (and its JSON encoding).
+//
+// Strings are a uvarint length and bytes. Counts of maps and slices are stored plus
+// one, so that nil and empty survive the round trip (0 means nil). Decoding works on
+// a string and slices it, so a 1,000-object listing costs a few thousand small
+// allocations rather than a JSON parse (perf-calibration.md: 9 ms).
+const magic = "dgc1"
+
+const flagFragments = 1
+
+// dep is a group whose member list an entry was computed from, with the version
+// token the group had before it was read.
+type dep struct {
+	guid, token string
+}
+
+// entry is a cached value: a listing, the groups of an object, or one looked-up
+// object (a listing of one).
+type entry struct {
+	check  string    // the inputs of the key, compared on decode
+	filled time.Time // when the fill started: the entry reflects the directory at least as of then
+	fresh  time.Time // served as a hit until then; as stale at most MaxStale after filled
+	deps   []dep
+	list   *dirgate.EncodedListing // objects, and their encodings when fragments are kept
+	size   int                     // bytes held in memory, for the first level's bound
+}
+
+// objectOverhead approximates the memory of a decoded object beyond its strings
+// (which share the stored value): struct, property map, status structs.
+const objectOverhead = 320
+
+var errCorrupt = errors.New("cache: corrupt entry")
+
+// encodeEntry encodes e's header and objs, with their JSON encodings when frags is
+// non-nil.
+func encodeEntry(e *entry, objs []dirgate.Object, frags []string) string {
+	b := make([]byte, 0, 64+len(e.check)+len(objs)*256)
+	b = append(b, magic...)
+	var flags byte
+	if frags != nil {
+		flags |= flagFragments
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, e.filled.UnixNano())
+	b = binary.AppendVarint(b, e.fresh.UnixNano())
+	b = appendString(b, e.check)
+	b = binary.AppendUvarint(b, uint64(len(e.deps)))
+	for _, d := range e.deps {
+		b = appendString(b, d.guid)
+		b = appendString(b, d.token)
+	}
+	b = binary.AppendUvarint(b, uint64(len(objs)))
+	for i := range objs {
+		b = appendObject(b, &objs[i])
+		if frags != nil {
+			b = appendString(b, frags[i])
+		}
+	}
+	return string(b)
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendObject(b []byte, o *dirgate.Object) []byte {
+	for _, s := range []string{o.GUID, o.DN, o.DisplayName, o.ObjectType} {
+		b = appendString(b, s)
+	}
+	b = binary.AppendVarint(b, int64(o.ObjectTypeCode))
+	b = appendString(b, o.DomainName)
+	b = binary.AppendVarint(b, int64(o.DirectoryType))
+	if o.Properties == nil {
+		b = append(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(o.Properties))+1)
+		for k, vs := range o.Properties {
+			b = appendString(b, k)
+			if vs == nil {
+				b = append(b, 0)
+				continue
+			}
+			b = binary.AppendUvarint(b, uint64(len(vs))+1)
+			for _, v := range vs {
+				b = appendString(b, v)
+			}
+		}
+	}
+	if a := o.AccountStatus; a == nil {
+		b = append(b, 0)
+	} else {
+		var f byte = 1
+		if a.IsDisabled {
+			f |= 2
+		}
+		if a.IsLocked {
+			f |= 4
+		}
+		b = append(b, f)
+		b = appendTime(b, a.ExpirationDate)
+	}
+	if p := o.PasswordStatus; p == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = appendTime(b, p.WhenChanged)
+		b = binary.AppendVarint(b, int64(p.ExpirationStatus))
+		b = appendTime(b, p.ExpirationDate)
+	}
+	b = appendString(b, o.SID)
+	return binary.AppendVarint(b, int64(o.PrimaryGroupID))
+}
+
+func appendTime(b []byte, t *dirgate.Timestamp) []byte {
+	if t == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	b = binary.AppendVarint(b, t.Unix())
+	return binary.AppendUvarint(b, uint64(t.Nanosecond()))
+}
+
+// decodeEntry decodes a stored value. Values come from a store that other programs
+// may write to, so every length is checked against what is left and a value that
+// does not decode exactly is an error, never a panic.
+func decodeEntry(s string) (*entry, error) {
+	d := &decoder{s: s}
+	if len(s) < len(magic)+1 || s[:len(magic)] != magic {
+		return nil, errCorrupt
+	}
+	d.off = len(magic)
+	flags := d.byte()
+	if flags&^flagFragments != 0 {
+		return nil, errCorrupt
+	}
+	e := &entry{}
+	e.filled = time.Unix(0, d.varint())
+	e.fresh = time.Unix(0, d.varint())
+	e.check = d.string()
+	nd := d.count(2)
+	if nd > 0 {
+		e.deps = make([]dep, nd)
+		for i := range e.deps {
+			e.deps[i] = dep{guid: d.string(), token: d.string()}
+		}
+	}
+	n := d.count(12)
+	objs := make([]dirgate.Object, n)
+	var frags []string
+	if flags&flagFragments != 0 {
+		frags = make([]string, n)
+	}
+	for i := range objs {
+		d.object(&objs[i])
+		if frags != nil {
+			frags[i] = d.string()
+		}
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if d.off != len(s) {
+		return nil, fmt.Errorf("%w: %d trailing bytes", errCorrupt, len(s)-d.off)
+	}
+	list, err := dirgate.NewEncodedListing(objs, frags)
+	if err != nil {
+		return nil, err
+	}
+	e.list = list
+	e.size = len(s) + n*objectOverhead
+	return e, nil
+}
+
+// decoder reads a value; after the first error every read returns zero values and
+// the error stays.
+type decoder struct {
+	s   string
+	off int
+	err error
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = errCorrupt
+	}
+	d.off = len(d.s)
+}
+
+func (d *decoder) byte() byte {
+	if d.off >= len(d.s) {
+		d.fail()
+		return 0
+	}
+	c := d.s[d.off]
+	d.off++
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var shift uint
+	for i := 0; i < binary.MaxVarintLen64; i++ {
+		c := d.byte()
+		if d.err != nil {
+			return 0
+		}
+		if c < 0x80 {
+			if i == binary.MaxVarintLen64-1 && c > 1 {
+				d.fail()
+				return 0
+			}
+			return x | uint64(c)<<shift
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+	}
+	d.fail()
+	return 0
+}
+
+func (d *decoder) varint() int64 {
+	u := d.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *decoder) int() int {
+	v := d.varint()
+	if int64(int(v)) != v {
+		d.fail()
+		return 0
+	}
+	return int(v)
+}
+
+// count reads a count of items that take at least min bytes each, refusing counts
+// that could not fit in what is left (so a corrupt count cannot allocate much).
+func (d *decoder) count(min int) int {
+	n := d.uvarint()
+	if n > uint64(len(d.s)-d.off)/uint64(min) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// optCount reads a count stored plus one; ok is false for nil.
+func (d *decoder) optCount(min int) (n int, ok bool) {
+	c := d.uvarint()
+	if c == 0 {
+		return 0, false
+	}
+	if c-1 > uint64(len(d.s)-d.off)/uint64(min) {
+		d.fail()
+		return 0, false
+	}
+	return int(c - 1), true
+}
+
+func (d *decoder) string() string {
+	n := d.uvarint()
+	if n > uint64(len(d.s)-d.off) {
+		d.fail()
+		return ""
+	}
+	s := d.s[d.off : d.off+int(n)]
+	d.off += int(n)
+	return s
+}
+
+func (d *decoder) object(o *dirgate.Object) {
+	o.GUID, o.DN, o.DisplayName, o.ObjectType = d.string(), d.string(), d.string(), d.string()
+	o.ObjectTypeCode = d.int()
+	o.DomainName = d.string()
+	o.DirectoryType = d.int()
+	if n, ok := d.optCount(2); ok {
+		o.Properties = make(map[string][]string, n)
+		for range n {
+			k := d.string()
+			var vs []string
+			if m, ok := d.optCount(1); ok {
+				vs = make([]string, m)
+				for j := range vs {
+					vs[j] = d.string()
+				}
+			}
+			if _, dup := o.Properties[k]; dup {
+				d.fail() // a map cannot hold it twice: not something encodeEntry wrote
+			}
+			o.Properties[k] = vs
+		}
+	}
+	switch f := d.byte(); {
+	case f == 0:
+	case f&1 == 1 && f&^7 == 0:
+		o.AccountStatus = &dirgate.AccountStatus{IsDisabled: f&2 != 0, IsLocked: f&4 != 0, ExpirationDate: d.time()}
+	default:
+		d.fail()
+	}
+	switch f := d.byte(); f {
+	case 0:
+	case 1:
+		p := &dirgate.PasswordStatus{WhenChanged: d.time()}
+		p.ExpirationStatus = d.int()
+		p.ExpirationDate = d.time()
+		o.PasswordStatus = p
+	default:
+		d.fail()
+	}
+	o.SID = d.string()
+	o.PrimaryGroupID = d.int()
+}
+
+func (d *decoder) time() *dirgate.Timestamp {
+	switch d.byte() {
+	case 0:
+		return nil
+	case 1:
+		sec := d.varint()
+		ns := d.uvarint()
+		if ns >= 1e9 {
+			d.fail()
+			return nil
+		}
+		return &dirgate.Timestamp{Time: time.Unix(sec, int64(ns)).UTC()}
+	}
+	d.fail()
+	return nil
+}

@@ -1,0 +1,150 @@
+package cache
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+// demoObjects returns every object of the demo directory with properties of every
+// syntax, and the same without properties (Properties nil).
+func demoObjects(t testing.TB) []dirgate.Object {
+	t.Helper()
+	d, err := memory.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var out []dirgate.Object
+	seen := map[string]bool{}
+	groups := []string{fixture.DomainUsersDN, fixture.MixedDN, fixture.AccountStatesDN, fixture.ITDepartmentDN}
+	props := [][]string{nil, {"objectsid", "pwdlastset", "whenchanged", "mail", "memberof", "description", "objectguid", "thumbnailphoto"}}
+	for _, g := range groups {
+		grp, err := d.Lookup(ctx, dirgate.MustParseIdentifier(g), nil)
+		if err != nil {
+			t.Fatalf("lookup %s: %v", g, err)
+		}
+		for _, p := range props {
+			ms, err := d.Members(ctx, grp, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range ms {
+				k := m.GUID + "|" + string(rune(len(p)))
+				if !seen[k] {
+					seen[k] = true
+					out = append(out, m)
+				}
+			}
+		}
+	}
+	if len(out) < 10 {
+		t.Fatalf("only %d demo objects", len(out))
+	}
+	return out
+}
+
+// TestCodecRoundTrip: an entry decodes to exactly what was encoded, field for field
+// (nil and empty kept apart), and its fragments are the objects' JSON.
+func TestCodecRoundTrip(t *testing.T) {
+	objs := demoObjects(t)
+	// Shapes the directory does not produce but an Object can hold.
+	objs = append(objs,
+		dirgate.Object{GUID: "g", Properties: map[string][]string{}},
+		dirgate.Object{GUID: "h", Properties: map[string][]string{"empty": {}, "nil": nil}, ObjectTypeCode: -1, PrimaryGroupID: 513},
+		dirgate.Object{GUID: "i", AccountStatus: &dirgate.AccountStatus{IsLocked: true}, PasswordStatus: &dirgate.PasswordStatus{ExpirationStatus: 1,
+			WhenChanged: dirgate.NewTimestamp(time.Date(1601, 1, 1, 0, 0, 0, 100, time.UTC))}},
+	)
+	el, err := dirgate.EncodeListing(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &entry{check: "listing|x", filled: time.Unix(1700000000, 123), fresh: time.Unix(1700000300, 0),
+		deps: []dep{{"00000000-0000-0000-0000-000000000001", "tok"}}}
+	for _, frags := range [][]string{el.Fragments(), nil} {
+		got, err := decodeEntry(encodeEntry(in, objs, frags))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.check != in.check || !got.filled.Equal(in.filled) || !got.fresh.Equal(in.fresh) || !reflect.DeepEqual(got.deps, in.deps) {
+			t.Errorf("header = %+v, want %+v", got, in)
+		}
+		if !reflect.DeepEqual(got.list.Objects(), objs) {
+			for i := range objs {
+				if !reflect.DeepEqual(got.list.Objects()[i], objs[i]) {
+					t.Fatalf("object %d = %+v\nwant %+v", i, got.list.Objects()[i], objs[i])
+				}
+			}
+		}
+		if !reflect.DeepEqual(got.list.Fragments(), frags) {
+			t.Errorf("fragments differ (with fragments: %v)", frags != nil)
+		}
+		want, _ := json.Marshal(objs)
+		body, err := got.list.AppendJSON(nil, got.list.Objects())
+		if err != nil || string(body) != string(want) {
+			t.Errorf("joined body differs from json.Marshal (err %v)", err)
+		}
+	}
+}
+
+// TestDecodeRejects: what a foreign or damaged value looks like is refused, never
+// half-decoded.
+func TestDecodeRejects(t *testing.T) {
+	good := encodeEntry(&entry{check: "c", deps: []dep{{"a", "b"}}}, []dirgate.Object{{GUID: "x", Properties: map[string][]string{"p": {"v"}}}}, []string{"{}"})
+	if _, err := decodeEntry(good); err != nil {
+		t.Fatalf("good value: %v", err)
+	}
+	tests := []struct {
+		name, value string
+	}{
+		// Not written by this codec (or by an older format).
+		{"wrong magic", "dgc0" + good[4:]},
+		{"empty", ""},
+		// A value cut short anywhere must fail, not read past its end.
+		{"truncated", good[:len(good)-1]},
+		{"header only", good[:5]},
+		// Unknown flags mean a format this code does not know.
+		{"unknown flag", good[:4] + "\x02" + good[5:]},
+		// Bytes after the last object: not a value this codec wrote.
+		{"trailing bytes", good + "x"},
+		// A count larger than the value could hold must not allocate it.
+		{"huge object count", magic + "\x00\x00\x00\x00\x00\xff\xff\xff\xff\x0f"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if e, err := decodeEntry(tc.value); err == nil {
+				t.Errorf("decoded %+v", e)
+			}
+		})
+	}
+}
+
+// FuzzDecodeEntry: Redis is shared, so stored values are untrusted input. Decoding
+// must never panic or over-allocate, and whatever decodes must re-encode to a value
+// that decodes to the same entry.
+func FuzzDecodeEntry(f *testing.F) {
+	objs := []dirgate.Object{{GUID: "g", DN: "CN=x", Properties: map[string][]string{"a": {"1", "2"}, "b": nil},
+		AccountStatus: &dirgate.AccountStatus{IsDisabled: true, ExpirationDate: dirgate.NewTimestamp(time.Unix(5, 6))},
+		PasswordStatus: &dirgate.PasswordStatus{ExpirationStatus: 1}, SID: "S-1-5-11", PrimaryGroupID: 513}}
+	f.Add(encodeEntry(&entry{check: "c", deps: []dep{{"a", "b"}}}, objs, []string{`{"guid":"g"}`}))
+	f.Add(encodeEntry(&entry{check: "lookup"}, objs, nil))
+	f.Add(magic + "\x00")
+	f.Fuzz(func(t *testing.T, v string) {
+		e, err := decodeEntry(v)
+		if err != nil {
+			return
+		}
+		again, err := decodeEntry(encodeEntry(e, e.list.Objects(), e.list.Fragments()))
+		if err != nil {
+			t.Fatalf("re-encoded entry does not decode: %v", err)
+		}
+		if again.check != e.check || !reflect.DeepEqual(again.deps, e.deps) || !reflect.DeepEqual(again.list.Objects(), e.list.Objects()) {
+			t.Fatal("re-encoded entry differs")
+		}
+	})
+}

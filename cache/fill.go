@@ -1,0 +1,346 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"golang.org/x/sync/singleflight"
+)
+
+// request describes one cached value: where it lives and how to compute it.
+type request struct {
+	key, check string
+	// root is the group whose version guards the conditional store; "" stores
+	// unconditionally (lookups, which no removal invalidates).
+	root string
+	// frags keeps the objects' JSON encodings (listings, which are written to clients).
+	frags bool
+	// fill computes the value from the directory; rec, when not nil, must be given the
+	// version of every group before its members are read.
+	fill func(ctx context.Context, rec *recorder) ([]dirgate.Object, error)
+}
+
+// get serves req from the first level, then the store, then the directory, and says
+// which served it. An entry that depends on group versions is served only after
+// they have been read from the store and found current: that one read per request
+// is what holds every instance's first level to the invalidation guarantee.
+func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStatus, error) {
+	now := c.now()
+	usable := c.usable()
+	var stale *entry // a valid entry past its freshness, for stale-if-error
+	if e := c.l1.get(req.key); e != nil && now.Sub(e.filled) <= c.storeTTL {
+		valid := len(e.deps) == 0
+		if !valid && usable {
+			ok, err := c.valid(ctx, e)
+			switch {
+			case err != nil:
+				usable = false
+			case ok:
+				valid = true
+			default:
+				c.l1.remove(req.key, e)
+			}
+		}
+		if valid {
+			if now.Before(e.fresh) {
+				return e, dirgate.CacheHit, nil
+			}
+			stale = e
+		}
+	}
+	if !usable {
+		e, _, err := c.fillShared(ctx, req, false)
+		if err != nil && c.serveStale(err, stale, now) {
+			return stale, dirgate.CacheStale, nil
+		}
+		return e, dirgate.CacheBypass, err
+	}
+
+	// The shared level: this or another instance may have filled it.
+	var vals []string
+	err := c.op(ctx, false, func(ctx context.Context) (err error) {
+		vals, err = c.store.get(ctx, req.key)
+		return err
+	})
+	if err != nil {
+		return c.bypass(ctx, req, stale, now)
+	}
+	if vals[0] != "" {
+		e, err := c.decode(vals[0], req)
+		if err != nil {
+			c.cfg.Logger.Warn("cache: ignoring an entry that does not decode", "key", req.key, "error", err)
+		} else if stale == nil || e.filled.After(stale.filled) {
+			ok, err := c.valid(ctx, e)
+			if err != nil {
+				return c.bypass(ctx, req, stale, now)
+			}
+			if ok && now.Sub(e.filled) <= c.storeTTL {
+				if now.Before(e.fresh) {
+					c.l1.add(req.key, e)
+					return e, dirgate.CacheHit, nil
+				}
+				stale = e
+			}
+		}
+	}
+
+	e, stored, err := c.fillShared(ctx, req, true)
+	if err != nil {
+		if c.serveStale(err, stale, now) {
+			return stale, dirgate.CacheStale, nil
+		}
+		return nil, dirgate.CacheMiss, err
+	}
+	if !stored {
+		return e, dirgate.CacheBypass, nil
+	}
+	return e, dirgate.CacheMiss, nil
+}
+
+// bypass serves req from the directory after the store failed.
+func (c *Cache) bypass(ctx context.Context, req request, stale *entry, now time.Time) (*entry, dirgate.CacheStatus, error) {
+	if stale != nil && len(stale.deps) > 0 {
+		stale = nil // validated before the store failed, but it cannot be checked again now
+	}
+	e, _, err := c.fillShared(ctx, req, false)
+	if err != nil && c.serveStale(err, stale, now) {
+		return stale, dirgate.CacheStale, nil
+	}
+	return e, dirgate.CacheBypass, err
+}
+
+// serveStale reports whether stale may stand in for a directory that failed with err:
+// only infrastructure failures, only within MaxStale of its fill.
+func (c *Cache) serveStale(err error, stale *entry, now time.Time) bool {
+	if stale == nil || c.cfg.MaxStale <= 0 || now.Sub(stale.filled) > c.cfg.MaxStale {
+		return false
+	}
+	switch dirgate.ErrorCode(err) {
+	case dirgate.EUPSTREAM, dirgate.ETIMEOUT, dirgate.EUNAVAILABLE:
+		return true
+	}
+	return false
+}
+
+// valid reports whether every group e depends on still has the version e recorded.
+func (c *Cache) valid(ctx context.Context, e *entry) (bool, error) {
+	if len(e.deps) == 0 {
+		return true, nil
+	}
+	ks := make([]string, len(e.deps))
+	for i, d := range e.deps {
+		ks[i] = c.keys.version(d.guid)
+	}
+	var cur []string
+	err := c.op(ctx, false, func(ctx context.Context) (err error) {
+		cur, err = c.store.get(ctx, ks...)
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	for i, d := range e.deps {
+		if cur[i] != d.token {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// decode decodes a stored value and checks that it is the entry req asked for.
+func (c *Cache) decode(v string, req request) (*entry, error) {
+	e, err := decodeEntry(v)
+	if err != nil {
+		return nil, err
+	}
+	if e.check != req.check {
+		return nil, fmt.Errorf("%w: stored under another key's inputs", errCorrupt)
+	}
+	for _, d := range e.deps {
+		if !canonicalGUID(d.guid) || d.token == "" {
+			return nil, fmt.Errorf("%w: malformed dependency", errCorrupt)
+		}
+	}
+	if req.root != "" && !slices.ContainsFunc(e.deps, func(d dep) bool { return d.guid == req.root }) {
+		return nil, fmt.Errorf("%w: entry does not depend on its own group", errCorrupt)
+	}
+	if req.frags && e.list.Fragments() == nil {
+		return nil, fmt.Errorf("%w: listing without encodings", errCorrupt)
+	}
+	if req.root == "" && len(e.list.Objects()) != 1 {
+		return nil, fmt.Errorf("%w: lookup of %d objects", errCorrupt, len(e.list.Objects()))
+	}
+	return e, nil
+}
+
+// fillShared fills req once per instance however many requests miss it at once
+// (singleflight). tracked fills record versions and store their result; untracked
+// ones (bypass) do neither. stored reports whether the entry went to the store.
+func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *entry, stored bool, err error) {
+	key := c.flightKey(req.key, tracked)
+	type result struct {
+		e      *entry
+		stored bool
+	}
+	leader := false
+	ch := c.flights.DoChan(key, func() (any, error) {
+		leader = true
+		// The fill serves every request waiting for it: one client going away must
+		// not cancel it for the others. It keeps the leader's deadline.
+		fctx, cancel := detach(ctx)
+		defer cancel()
+		e, stored, err := c.fill(fctx, req, tracked)
+		return result{e, stored}, err
+	})
+	if c.testHookJoined != nil {
+		c.testHookJoined(key)
+	}
+	var res singleflight.Result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+	if res.Err != nil {
+		return nil, false, res.Err
+	}
+	r := res.Val.(result)
+	if !leader && tracked {
+		// The flight may have read the directory before a removal that this request
+		// follows; its versions tell. If they are no longer current, read afresh.
+		if ok, err := c.valid(ctx, r.e); err != nil || !ok {
+			return c.fill(ctx, req, tracked)
+		}
+	}
+	return r.e, r.stored, nil
+}
+
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := context.WithoutCancel(ctx)
+	if dl, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(d, dl)
+	}
+	return context.WithCancel(d)
+}
+
+// fill computes req from the directory. A tracked fill reads each group's version
+// before its members, and stores the result only if the listed group's version is
+// still the one read (atomically, in the store) and the nested groups' are too; a
+// removal in between makes the result unstorable, and were it stored, invalid.
+func (c *Cache) fill(ctx context.Context, req request, tracked bool) (*entry, bool, error) {
+	var rec *recorder
+	if tracked {
+		rec = &recorder{}
+	}
+	start := c.now()
+	objs, err := req.fill(ctx, rec)
+	if err != nil {
+		return nil, false, err
+	}
+	var frags []string
+	if req.frags {
+		el, err := dirgate.EncodeListing(objs)
+		if err != nil {
+			return nil, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: %w", err))
+		}
+		frags = el.Fragments()
+	}
+	e := &entry{check: req.check, filled: start, fresh: start.Add(c.jitteredTTL())}
+	if rec != nil {
+		e.deps = rec.deps
+	}
+	blob := encodeEntry(e, objs, frags)
+	// Served in its decoded form, as every later hit is: one representation, one
+	// string backing all of its text.
+	if e, err = decodeEntry(blob); err != nil {
+		return nil, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
+	}
+	if rec == nil || rec.broken || len(blob) > maxValueBytes {
+		return e, false, nil
+	}
+	if !c.put(ctx, req, e, blob) {
+		return e, false, nil
+	}
+	c.l1.add(req.key, e)
+	return e, true, nil
+}
+
+// put stores a filled entry; it reports false when the store failed or a version
+// changed during the fill.
+func (c *Cache) put(ctx context.Context, req request, e *entry, blob string) bool {
+	if req.root == "" {
+		return c.op(ctx, false, func(ctx context.Context) error {
+			return c.store.set(ctx, req.key, blob, c.storeTTL)
+		}) == nil
+	}
+	i := slices.IndexFunc(e.deps, func(d dep) bool { return d.guid == req.root })
+	if i < 0 {
+		return false
+	}
+	if len(e.deps) > 1 {
+		// Nested groups live in other slots: checked just before, and again by every
+		// reader.
+		if ok, err := c.valid(ctx, e); err != nil || !ok {
+			return false
+		}
+	}
+	var stored bool
+	err := c.op(ctx, false, func(ctx context.Context) (err error) {
+		stored, err = c.store.setIf(ctx, req.key, blob, c.storeTTL, c.keys.version(req.root), e.deps[i].token)
+		return err
+	})
+	return err == nil && stored
+}
+
+// recorder collects, during one fill, the groups whose members were read and the
+// version each had before the read.
+type recorder struct {
+	mu     sync.Mutex
+	deps   []dep
+	broken bool // a version could not be read: the result must not be stored
+}
+
+// track reads (creating it if needed) group's version before its members are read.
+func (c *Cache) track(ctx context.Context, rec *recorder, guid string) {
+	if rec == nil {
+		return
+	}
+	var tok string
+	err := errBypass
+	if canonicalGUID(guid) {
+		err = c.op(ctx, false, func(ctx context.Context) (err error) {
+			tok, err = c.store.getOrSet(ctx, c.keys.version(guid), newToken(), c.versionTTL)
+			return err
+		})
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if err != nil {
+		rec.broken = true
+		return
+	}
+	if !slices.ContainsFunc(rec.deps, func(d dep) bool { return d.guid == guid }) {
+		rec.deps = append(rec.deps, dep{guid: guid, token: tok})
+	}
+}
+
+// expander returns the member service that fills listings: dirgate's own expansion,
+// over a directory that records each group's version before reading its members.
+func (c *Cache) expander(rec *recorder) *dirgate.MemberService {
+	return &dirgate.MemberService{Dir: &recordingDirectory{Directory: c.dir, c: c, rec: rec}, ExpandConcurrency: c.cfg.ExpandConcurrency}
+}
+
+type recordingDirectory struct {
+	dirgate.Directory
+	c   *Cache
+	rec *recorder
+}
+
+func (d *recordingDirectory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	d.c.track(ctx, d.rec, group.GUID)
+	return d.Directory.Members(ctx, group, props)
+}

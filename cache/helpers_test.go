@@ -1,0 +1,221 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"reflect"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// instance is one dirgate instance: its cache and the member service clients reach.
+type instance struct {
+	c   *Cache
+	svc *dirgate.MemberService
+}
+
+func newInstance(t testing.TB, dir dirgate.Directory, cfg Config) instance {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	c, err := cfg.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return instance{c: c, svc: &dirgate.MemberService{Dir: c, Listings: c}}
+}
+
+// list lists a group as a client would, through the member service, and returns the
+// listing with how it was served.
+func (in instance) list(t testing.TB, group string, opts dirgate.ListOptions) ([]dirgate.Object, dirgate.CacheStatus) {
+	t.Helper()
+	objs, st, err := in.tryList(t.Context(), group, opts)
+	if err != nil {
+		t.Fatalf("list %s: %v", group, err)
+	}
+	return objs, st
+}
+
+func (in instance) tryList(ctx context.Context, group string, opts dirgate.ListOptions) ([]dirgate.Object, dirgate.CacheStatus, error) {
+	ctx, rep := dirgate.WithListingReport(ctx)
+	objs, err := in.svc.List(ctx, dirgate.Principal{}, dirgate.MustParseIdentifier(group), opts)
+	if err != nil {
+		return nil, rep.CacheStatus(), err
+	}
+	// The body the proxy would write must be what encoding the listing gives.
+	body, err := rep.AppendJSON(nil, objs)
+	if err != nil {
+		return nil, "", err
+	}
+	want, _ := json.Marshal(objs)
+	if len(objs) > 0 && string(body) != string(want) {
+		return nil, "", errBodyDiffers
+	}
+	return objs, rep.CacheStatus(), nil
+}
+
+var errBodyDiffers = dirgate.Errorf(dirgate.EINTERNAL, "joined body differs from json.Marshal of the listing")
+
+// truth lists a group straight from the directory, without any cache.
+func truth(t testing.TB, dir dirgate.Directory, group string, opts dirgate.ListOptions) []dirgate.Object {
+	t.Helper()
+	svc := &dirgate.MemberService{Dir: dir}
+	objs, err := svc.List(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(group), opts)
+	if err != nil {
+		t.Fatalf("list %s from the directory: %v", group, err)
+	}
+	return objs
+}
+
+func demo(t testing.TB) *memory.Directory {
+	t.Helper()
+	d, err := memory.Demo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func sameListing(a, b []dirgate.Object) bool {
+	if len(a) == 0 && len(b) == 0 {
+		return true
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func guids(objs []dirgate.Object) map[string]bool {
+	m := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		m[o.GUID] = true
+	}
+	return m
+}
+
+// countingDir counts the reads that reach the directory, and can fail them or hold
+// them.
+type countingDir struct {
+	dirgate.Directory
+	members, lookups atomic.Int64
+	// failWith, when set, fails every Lookup and Members with that error.
+	failWith atomic.Pointer[error]
+	// beforeMembers, when set, runs before Members reads (after counting).
+	beforeMembers func(group dirgate.Object)
+	// afterMembers, when set, runs after Members has read, before it returns.
+	afterMembers func(group dirgate.Object)
+}
+
+func (d *countingDir) fail(err error) {
+	if err == nil {
+		d.failWith.Store(nil)
+		return
+	}
+	d.failWith.Store(&err)
+}
+
+func (d *countingDir) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	d.lookups.Add(1)
+	if p := d.failWith.Load(); p != nil {
+		return dirgate.Object{}, *p
+	}
+	return d.Directory.Lookup(ctx, id, props)
+}
+
+func (d *countingDir) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	d.members.Add(1)
+	if p := d.failWith.Load(); p != nil {
+		return nil, *p
+	}
+	if d.beforeMembers != nil {
+		d.beforeMembers(group)
+	}
+	ms, err := d.Directory.Members(ctx, group, props)
+	if d.afterMembers != nil {
+		d.afterMembers(group)
+	}
+	return ms, err
+}
+
+// faultyStore fails every operation while fail is set.
+type faultyStore struct {
+	store
+	failing atomic.Bool
+}
+
+var errStoreDown = dirgate.Errorf(dirgate.EINTERNAL, "store down (test)")
+
+func (f *faultyStore) get(ctx context.Context, keys ...string) ([]string, error) {
+	if f.failing.Load() {
+		return nil, errStoreDown
+	}
+	return f.store.get(ctx, keys...)
+}
+
+func (f *faultyStore) set(ctx context.Context, key, value string, ttl time.Duration) error {
+	if f.failing.Load() {
+		return errStoreDown
+	}
+	return f.store.set(ctx, key, value, ttl)
+}
+
+func (f *faultyStore) setIf(ctx context.Context, key, value string, ttl time.Duration, gk, g string) (bool, error) {
+	if f.failing.Load() {
+		return false, errStoreDown
+	}
+	return f.store.setIf(ctx, key, value, ttl, gk, g)
+}
+
+func (f *faultyStore) getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
+	if f.failing.Load() {
+		return "", errStoreDown
+	}
+	return f.store.getOrSet(ctx, key, value, ttl)
+}
+
+// waitFor polls cond until it holds; the bound only stops a broken test from hanging.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// joinCounter counts requests that joined a flight, for tests that must hold the
+// directory until every request is waiting on one read.
+type joinCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (j *joinCounter) hook(key string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.n == nil {
+		j.n = map[string]int{}
+	}
+	j.n[key]++
+}
+
+func (j *joinCounter) total() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := 0
+	for _, v := range j.n {
+		n += v
+	}
+	return n
+}

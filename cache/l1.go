@@ -1,0 +1,79 @@
+package cache
+
+import (
+	"container/list"
+	"sync"
+)
+
+// firstLevel keeps decoded entries in process, least recently used first out, bounded
+// in bytes: decoding a 1,000-object listing costs more than filtering and writing it
+// (perf-calibration.md), so hot listings are decoded once per instance. Entries are
+// immutable; whether one may still be served is decided by the cache (versions,
+// freshness), not here.
+type firstLevel struct {
+	mu       sync.Mutex
+	items    map[string]*list.Element
+	lru      list.List // of *l1Item, most recently used first
+	bytes    int64
+	maxBytes int64
+}
+
+type l1Item struct {
+	key string
+	e   *entry
+}
+
+func newFirstLevel(maxBytes int64) *firstLevel {
+	return &firstLevel{items: map[string]*list.Element{}, maxBytes: maxBytes}
+}
+
+func (l *firstLevel) get(key string) *entry {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	el, ok := l.items[key]
+	if !ok {
+		return nil
+	}
+	l.lru.MoveToFront(el)
+	return el.Value.(*l1Item).e
+}
+
+// add keeps e under key, replacing what was there. An entry bigger than a quarter of
+// the bound is not kept: it would push out everything else for one listing.
+func (l *firstLevel) add(key string, e *entry) {
+	size := int64(e.size + len(key))
+	if size > l.maxBytes/4 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, ok := l.items[key]; ok {
+		l.removeElement(el)
+	}
+	for l.bytes+size > l.maxBytes && l.lru.Len() > 0 {
+		l.removeElement(l.lru.Back())
+	}
+	l.items[key] = l.lru.PushFront(&l1Item{key: key, e: e})
+	l.bytes += size
+}
+
+// remove drops key if it still holds e (a concurrent fill may have replaced it).
+func (l *firstLevel) remove(key string, e *entry) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if el, ok := l.items[key]; ok && el.Value.(*l1Item).e == e {
+		l.removeElement(el)
+	}
+}
+
+func (l *firstLevel) removeElement(el *list.Element) {
+	it := l.lru.Remove(el).(*l1Item)
+	delete(l.items, it.key)
+	l.bytes -= int64(it.e.size + len(it.key))
+}
+
+func (l *firstLevel) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lru.Len()
+}

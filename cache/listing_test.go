@@ -1,0 +1,176 @@
+package cache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/conformance"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+)
+
+// listedGroups covers nesting, cycles, every kind of member, account states and
+// primary-group membership.
+var listedGroups = append([]string{fixture.WorkstationAdminsDN, fixture.ProjectAlphaDN, fixture.SalesEastDN,
+	fixture.MixedDN, fixture.AccountStatesDN, fixture.NewsletterDN, fixture.FinanceTeamDN, fixture.DomainUsersDN,
+	fixture.EscapedGroupDN}, fixture.ChainDNs...)
+
+// listOptions are the variants every group is listed with: direct and nested, without
+// properties and with properties of every syntax.
+var listOptions = []dirgate.ListOptions{
+	{},
+	{IncludeIndirect: true},
+	{Properties: []string{"mail", "memberof", "objectsid", "pwdlastset", "whenchanged"}},
+	{IncludeIndirect: true, Properties: []string{"description", "objectguid"}},
+}
+
+// sharedBackends are the stores two instances can share, each started for the test.
+func sharedBackends() []struct {
+	name string
+	cfg  func(t *testing.T) Config
+} {
+	return []struct {
+		name string
+		cfg  func(t *testing.T) Config
+	}{
+		{"redis", func(t *testing.T) Config {
+			return Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
+		}},
+		{"cluster", func(t *testing.T) Config {
+			return Config{Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}}
+		}},
+	}
+}
+
+// TestListingEqualsDirectory: whatever level serves it (a miss filled from the
+// directory, the first level, or the shared store decoded by another instance), a
+// listing is exactly what the directory gives, and so is its JSON.
+func TestListingEqualsDirectory(t *testing.T) {
+	type backend struct {
+		name   string
+		cfg    func(t *testing.T) Config
+		shared bool
+	}
+	bs := []backend{{name: "memory", cfg: func(*testing.T) Config { return Config{} }}}
+	for _, b := range sharedBackends() {
+		bs = append(bs, backend{b.name, b.cfg, true})
+	}
+	for _, b := range bs {
+		t.Run(b.name, func(t *testing.T) {
+			dir := demo(t)
+			cfg := b.cfg(t)
+			a := newInstance(t, dir, cfg)
+			var other instance
+			if b.shared {
+				other = newInstance(t, dir, cfg)
+			}
+			for _, g := range listedGroups {
+				for _, opts := range listOptions {
+					want := truth(t, dir, g, opts)
+					steps := []struct {
+						name   string
+						in     instance
+						status dirgate.CacheStatus
+					}{
+						{"fill", a, dirgate.CacheMiss},
+						{"first level", a, dirgate.CacheHit},
+						{"store, decoded by another instance", other, dirgate.CacheHit},
+					}
+					for _, s := range steps {
+						if s.in.c == nil {
+							continue
+						}
+						got, st := s.in.list(t, g, opts)
+						if st != s.status {
+							t.Errorf("%s %+v %s: status %q, want %q", g, opts, s.name, st, s.status)
+						}
+						if !sameListing(got, want) {
+							t.Errorf("%s %+v %s: listing differs from the directory's\n got %d objects\nwant %d", g, opts, s.name, len(got), len(want))
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestAnyIdentifierSharesTheEntry: a group named by DN (in any letter case), GUID
+// (with braces, upper case) or SID is one cache entry; sizeLimit is applied per
+// request, after the cache.
+func TestAnyIdentifierSharesTheEntry(t *testing.T) {
+	dir := demo(t)
+	in := newInstance(t, dir, Config{})
+	g, err := dir.Lookup(t.Context(), dirgate.MustParseIdentifier(fixture.HelpDeskDN), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := truth(t, dir, fixture.HelpDeskDN, dirgate.ListOptions{IncludeIndirect: true})
+	tests := []struct {
+		name, id  string
+		sizeLimit int
+		want      dirgate.CacheStatus
+	}{
+		// The first request fills the entry.
+		{"DN", fixture.HelpDeskDN, 0, dirgate.CacheMiss},
+		// DNs compare case-insensitively in the directory: same group, same entry.
+		{"DN in other case", "cn=help desk,ou=groups,dc=corp,dc=example,dc=com", 0, dirgate.CacheHit},
+		{"GUID in braces", "{" + upper(g.GUID) + "}", 0, dirgate.CacheHit},
+		{"SID", g.SID, 0, dirgate.CacheHit},
+		// The limit is not part of the key.
+		{"size limit", g.GUID, 2, dirgate.CacheHit},
+	}
+	for _, tc := range tests {
+		got, st := in.list(t, tc.id, dirgate.ListOptions{IncludeIndirect: true, SizeLimit: tc.sizeLimit})
+		want := full
+		if tc.sizeLimit > 0 {
+			want = full[:tc.sizeLimit]
+		}
+		if st != tc.want || !sameListing(got, want) {
+			t.Errorf("%s: status %q (want %q), %d objects (want %d)", tc.name, st, tc.want, len(got), len(want))
+		}
+	}
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+// TestLookupCached: identifier resolution is cached (one directory read per
+// identifier, whatever its spelling), failures are not.
+func TestLookupCached(t *testing.T) {
+	dir := &countingDir{Directory: demo(t)}
+	in := newInstance(t, dir, Config{})
+	ctx := t.Context()
+	for _, id := range []string{fixture.HelpDeskDN, "CN=HELP DESK,OU=Groups,DC=corp,DC=example,DC=com"} {
+		if _, err := in.c.Lookup(ctx, dirgate.MustParseIdentifier(id), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := dir.lookups.Load(); n != 1 {
+		t.Errorf("two lookups of one DN reached the directory %d times, want 1", n)
+	}
+	unknown := dirgate.MustParseIdentifier("CN=Nobody,DC=corp,DC=example,DC=com")
+	for range 2 {
+		if _, err := in.c.Lookup(ctx, unknown, nil); dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+			t.Fatalf("unknown object: %v, want notFound", err)
+		}
+	}
+	if n := dir.lookups.Load(); n != 3 {
+		t.Errorf("directory lookups = %d, want 3: a failed lookup must not be cached", n)
+	}
+}
+
+// TestDirectoryConformance: the cache is a Directory, so the suite every upstream
+// passes must pass through it (lookups served from the cache, removals invalidating).
+func TestDirectoryConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) dirgate.Directory {
+		return newInstance(t, demo(t), Config{TTL: time.Hour}).c
+	}, fixture.Demo())
+}

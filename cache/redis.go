@@ -1,0 +1,113 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// redisStore is the shared backend over go-redis's universal client: one server, a
+// Sentinel-managed primary or a Cluster, chosen by RedisConfig.Mode. go-redis types
+// stay inside this file (the cache sees the store interface only).
+type redisStore struct {
+	client redis.UniversalClient
+}
+
+// setIfScript stores ARGV[1] under KEYS[1] for ARGV[3] ms if KEYS[2] holds ARGV[2].
+// Both keys carry one hash tag, so the script runs on one Cluster slot.
+var setIfScript = redis.NewScript(`
+if redis.call('GET', KEYS[2]) == ARGV[2] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
+  return 1
+end
+return 0`)
+
+func newRedisStore(cfg RedisConfig, timeout time.Duration) (*redisStore, error) {
+	opts, err := cfg.options(timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &redisStore{client: redis.NewUniversalClient(opts)}, nil
+}
+
+// get reads keys with one pipelined GET each: a Cluster spreads them over slots,
+// where MGET would fail, and go-redis sends one batch per node.
+func (r *redisStore) get(ctx context.Context, keys ...string) ([]string, error) {
+	out := make([]string, len(keys))
+	if len(keys) == 1 {
+		v, err := r.client.Get(ctx, keys[0]).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("redis get: %w", err)
+		}
+		out[0] = v
+		return out, nil
+	}
+	cmds := make([]*redis.StringCmd, len(keys))
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("redis get: %w", err)
+	}
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("redis get: %w", err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (r *redisStore) set(ctx context.Context, key, value string, ttl time.Duration) error {
+	if value == "" {
+		return errEmptyValue
+	}
+	if err := r.client.Set(ctx, key, value, ttlOf(ttl)).Err(); err != nil {
+		return fmt.Errorf("redis set: %w", err)
+	}
+	return nil
+}
+
+func (r *redisStore) setIf(ctx context.Context, key, value string, ttl time.Duration, guardKey, guard string) (bool, error) {
+	if value == "" {
+		return false, errEmptyValue
+	}
+	n, err := setIfScript.Run(ctx, r.client, []string{key, guardKey}, value, guard, ttlOf(ttl).Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("redis set if: %w", err)
+	}
+	return n == 1, nil
+}
+
+// getOrSet is SET NX GET (Redis 7.0): it returns the old value, or nil after storing.
+func (r *redisStore) getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
+	if value == "" {
+		return "", errEmptyValue
+	}
+	old, err := r.client.SetArgs(ctx, key, value, redis.SetArgs{Mode: "NX", Get: true, TTL: ttlOf(ttl)}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return value, nil
+	case err != nil:
+		return "", fmt.Errorf("redis get or set: %w", err)
+	}
+	return old, nil
+}
+
+func (r *redisStore) close() error { return r.client.Close() }
+
+// ttlOf rounds up to Redis's millisecond resolution: a positive TTL never becomes
+// "no expiry".
+func ttlOf(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return time.Millisecond
+	}
+	return d.Round(time.Millisecond)
+}

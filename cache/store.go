@@ -1,0 +1,149 @@
+package cache
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+// store is a cache backend: string values under string keys, each with an expiry.
+// The cache keeps its logic (versions, freshness, dependencies) above it, so that
+// the two backends, Redis and the in-process memoryStore, stay small and pass one
+// conformance suite (store_test.go).
+type store interface {
+	// get returns the values of keys, in order, "" for a key that holds none.
+	get(ctx context.Context, keys ...string) ([]string, error)
+	// set stores value, which must not be empty, under key for ttl.
+	set(ctx context.Context, key, value string, ttl time.Duration) error
+	// setIf stores value under key for ttl if, and only if, guardKey holds guard at
+	// that moment; it reports whether it stored. key and guardKey share a hash tag.
+	setIf(ctx context.Context, key, value string, ttl time.Duration, guardKey, guard string) (bool, error)
+	// getOrSet returns the value of key, first storing value there for ttl if key
+	// holds none, atomically.
+	getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error)
+	close() error
+}
+
+var errEmptyValue = errors.New("cache: empty values are not stored")
+
+// memoryStore is the in-process backend, the default when no Redis is configured: a
+// map bounded in bytes, evicting the least recently used values. Expired values are
+// dropped when met and when space is needed.
+type memoryStore struct {
+	mu       sync.Mutex
+	items    map[string]*list.Element
+	lru      list.List // of *memItem, most recently used first
+	bytes    int64
+	maxBytes int64
+	now      func() time.Time
+}
+
+type memItem struct {
+	key, value string
+	expires    time.Time
+}
+
+// memItemOverhead approximates the bookkeeping of one value (map slot, list element).
+const memItemOverhead = 128
+
+func newMemoryStore(maxBytes int64, now func() time.Time) *memoryStore {
+	return &memoryStore{items: map[string]*list.Element{}, maxBytes: maxBytes, now: now}
+}
+
+func (m *memoryStore) get(ctx context.Context, keys ...string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = m.load(k)
+	}
+	return out, nil
+}
+
+// load returns key's live value, dropping it if it has expired.
+func (m *memoryStore) load(key string) string {
+	el, ok := m.items[key]
+	if !ok {
+		return ""
+	}
+	it := el.Value.(*memItem)
+	if !m.now().Before(it.expires) {
+		m.remove(el)
+		return ""
+	}
+	m.lru.MoveToFront(el)
+	return it.value
+}
+
+func (m *memoryStore) set(ctx context.Context, key, value string, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if value == "" {
+		return errEmptyValue
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.store(key, value, ttl)
+	return nil
+}
+
+func (m *memoryStore) setIf(ctx context.Context, key, value string, ttl time.Duration, guardKey, guard string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if value == "" {
+		return false, errEmptyValue
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.load(guardKey) != guard {
+		return false, nil
+	}
+	m.store(key, value, ttl)
+	return true, nil
+}
+
+func (m *memoryStore) getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	if value == "" {
+		return "", errEmptyValue
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if v := m.load(key); v != "" {
+		return v, nil
+	}
+	m.store(key, value, ttl)
+	return value, nil
+}
+
+func (m *memoryStore) store(key, value string, ttl time.Duration) {
+	if el, ok := m.items[key]; ok {
+		m.remove(el)
+	}
+	size := int64(len(key) + len(value) + memItemOverhead)
+	if size > m.maxBytes {
+		return // larger than the whole store: not kept, as if evicted at once
+	}
+	for m.bytes+size > m.maxBytes {
+		m.remove(m.lru.Back())
+	}
+	m.items[key] = m.lru.PushFront(&memItem{key: key, value: value, expires: m.now().Add(ttl)})
+	m.bytes += size
+}
+
+func (m *memoryStore) remove(el *list.Element) {
+	it := m.lru.Remove(el).(*memItem)
+	delete(m.items, it.key)
+	m.bytes -= int64(len(it.key) + len(it.value) + memItemOverhead)
+}
+
+func (m *memoryStore) close() error { return nil }

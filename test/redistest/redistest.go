@@ -1,0 +1,299 @@
+// Package redistest starts real redis-server processes for tests: a single server or
+// a three-node Redis Cluster, each on free loopback ports with its state in a
+// temporary directory, stopped when the test ends. Tests never touch a Redis they
+// did not start (such as one on the default port 6379).
+//
+// When redis-server (or, for a cluster, redis-cli) is not installed, the test is
+// skipped on a developer machine and fails when CI=true: CI must run these tests
+// (test/run.sh installs the packages).
+package redistest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// startTimeout bounds how long a server may take to accept connections, and a
+// cluster to agree on its slots. Both take well under a second here.
+const startTimeout = 20 * time.Second
+
+// Server is one redis-server process.
+type Server struct {
+	t    testing.TB
+	bin  string
+	dir  string
+	port int
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// require finds a command, or skips (fails in CI) the test without it.
+func require(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("redistest: %s is not installed; CI must run the Redis tests (test/run.sh installs redis-server and redis-tools)", name)
+	}
+	t.Skipf("redistest: %s is not installed (apt-get install redis-server redis-tools); skipping", name)
+	return ""
+}
+
+// Start starts a single redis-server without persistence. extra are further
+// redis-server arguments ("--requirepass", "secret").
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	s := newServer(t, "", extra)
+	return s
+}
+
+func newServer(t testing.TB, dir string, extra []string) *Server {
+	t.Helper()
+	bin := require(t, "redis-server")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	var lastErr error
+	for range 5 { // a free port may be taken between choosing it and binding it
+		port, err := freePort()
+		if err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		s := &Server{t: t, bin: bin, dir: dir, port: port, args: extra}
+		if lastErr = s.start(); lastErr == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+	}
+	t.Fatalf("redistest: start redis-server: %v", lastErr)
+	return nil
+}
+
+// freePort returns a loopback port that is free, with port+10000 (a cluster node's
+// bus port) free as well.
+func freePort() (int, error) {
+	for range 20 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("choose a port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if port+10000 > 65535 {
+			continue
+		}
+		bus, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port+10000))
+		if err != nil {
+			continue
+		}
+		bus.Close()
+		return port, nil
+	}
+	return 0, errors.New("no free port pair found")
+}
+
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
+		"--logfile", filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port)), "--loglevel", "warning",
+	}
+	args = append(args, s.args...)
+	cmd := exec.Command(s.bin, args...)
+	// The server dies with the test binary even if cleanups never run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	deadline := time.Now().Add(startTimeout)
+	for {
+		if _, err := s.Do("PING"); err == nil {
+			return nil
+		}
+		select {
+		case <-done:
+			log, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port)))
+			return fmt.Errorf("redis-server on port %d exited: %s", s.port, strings.TrimSpace(string(log)))
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.kill()
+			return fmt.Errorf("redis-server on port %d did not answer PING within %v", s.port, startTimeout)
+		}
+	}
+}
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Port returns the server's port.
+func (s *Server) Port() int { return s.port }
+
+// Stop kills the server at once, as a crash would; its data is gone. It may be
+// called more than once.
+func (s *Server) Stop() {
+	if s.cmd != nil {
+		s.kill()
+		s.cmd = nil
+	}
+}
+
+func (s *Server) kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Restart starts the server again on the same port, empty. It fails the test if
+// the port cannot be bound again.
+func (s *Server) Restart() {
+	s.t.Helper()
+	s.Stop()
+	if err := s.start(); err != nil {
+		s.t.Fatalf("redistest: restart: %v", err)
+	}
+}
+
+// Do sends one command over a fresh connection and returns the reply as text:
+// simple strings, integers and bulk strings as their value, arrays one element per
+// line. An error reply is returned as an error.
+func (s *Server) Do(args ...string) (string, error) {
+	return do(s.Addr(), args...)
+}
+
+func do(addr string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	dl, _ := ctx.Deadline()
+	_ = c.SetDeadline(dl)
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimSuffix(line, "\r\n")
+	if line == "" {
+		return "", errors.New("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", errors.New(line[1:])
+	case '$':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		if n < 0 {
+			return "", nil // nil bulk string
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, err := strconv.Atoi(line[1:])
+		if err != nil {
+			return "", err
+		}
+		parts := make([]string, 0, max(n, 0))
+		for range n {
+			p, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+// Cluster is a Redis Cluster of three primaries without replicas, each owning a
+// third of the slots.
+type Cluster struct {
+	Nodes []*Server
+}
+
+// StartCluster starts three cluster-enabled servers and joins them with
+// redis-cli --cluster create, then waits until every node reports the cluster ok.
+func StartCluster(t testing.TB) *Cluster {
+	t.Helper()
+	cli := require(t, "redis-cli")
+	c := &Cluster{}
+	for i := range 3 {
+		dir := filepath.Join(t.TempDir(), fmt.Sprintf("node%d", i))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatalf("redistest: %v", err)
+		}
+		c.Nodes = append(c.Nodes, newServer(t, dir, []string{
+			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+			"--cluster-node-timeout", "2000",
+		}))
+	}
+	args := append([]string{"--cluster", "create"}, c.Addrs()...)
+	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
+	out, err := exec.Command(cli, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(startTimeout)
+	for _, n := range c.Nodes {
+		for {
+			info, err := n.Do("CLUSTER", "INFO")
+			if err == nil && strings.Contains(info, "cluster_state:ok") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("redistest: cluster not ok within %v: %v %s", startTimeout, err, info)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+// Addrs returns the nodes' addresses.
+func (c *Cluster) Addrs() []string {
+	out := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
+		out[i] = n.Addr()
+	}
+	return out
+}
