@@ -49,7 +49,7 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 	if err != nil {
 		return filterStats{}, fmt.Errorf("encode policy input: %w", err)
 	}
-	if len(v.nondeterministic) > 0 {
+	if len(v.nondeterministic) > 0 || v.partialErr != nil {
 		return v.filterRego(ctx, logger, in, objs, allowed)
 	}
 	sum := sha256.Sum256(base)

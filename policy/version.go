@@ -41,7 +41,8 @@ type version struct {
 	batch rego.PreparedEvalQuery
 	// partial evaluates it with input.object unknown, once per caller and request
 	// shape; the residual becomes a Go predicate.
-	partial rego.PreparedPartialQuery
+	partial    rego.PreparedPartialQuery
+	partialErr error // why partial evaluation is unavailable
 
 	// nondeterministic names the non-deterministic builtins the policy calls (time,
 	// randomness, HTTP...). Their results must not be reused across requests, so such
@@ -98,14 +99,15 @@ func compile(ctx context.Context, src *source, planCacheSize int) (*version, err
 	if v.batch, err = rego.New(append(common, rego.Query(batchQuery))...).PrepareForEval(ctx); err != nil {
 		return nil, fmt.Errorf("prepare batch query: %w", err)
 	}
+	// Unifying the decision with true does not type-check when the policy's decision
+	// can only be something else (allow := "yes"); such a policy never allows, and
+	// is evaluated in Rego like any policy the engine cannot partially evaluate.
 	v.partial, err = rego.New(append(common,
 		rego.Query(decisionPath+" = true"),
 		rego.Unknowns([]string{"input.object"}),
 		rego.DisableInlining(v.noInline),
 	)...).PrepareForPartial(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("prepare partial query: %w", err)
-	}
+	v.partialErr = err
 	return v, nil
 }
 
@@ -245,6 +247,9 @@ func (v *version) decideBatch(ctx context.Context, base, objects ast.Value, allo
 // residual partially evaluates the decision for a base input (everything but
 // input.object).
 func (v *version) residual(ctx context.Context, base ast.Value) (*rego.PartialQueries, error) {
+	if v.partialErr != nil {
+		return nil, fmt.Errorf("prepare partial query: %w", v.partialErr)
+	}
 	pq, err := v.partial.Partial(ctx, rego.EvalParsedInput(base))
 	if err != nil {
 		return nil, fmt.Errorf("partially evaluate %s: %w", decisionPath, err)
