@@ -142,7 +142,7 @@ func (d *Directory) do(ctx context.Context, retry bool, f func(ctx context.Conte
 		case ctx.Err() != nil && (isNetworkError(err) || errors.Is(err, ctx.Err())):
 			d.pool.discard(pc)
 			return fmt.Errorf("%w (%v)", ctx.Err(), err)
-		case isNetworkError(err) || pc.IsClosing():
+		case isNetworkError(err) || (pc.IsClosing() && !serverAnswered(err)):
 			d.pool.discard(pc)
 			if retry && attempt == 0 {
 				continue
@@ -153,6 +153,14 @@ func (d *Directory) do(ctx context.Context, retry bool, f func(ctx context.Conte
 			return err
 		}
 	}
+}
+
+// serverAnswered reports whether err is a result the server sent (codes below
+// go-ldap's client-side 200): such an answer stands even if the connection closed
+// right after it, and must not be retried.
+func serverAnswered(err error) bool {
+	rc, ok := resultCode(err)
+	return ok && rc < goldap.ErrorNetwork
 }
 
 // collector gathers the entries of one read; finish turns them into objects.

@@ -411,6 +411,10 @@ func TestRemoveMember(t *testing.T) {
 		// The connection breaks after the write: the retry's 53 is success.
 		{"retry after write", func(o *org) { o.srv.applyThenFail.Store(1) },
 			func(o *org) *fakeObj { return o.g1 }, func(o *org) *fakeObj { return o.alice }, nil, "", false},
+		// A 53 is an answer even when the connection closes right after it: no retry,
+		// whose second 53 would pass for success.
+		{"answer then close", func(o *org) { o.srv.closeAfterAnswer.Store(true) },
+			func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrNotMember, "", false},
 		// Both attempts fail on the network: EUPSTREAM, and nothing was written.
 		{"network twice", func(o *org) { o.srv.failNext.Store(2) },
 			func(o *org) *fakeObj { return o.g1 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EUPSTREAM, true},

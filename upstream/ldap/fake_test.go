@@ -42,6 +42,9 @@ type fakeServer struct {
 	// applyThenFail makes the next n Modifies take effect and then fail with a
 	// network error, as a connection cut before the response does.
 	applyThenFail atomic.Int32
+	// closeAfterAnswer makes Modify answer normally and then close its connection,
+	// as a server that drops an idle connection right after a reply does.
+	closeAfterAnswer atomic.Bool
 	// modifyErr, when set, answers every Modify.
 	modifyErr error
 	// hang makes searches block until their context ends, as an unresponsive
@@ -115,6 +118,9 @@ func (c *fakeConn) Modify(req *goldap.ModifyRequest) error {
 		return err
 	}
 	err := c.s.modify(req)
+	if c.s.closeAfterAnswer.Load() {
+		c.closed.Store(true)
+	}
 	if n := c.s.applyThenFail.Load(); n > 0 && c.s.applyThenFail.CompareAndSwap(n, n-1) {
 		c.closed.Store(true)
 		return goldap.NewError(goldap.ErrorNetwork, errors.New("ldap: response channel closed"))
