@@ -1,0 +1,153 @@
+package ldap
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// scoped reads the objects named by attr's values on dn (member of a group, memberOf
+// of an object) in one ASQ search where the server supports it, otherwise with the
+// equivalent paged subtree search under BaseDN.
+func (d *Directory) scoped(ctx context.Context, c conn, dn, attr, reverse string, attrs []string, emit func(*goldap.Entry) error) error {
+	if !d.asq {
+		return search(ctx, c, query{
+			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
+			filter: "(" + reverse + "=" + goldap.EscapeFilter(dn) + ")", attrs: attrs, pageSize: d.cfg.PageSize,
+		}, emit)
+	}
+	q := query{base: dn, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: attrs,
+		controls: []goldap.Control{asqControl(attr)}}
+	if !d.pageASQ.Load() {
+		var buf []*goldap.Entry
+		err := search(ctx, c, q, func(e *goldap.Entry) error { buf = append(buf, e); return nil })
+		if rc, _ := resultCode(err); rc != goldap.LDAPResultSizeLimitExceeded && rc != goldap.LDAPResultAdminLimitExceeded {
+			if err != nil {
+				return err
+			}
+			for _, e := range buf {
+				if err := emit(e); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		d.pageASQ.Store(true) // the server enforces a page size: page from now on
+	}
+	q.pageSize = d.cfg.PageSize
+	return search(ctx, c, q, emit)
+}
+
+// primaryFilter matches the objects whose primary group has one of rids.
+func primaryFilter(rids []int) string {
+	if len(rids) == 1 {
+		return "(primaryGroupID=" + strconv.Itoa(rids[0]) + ")"
+	}
+	var b strings.Builder
+	b.WriteString("(|")
+	for _, r := range rids {
+		b.WriteString("(primaryGroupID=" + strconv.Itoa(r) + ")")
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Members returns the objects in group's member attribute and those whose
+// primaryGroupID is the group's RID (the primary group is never in member; ad-ldap.md
+// §2), each once, members outside BaseDN left out.
+func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	attrs, err := attributes(props)
+	if err != nil {
+		return nil, err
+	}
+	rid, primary := d.domainRID(group.SID)
+	primary = primary && group.IsGroup()
+	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		if err := d.scoped(ctx, c, group.DN, "member", "memberOf", attrs, emit); err != nil {
+			return err
+		}
+		if !primary {
+			return nil
+		}
+		return search(ctx, c, query{
+			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
+			filter: primaryFilter([]int{rid}), attrs: attrs, pageSize: d.cfg.PageSize,
+		}, emit)
+	})
+	if err != nil {
+		return nil, wrap("members", err)
+	}
+	return dedupe(objs, ""), nil
+}
+
+// MemberOf returns the groups obj is a direct member of (its memberOf values, read
+// with one ASQ search) and its primary group.
+func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
+	attrs := baseAttrs
+	objs, err := d.read(ctx, nil, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		if err := d.scoped(ctx, c, obj.DN, "memberOf", "member", attrs, emit); err != nil {
+			return err
+		}
+		if obj.PrimaryGroupID <= 0 || d.domainSID == "" {
+			return nil
+		}
+		err := search(ctx, c, query{
+			base:  "<SID=" + d.domainSID + "-" + strconv.Itoa(obj.PrimaryGroupID) + ">",
+			scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: attrs,
+		}, emit)
+		if rc, _ := resultCode(err); rc == goldap.LDAPResultNoSuchObject {
+			return nil // a primaryGroupID naming a deleted group: no group to report
+		}
+		return err
+	})
+	if err != nil {
+		return nil, wrap("member of", err)
+	}
+	return dedupe(objs, ""), nil
+}
+
+// RemoveMember deletes member's DN from group's member attribute.
+//
+// A Modify that fails with a network error is sent once more on a new connection:
+// deleting one value is idempotent. The server answers 53 unwillingToPerform to
+// deleting a value that is not there (ad-ldap.md §4); after both objects were
+// resolved that means "not a member", or "primary group" when the member's
+// primaryGroupID is the group's RID. On the retry, 53 means the first attempt most
+// likely removed the member before the connection broke, and is reported as success.
+func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
+	req := goldap.NewModifyRequest(group.DN, nil)
+	req.Delete("member", []string{member.DN})
+	retried := false
+	err := d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
+		retried = attempt > 0
+		return modify(ctx, c, req)
+	})
+	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultUnwillingToPerform {
+		if rid, ok := d.domainRID(group.SID); ok && member.PrimaryGroupID == rid {
+			return fmt.Errorf("ldap: remove member: %w", dirgate.ErrPrimaryGroup)
+		}
+		if retried {
+			return nil
+		}
+		return fmt.Errorf("ldap: remove member: %w (%v)", dirgate.ErrNotMember, err)
+	}
+	return wrap("remove member", err)
+}
+
+// dedupe keeps the first object of each GUID and drops skip.
+func dedupe(objs []dirgate.Object, skip string) []dirgate.Object {
+	seen := make(map[string]bool, len(objs))
+	out := objs[:0]
+	for _, o := range objs {
+		if o.GUID == skip || seen[o.GUID] {
+			continue
+		}
+		seen[o.GUID] = true
+		out = append(out, o)
+	}
+	return out
+}
