@@ -145,6 +145,9 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 	e, status, err := c.get(ctx, request{
 		key: key, check: check, root: group.GUID, frags: true,
 		fill: func(ctx context.Context, rec *recorder) ([]dirgate.Object, error) {
+			if showsMembership(props) {
+				c.track(ctx, rec, anyRemoval)
+			}
 			return c.expander(rec).Listing(ctx, group, opts)
 		},
 	})
@@ -206,23 +209,47 @@ func (c *Cache) RemoveMember(ctx context.Context, group, member dirgate.Object) 
 	if errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
 		return err
 	}
-	c.invalidate(ctx, group.GUID)
+	c.invalidate(ctx, group.GUID, anyRemoval)
 	return err
 }
 
-// invalidate gives group a new version token. Entries record the tokens of the
+// membershipProperties change on objects other than the group when a member is
+// removed: the member's memberOf, a listed nested group's member. A listing that
+// shows any of them depends on every removal (through anyRemoval), not only on the
+// groups it expanded.
+var membershipProperties = map[string]bool{
+	"member": true, "memberof": true, "msds-membertransitive": true, "msds-memberoftransitive": true,
+	"tokengroups": true, "tokengroupsglobalanduniversal": true, "tokengroupsnogcacceptable": true,
+}
+
+func showsMembership(props []string) bool {
+	for _, p := range props {
+		if membershipProperties[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// anyRemoval is a pseudo-group, the nil GUID (which no directory object has), whose
+// version every removal changes.
+const anyRemoval = "00000000-0000-0000-0000-000000000000"
+
+// invalidate gives each group a new version token. Entries record the tokens of the
 // groups they were computed from and are served only while those tokens are
 // current, so this one write invalidates them all, on every instance. If the store
 // cannot take it, the group is retried in the background, and until then this
 // instance bypasses the cache (other instances cannot be told: docs/cache.md).
-func (c *Cache) invalidate(ctx context.Context, guid string) {
+func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 	c.localGen.Add(1)
-	if !canonicalGUID(guid) {
-		return // never cached
-	}
-	if err := c.bump(ctx, guid); err != nil {
-		c.pending.add(guid, c.now())
-		c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "group", guid, "error", err)
+	for _, guid := range guids {
+		if !canonicalGUID(guid) {
+			continue // never cached
+		}
+		if err := c.bump(ctx, guid); err != nil {
+			c.pending.add(guid, c.now())
+			c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "group", guid, "error", err)
+		}
 	}
 }
 

@@ -129,7 +129,7 @@ func TestDecodeRejects(t *testing.T) {
 // that decodes to the same entry.
 func FuzzDecodeEntry(f *testing.F) {
 	objs := []dirgate.Object{{GUID: "g", DN: "CN=x", Properties: map[string][]string{"a": {"1", "2"}, "b": nil},
-		AccountStatus: &dirgate.AccountStatus{IsDisabled: true, ExpirationDate: dirgate.NewTimestamp(time.Unix(5, 6))},
+		AccountStatus:  &dirgate.AccountStatus{IsDisabled: true, ExpirationDate: dirgate.NewTimestamp(time.Unix(5, 6))},
 		PasswordStatus: &dirgate.PasswordStatus{ExpirationStatus: 1}, SID: "S-1-5-11", PrimaryGroupID: 513}}
 	f.Add(encodeEntry(&entry{check: "c", deps: []dep{{"a", "b"}}}, objs, []string{`{"guid":"g"}`}))
 	f.Add(encodeEntry(&entry{check: "lookup"}, objs, nil))

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -210,12 +211,15 @@ func (j *joinCounter) hook(key string) {
 	j.n[key]++
 }
 
-func (j *joinCounter) total() int {
+// count returns the joins of flights whose key contains part.
+func (j *joinCounter) count(part string) int {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n := 0
-	for _, v := range j.n {
-		n += v
+	for k, v := range j.n {
+		if strings.Contains(k, part) {
+			n += v
+		}
 	}
 	return n
 }
