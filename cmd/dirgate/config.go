@@ -34,13 +34,14 @@ type Config struct {
 	AuthFailureWindow time.Duration
 
 	LDAPURL          string
-	LDAPStartTLS     bool
 	LDAPBindDN       string
 	LDAPPasswordFile string
 	LDAPBaseDN       string
 	LDAPCAFile       string
 	LDAPPoolSize     int
 	LDAPTimeout      time.Duration
+	LDAPDialTimeout  time.Duration
+	LDAPIdleTimeout  time.Duration
 	LDAPPageSize     int
 	LDAPInChain      bool
 
@@ -65,14 +66,15 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address within the window before it gets 429")
 	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
 
-	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 with --ldap-starttls")
-	fs.BoolVar(&c.LDAPStartTLS, "ldap-starttls", false, "upgrade an ldap:// connection with StartTLS (plain LDAP is never used)")
+	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
 	fs.StringVar(&c.LDAPBindDN, "ldap-bind-dn", "", "service account DN to bind as")
 	fs.StringVar(&c.LDAPPasswordFile, "ldap-password-file", "", "file holding the service account's password")
 	fs.StringVar(&c.LDAPBaseDN, "ldap-base-dn", "", "naming context searched for members, e.g. DC=corp,DC=example,DC=com")
 	fs.StringVar(&c.LDAPCAFile, "ldap-ca-file", "", "PEM file of CA certificates that sign the directory's certificate (default: system roots)")
 	fs.IntVar(&c.LDAPPoolSize, "ldap-pool-size", 4, "bound LDAP connections kept open")
-	fs.DurationVar(&c.LDAPTimeout, "ldap-timeout", 10*time.Second, "deadline for one LDAP operation (also bounded by the request)")
+	fs.DurationVar(&c.LDAPTimeout, "ldap-timeout", 10*time.Second, "deadline for one upstream call, retry included (also bounded by the request)")
+	fs.DurationVar(&c.LDAPDialTimeout, "ldap-dial-timeout", 5*time.Second, "deadline for connecting, the TLS handshake and the bind")
+	fs.DurationVar(&c.LDAPIdleTimeout, "ldap-idle-timeout", 10*time.Minute, "pooled connections unused for longer are closed and re-dialled")
 	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
 	fs.BoolVar(&c.LDAPInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
 
@@ -194,7 +196,8 @@ func (c *Config) Validate() error {
 		bad("log-format", "must be json or text")
 	}
 	for name, d := range map[string]time.Duration{"request-timeout": c.RequestTimeout, "shutdown-timeout": c.ShutdownTimeout,
-		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout} {
+		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout,
+		"ldap-dial-timeout": c.LDAPDialTimeout, "ldap-idle-timeout": c.LDAPIdleTimeout} {
 		if d <= 0 {
 			bad(name, "must be positive")
 		}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/upstream/breaker"
+	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -17,6 +19,46 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			return nil, fmt.Errorf("memory upstream: %w", err)
 		}
 		return d, nil
+	case "ldap":
+		d, err := ldap.Config{
+			URL:            m.Config.LDAPURL,
+			BindDN:         m.Config.LDAPBindDN,
+			PasswordFile:   m.Config.LDAPPasswordFile,
+			BaseDN:         m.Config.LDAPBaseDN,
+			CAFile:         m.Config.LDAPCAFile,
+			PoolSize:       m.Config.LDAPPoolSize,
+			DialTimeout:    m.Config.LDAPDialTimeout,
+			RequestTimeout: m.Config.LDAPTimeout,
+			IdleTimeout:    m.Config.LDAPIdleTimeout,
+			PageSize:       m.Config.LDAPPageSize,
+			UseInChain:     m.Config.LDAPInChain,
+		}.Open(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("ldap upstream: %w", err)
+		}
+		m.closers = append(m.closers, func() error { d.Close(); return nil })
+		return m.withBreaker("ldap", d), nil
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
+}
+
+// withBreaker puts the circuit breaker in front of a network upstream and reports
+// its state on readiness and in the log.
+func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
+	b := breaker.New(d, breaker.Settings{
+		Name:                name,
+		FailureThreshold:    uint32(m.Config.BreakerFailures),
+		OpenTimeout:         m.Config.BreakerOpenTimeout,
+		HalfOpenMaxRequests: uint32(m.Config.BreakerHalfOpenReqs),
+		OnStateChange: func(name string, from, to breaker.State) {
+			m.Logger.Warn("circuit breaker changed state", "upstream", name, "from", from.String(), "to", to.String())
+		},
+	})
+	m.ready.add("upstream", func(context.Context) error {
+		if s := b.State(); s == breaker.StateOpen {
+			return fmt.Errorf("circuit breaker %s", s)
+		}
+		return nil
+	})
+	return b
 }
