@@ -37,6 +37,17 @@ type MemberService struct {
 	// ExpandConcurrency bounds parallel member reads while expanding one level of
 	// nested groups. 0 means 4.
 	ExpandConcurrency int
+	// Transitive, when set, lists indirect members in one upstream query instead of
+	// the breadth-first expansion (AD's in-chain matching rule: an option, as it is
+	// slow on Samba and on large AD domains).
+	Transitive TransitiveLister
+}
+
+// TransitiveLister lists every object below a group, nested groups and primary-group
+// members included, in any order; duplicates and the group itself are tolerated and
+// removed by the caller.
+type TransitiveLister interface {
+	TransitiveMembers(ctx context.Context, group Object, props []string) ([]Object, error)
 }
 
 // List resolves groupID and returns, in listing order, at most opts.SizeLimit objects
@@ -75,6 +86,20 @@ func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifie
 func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
 	visited := map[string]bool{group.GUID: true}
 	var out []Object
+	if opts.IncludeIndirect && s.Transitive != nil {
+		objs, err := s.Transitive.TransitiveMembers(ctx, group, opts.Properties)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			if !visited[o.GUID] {
+				visited[o.GUID] = true
+				out = append(out, o)
+			}
+		}
+		SortObjects(out)
+		return out, nil
+	}
 	level := []Object{group}
 	for len(level) > 0 {
 		members, err := s.readLevel(ctx, level, opts.Properties)

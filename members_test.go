@@ -333,3 +333,34 @@ func TestPrincipal(t *testing.T) {
 		t.Errorf("unknown subject: %v", err)
 	}
 }
+
+// transitiveFake answers an in-chain listing as AD does: with duplicates and, when a
+// cycle leads back, the group itself.
+type transitiveFake struct {
+	objs  []dirgate.Object
+	calls int
+}
+
+func (f *transitiveFake) TransitiveMembers(_ context.Context, _ dirgate.Object, _ []string) ([]dirgate.Object, error) {
+	f.calls++
+	return f.objs, nil
+}
+
+func TestListTransitive(t *testing.T) {
+	d := newFakeDir("g:group", "a:user", "b:user")
+	tr := &transitiveFake{objs: []dirgate.Object{d.objs[guidOf("b")], d.objs[guidOf("g")], d.objs[guidOf("a")], d.objs[guidOf("b")]}}
+	s := &dirgate.MemberService{Dir: d, Transitive: tr}
+	ctx := context.Background()
+	g := dirgate.MustParseIdentifier("CN=g,DC=x")
+	got, err := s.List(ctx, dirgate.Principal{}, g, dirgate.ListOptions{IncludeIndirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].DisplayName != "a" || got[1].DisplayName != "b" {
+		t.Fatalf("transitive listing = %v, want a, b once each, sorted, without g", got)
+	}
+	// A direct listing never uses the in-chain path.
+	if _, err := s.List(ctx, dirgate.Principal{}, g, dirgate.ListOptions{}); err != nil || tr.calls != 1 {
+		t.Fatalf("direct listing called the transitive lister (%d calls, err %v)", tr.calls, err)
+	}
+}

@@ -22,16 +22,16 @@ import (
 
 // startLDAP runs the real program against the harness's Samba AD DC, with a tokens
 // file whose one token acts as the fixture's administrator.
-func startLDAP(t *testing.T, dc sambatest.DC) string {
+func startLDAP(t *testing.T, dc sambatest.DC, extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "password")
 	tokens := filepath.Join(dir, "tokens.yaml")
 	os.WriteFile(pw, []byte(dc.Password), 0o600)
 	os.WriteFile(tokens, []byte("- token: e2e-admin\n  subject: "+fixture.DemoAdminDN+"\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", pw, "--ldap-base-dn", dc.BaseDN,
-		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens}, func(string) string { return "" }, io.Discard)
+		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens}, extra...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,6 +138,10 @@ func TestEndToEndLDAP(t *testing.T) {
 		}
 	}
 	sameSet(t, "IT Department, indirect", dns(got), want)
+
+	// The in-chain option gives the same listing as the breadth-first expansion.
+	inChain := startLDAP(t, dc, "--ldap-in-chain")
+	sameSet(t, "IT Department, indirect, in-chain", dns(getList(t, inChain, "e2e-admin", fixture.ITDepartmentDN, "&includeIndirect=true")), dns(got))
 
 	// sizeLimit applies over LDAP too (Samba ignores the protocol's size limit).
 	if first := getList(t, base, "e2e-admin", fixture.AllStaffDN, "&sizeLimit=3"); len(first) != 3 {

@@ -77,6 +77,9 @@ func (m *Main) Run(ctx context.Context) error {
 		dir = m.wrapDirectory(dir)
 	}
 	svc := &dirgate.MemberService{Dir: dir}
+	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
+		svc.Transitive = t
+	}
 
 	tcfg := tokenfile.Config{Path: m.Config.TokensFile, Resolver: svc, PrincipalTTL: m.Config.PrincipalTTL, Logger: m.Logger}
 	if m.Config.IsDemo() {

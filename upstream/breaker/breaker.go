@@ -178,3 +178,13 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 	})
 	return err
 }
+
+// TransitiveMembers passes an in-chain listing through the breaker when the inner
+// directory offers one (dirgate.TransitiveLister).
+func (d *Directory) TransitiveMembers(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	t, ok := d.inner.(dirgate.TransitiveLister)
+	if !ok {
+		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", errors.New("breaker: the upstream has no transitive listing"))
+	}
+	return call(d, "transitive members", func() ([]dirgate.Object, error) { return t.TransitiveMembers(ctx, group, props) })
+}

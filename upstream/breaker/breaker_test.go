@@ -352,3 +352,34 @@ func (p *panicDir) Lookup(ctx context.Context, id dirgate.Identifier, props []st
 	}
 	return p.fakeDir.Lookup(ctx, id, props)
 }
+
+type transitiveDir struct {
+	fakeDir
+}
+
+func (f *transitiveDir) TransitiveMembers(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	if err := f.result(); err != nil {
+		return nil, err
+	}
+	return []dirgate.Object{{GUID: "t1"}}, nil
+}
+
+func TestTransitiveMembersThroughBreaker(t *testing.T) {
+	inner := &transitiveDir{}
+	b := New(inner, Settings{FailureThreshold: 1, OpenTimeout: time.Hour})
+	objs, err := b.TransitiveMembers(context.Background(), dirgate.Object{}, nil)
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("pass-through: %v %v", objs, err)
+	}
+	// It counts like any other call: a failure opens the breaker for all of them.
+	inner.set(errUpstream)
+	b.TransitiveMembers(context.Background(), dirgate.Object{}, nil)
+	if _, err := b.Members(context.Background(), dirgate.Object{}, nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Fatalf("after a failed transitive listing, Members gave %v, want the open breaker", err)
+	}
+	// An upstream without the capability is a wiring bug, not an outage.
+	_, err = New(&fakeDir{}, Settings{}).TransitiveMembers(context.Background(), dirgate.Object{}, nil)
+	if dirgate.ErrorCode(err) != dirgate.EINTERNAL {
+		t.Fatalf("without the capability: %v", err)
+	}
+}
