@@ -60,6 +60,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 		return
 	}
 	if st := report.CacheStatus(); st != "" {
+		rec.cache = string(st)
 		w.Header().Set(CacheHeader, string(st))
 	}
 	writeJSON(w, http.StatusOK, body)

@@ -29,6 +29,7 @@ type record struct {
 	group   string
 	member  string
 	code    string // dirgate code of an error response
+	cache   string // how a listing was served (dirgate.CacheStatus), for metrics
 	err     error  // detail of a 5xx or of a cancellation: for the log only
 	aborted bool   // the client went away; nothing was written
 }
@@ -73,11 +74,15 @@ func (s *server) logRequest(r *http.Request, rec *record, sw *statusWriter, star
 	case rec.quiet:
 		level = slog.LevelDebug
 	}
+	elapsed := s.cfg.Now().Sub(start)
+	if !rec.quiet {
+		s.metrics.record(r.Context(), rec.route, r.Method, status, rec.cache, elapsed.Seconds())
+	}
 	attrs := []slog.Attr{
 		slog.String("method", clip(r.Method, maxLoggedMethod)),
 		slog.String("route", rec.route),
 		slog.Int("status", status),
-		slog.Duration("duration", s.cfg.Now().Sub(start)),
+		slog.Duration("duration", elapsed),
 		slog.Int64("bytes", sw.bytes),
 		slog.String("client", rec.client),
 	}

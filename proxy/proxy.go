@@ -136,6 +136,7 @@ type server struct {
 	cfg      Config
 	apiPath  string
 	throttle *throttle
+	metrics  *metrics
 }
 
 // New returns the API's http.Handler. Every path it does not serve is answered 404
@@ -149,6 +150,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg:      cfg,
 		apiPath:  apiPath(cfg.BasePath),
 		throttle: newThrottle(cfg.Throttle),
+		metrics:  newMetrics(),
 	}, nil
 }
 

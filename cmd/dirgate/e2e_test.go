@@ -154,6 +154,34 @@ func TestEndToEndDemo(t *testing.T) {
 	}
 }
 
+func TestOperationalEndpoints(t *testing.T) {
+	m, base := startDemo(t, nil)
+	list(t, base, helpDesk, "")
+	call(t, "GET", base+"?group="+url.QueryEscape(helpDesk), "wrong")
+	root := "http://" + m.Addr()
+	// Health and readiness need no token; they live outside the base path.
+	if r := call(t, "GET", root+"/healthz", ""); r.status != 200 {
+		t.Fatalf("/healthz: %d", r.status)
+	}
+	if r := call(t, "GET", root+"/readyz", ""); r.status != 200 || !bytes.Contains(r.body, []byte(`"status":"ready"`)) {
+		t.Fatalf("/readyz: %d %s", r.status, r.body)
+	}
+	r := call(t, "GET", root+"/metrics", "")
+	for _, want := range []string{
+		`dirgate_http_requests_total{cache="none",method="GET",route="groupMembers",status="200"} 1`,
+		`dirgate_http_requests_total{cache="none",method="GET",route="groupMembers",status="401"} 1`,
+		`dirgate_http_request_duration_seconds_bucket{cache="none",method="GET",route="groupMembers",le="0.0005"}`,
+		`http_server_request_duration_seconds_count{`,
+	} {
+		if !bytes.Contains(r.body, []byte(want)) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", r.body)
+	}
+}
+
 func TestVersionAndHelp(t *testing.T) {
 	var out bytes.Buffer
 	if err := run(context.Background(), []string{"version"}, func(string) string { return "" }, &out, io.Discard); err != nil || !strings.HasPrefix(out.String(), "dirgate ") {

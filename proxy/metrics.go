@@ -1,0 +1,49 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// metrics counts requests by route, method, status and cache outcome. Latency
+// histograms come from the otelhttp server instrumentation around the handler
+// (http_server_request_duration_seconds); this counter adds what only the API knows:
+// the route name and how a listing was served.
+type metrics struct {
+	requests metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+func newMetrics() *metrics {
+	m := otel.Meter("github.com/dirgate/dirgate/proxy")
+	requests, _ := m.Int64Counter("dirgate_http_requests",
+		metric.WithDescription("API requests by route, method, status code and cache outcome (hit, miss, stale, bypass, none)."))
+	duration, _ := m.Float64Histogram("dirgate_http_request_duration", metric.WithUnit("s"),
+		metric.WithDescription("Time to serve an API request, by route, method and cache outcome."))
+	return &metrics{requests: requests, duration: duration}
+}
+
+// boundedMethod keeps label values to a fixed set whatever a client sends.
+func boundedMethod(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodDelete, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodOptions:
+		return m
+	}
+	return "other"
+}
+
+func (m *metrics) record(ctx context.Context, route, method string, status int, cache string, seconds float64) {
+	if cache == "" {
+		cache = "none"
+	}
+	attrs := metric.WithAttributes(attribute.String("route", route), attribute.String("method", boundedMethod(method)),
+		attribute.String("status", strconv.Itoa(status)), attribute.String("cache", cache))
+	m.requests.Add(ctx, 1, attrs)
+	m.duration.Record(ctx, seconds, metric.WithAttributes(attribute.String("route", route),
+		attribute.String("method", boundedMethod(method)), attribute.String("cache", cache)))
+}
