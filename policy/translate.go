@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,12 @@ import (
 // instead.
 type predicate struct {
 	queries [][]cond
+	// byType lists, for each object type some query requires, the queries that can
+	// hold for an object of that type; untyped lists them for any other type. A
+	// listing mixes users, computers and groups, and most roles name types, so an
+	// object is tested against the few queries that concern it.
+	byType  map[string][]int
+	untyped []int
 	memos   int // common sub-expressions cached per object
 	vars    int // local variables across all queries
 }
@@ -52,7 +59,12 @@ func (p *predicate) allow(e *env, o *dirgate.Object) bool {
 		clear(e.memoGen)
 		e.gen = 1
 	}
-	for _, q := range p.queries {
+	idx, typed := p.byType[o.ObjectType]
+	if !typed {
+		idx = p.untyped
+	}
+	for _, i := range idx {
+		q := p.queries[i]
 		ok := true
 		for _, c := range q {
 			if !c(e) {
@@ -159,15 +171,81 @@ type translator struct {
 
 func translate(queries []ast.Body) (*predicate, error) {
 	t := &translator{p: &predicate{}, memo: map[string]int{}}
-	for _, q := range queries {
+	types := make([]map[string]bool, len(queries))
+	for i, q := range queries {
+		// A query's conditions on the object type are decided by the type index
+		// (indexTypes): an object only meets the queries whose types include its own.
+		var rest ast.Body
+		types[i], rest = requiredTypes(q)
 		t.scope = map[ast.Var]int{}
-		conds, err := t.body(q)
+		conds, err := t.body(rest)
 		if err != nil {
 			return nil, err
 		}
+		if !bodyHasVars(rest) {
+			conds = byCost(rest, conds)
+		}
 		t.p.queries = append(t.p.queries, conds)
 	}
+	t.p.indexTypes(types)
 	return t.p, nil
+}
+
+// byCost orders a query's conditions cheapest first: a type check before a DN
+// suffix test before a regular expression. Translated conditions are pure and
+// cannot fail with an error, so a conjunction means the same in any order; queries
+// with variables keep their order, as a binding must precede its uses.
+func byCost(q ast.Body, conds []cond) []cond {
+	type costed struct {
+		c    cond
+		cost int
+	}
+	cs := make([]costed, len(conds))
+	for i, expr := range q {
+		cost := 2
+		ast.WalkTerms(expr, func(t *ast.Term) bool {
+			if r, ok := t.Value.(ast.Ref); ok {
+				switch r.String() {
+				case "regex.match":
+					cost += 10
+				case "lower", "upper", "trim_suffix", "trim_prefix":
+					cost++
+				}
+			}
+			return false
+		})
+		if expr.IsCall() && expr.Operator().String() == "internal.member_2" || expr.IsEquality() {
+			cost--
+		}
+		cs[i] = costed{conds[i], cost}
+	}
+	slices.SortStableFunc(cs, func(a, b costed) int { return a.cost - b.cost })
+	out := make([]cond, len(cs))
+	for i := range cs {
+		out[i] = cs[i].c
+	}
+	return out
+}
+
+// bodyHasVars reports whether any expression of b mentions a variable.
+func bodyHasVars(b ast.Body) bool {
+	for _, expr := range b {
+		switch terms := expr.Terms.(type) {
+		case *ast.Term:
+			if hasVars(terms.Value) {
+				return true
+			}
+		case []*ast.Term:
+			for _, t := range terms[1:] {
+				if hasVars(t.Value) {
+					return true
+				}
+			}
+		default:
+			return true
+		}
+	}
+	return false
 }
 
 func (t *translator) body(b ast.Body) ([]cond, error) {
@@ -227,6 +305,40 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 	return nil, refuse("expression %v", expr)
 }
 
+// directCond translates the calls that dominate residuals (a string test against a
+// constant, membership of a field in a constant collection) straight into a
+// condition, without building values: a listing runs them for every object and
+// role. ok is false when the call has another form.
+func (t *translator) directCond(name string, args []*ast.Term) (c cond, ok bool, err error) {
+	switch name {
+	case "endswith", "startswith", "contains":
+		lit, isConst := args[1].Value.(ast.String)
+		if !isConst {
+			return nil, false, nil
+		}
+		n, err := t.term(args[0])
+		if err != nil {
+			return nil, true, err
+		}
+		k := string(lit)
+		test := map[string]func(string, string) bool{"endswith": strings.HasSuffix, "startswith": strings.HasPrefix, "contains": strings.Contains}[name]
+		return func(e *env) bool {
+			a := n(e)
+			return a.kind == kString && test(a.s, k)
+		}, true, nil
+	case "internal.member_2":
+		n, err := t.member(args)
+		if err != nil {
+			return nil, true, err
+		}
+		return func(e *env) bool {
+			v := n(e)
+			return v.kind == kBool && v.b
+		}, true, nil
+	}
+	return nil, false, nil
+}
+
 // scoped translates a negated part: variables it binds stay inside it.
 func (t *translator) scoped(f func() (cond, error)) (cond, error) {
 	saved := make(map[ast.Var]int, len(t.scope))
@@ -255,6 +367,9 @@ func (t *translator) call(expr *ast.Expr, terms []*ast.Term) (cond, error) {
 	arity := bi.Decl.Arity()
 	switch len(args) {
 	case arity:
+		if c, ok, err := t.directCond(name, args); ok || err != nil {
+			return c, err
+		}
 		n, err := t.builtin(name, args)
 		if err != nil {
 			return nil, err
@@ -491,6 +606,10 @@ func (t *translator) regexMatch(args []*ast.Term) (node, error) {
 	if err != nil {
 		return nil, refuse("regex.match with an invalid pattern")
 	}
+	match := re.MatchString
+	if known, ok := knownPatterns[string(pat)]; ok {
+		match = known
+	}
 	n, err := t.term(args[1])
 	if err != nil {
 		return nil, err
@@ -500,8 +619,25 @@ func (t *translator) regexMatch(args []*ast.Term) (node, error) {
 		if s.kind != kString {
 			return value{}
 		}
-		return boolean(re.MatchString(s.s))
+		return boolean(match(s.s))
 	}, nil
+}
+
+// knownPatterns are regular expressions of the bundled policy with a hand-written
+// equivalent: the residual runs them for every object below a scope, and Go's
+// backtracking matcher costs more than the rest of the decision. FuzzKnownPatterns
+// checks each against regexp.
+var knownPatterns = map[string]func(string) bool{
+	// dn_below: the text before a scope's suffix ends with an odd number of
+	// backslashes, so its comma is escaped. A backslash (0x5C) never occurs inside a
+	// multi-byte UTF-8 sequence, and [^\\] matches any other byte or rune.
+	`(^|[^\\])\\(\\\\)*$`: func(s string) bool {
+		n := 0
+		for n < len(s) && s[len(s)-1-n] == '\\' {
+			n++
+		}
+		return n%2 == 1
+	},
 }
 
 // member is `x in collection` with a constant collection: membership among an
@@ -532,13 +668,21 @@ func (t *translator) member(args []*ast.Term) (node, error) {
 		}, nil
 	}
 	strs := map[string]bool{}
+	var list []string // the same strings, searched linearly when there are few
 	var others []*ast.Term
 	for _, x := range elems {
 		if s, ok := x.Value.(ast.String); ok {
+			if !strs[string(s)] {
+				list = append(list, string(s))
+			}
 			strs[string(s)] = true
 		} else {
 			others = append(others, x)
 		}
+	}
+	hasString := func(s string) bool { return strs[s] }
+	if len(list) <= 8 {
+		hasString = func(s string) bool { return slices.Contains(list, s) }
 	}
 	n, err := t.term(args[0])
 	if err != nil {
@@ -550,7 +694,7 @@ func (t *translator) member(args []*ast.Term) (node, error) {
 		case undefined:
 			return value{}
 		case kString:
-			return boolean(strs[x.s])
+			return boolean(hasString(x.s))
 		}
 		xt := ast.NewTerm(x.ast())
 		for _, o := range others {
@@ -560,4 +704,99 @@ func (t *translator) member(args []*ast.Term) (node, error) {
 		}
 		return boolean(false)
 	}, nil
+}
+
+// indexTypes fills byType and untyped from the types each query requires (nil:
+// any type).
+func (p *predicate) indexTypes(types []map[string]bool) {
+	mentioned := map[string]bool{}
+	for _, ts := range types {
+		for ty := range ts {
+			mentioned[ty] = true
+		}
+	}
+	p.byType = make(map[string][]int, len(mentioned))
+	for i := range types {
+		if types[i] == nil {
+			p.untyped = append(p.untyped, i)
+		}
+	}
+	for ty := range mentioned {
+		for i := range types {
+			if types[i] == nil || types[i][ty] {
+				p.byType[ty] = append(p.byType[ty], i)
+			}
+		}
+	}
+}
+
+var objectTypeRef = ast.MustParseRef("input.object.objectType")
+
+// requiredTypes returns the object types a query can hold for, from its
+// conditions `input.object.objectType in C` and `input.object.objectType == c`
+// with constants (nil when it has none), and the query without those conditions.
+// objectType is always a string, so only string constants can match.
+func requiredTypes(q ast.Body) (map[string]bool, ast.Body) {
+	var out map[string]bool
+	constrain := func(allowed map[string]bool) {
+		if out == nil {
+			out = allowed
+			return
+		}
+		for ty := range out {
+			if !allowed[ty] {
+				delete(out, ty)
+			}
+		}
+	}
+	stringsOf := func(c ast.Value) map[string]bool {
+		m := map[string]bool{}
+		add := func(x *ast.Term) {
+			if s, ok := x.Value.(ast.String); ok {
+				m[string(s)] = true
+			}
+		}
+		switch c := c.(type) {
+		case *ast.Array:
+			c.Foreach(add)
+		case ast.Set:
+			c.Foreach(add)
+		case ast.Object:
+			c.Foreach(func(_, v *ast.Term) { add(v) })
+		case ast.String:
+			m[string(c)] = true
+		}
+		return m
+	}
+	isTypeRef := func(t *ast.Term) bool { r, ok := t.Value.(ast.Ref); return ok && r.Equal(objectTypeRef) }
+	rest := make(ast.Body, 0, len(q))
+	for _, expr := range q {
+		terms, ok := expr.Terms.([]*ast.Term)
+		if !ok || expr.Negated || len(expr.With) > 0 || len(terms) != 3 {
+			rest = append(rest, expr)
+			continue
+		}
+		a, b := terms[1], terms[2]
+		switch terms[0].String() {
+		case "internal.member_2":
+			if isTypeRef(a) && ast.IsConstant(b.Value) {
+				constrain(stringsOf(b.Value))
+				continue
+			}
+		case "eq", "equal":
+			if isTypeRef(b) {
+				a, b = b, a
+			}
+			if isTypeRef(a) && ast.IsConstant(b.Value) {
+				if _, scalar := b.Value.(ast.String); scalar {
+					constrain(stringsOf(b.Value))
+				} else {
+					constrain(map[string]bool{})
+				}
+				continue
+			}
+		}
+		rest = append(rest, expr)
+	}
+	return out, rest
 }
