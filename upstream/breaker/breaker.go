@@ -16,6 +16,10 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/sony/gobreaker/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults for the zero values of Settings.
@@ -82,8 +86,10 @@ func fromGobreaker(s gobreaker.State) State {
 // Directory is a dirgate.Directory that calls its inner Directory through a circuit
 // breaker.
 type Directory struct {
-	inner dirgate.Directory
-	cb    *gobreaker.CircuitBreaker[struct{}]
+	inner   dirgate.Directory
+	cb      *gobreaker.CircuitBreaker[struct{}]
+	name    string
+	metrics *breakerMetrics
 }
 
 var _ dirgate.Directory = (*Directory)(nil)
@@ -117,7 +123,9 @@ func New(inner dirgate.Directory, s Settings) *Directory {
 			hook(name, fromGobreaker(from), fromGobreaker(to))
 		}
 	}
-	return &Directory{inner: inner, cb: gobreaker.NewCircuitBreaker[struct{}](gs)}
+	d := &Directory{inner: inner, cb: gobreaker.NewCircuitBreaker[struct{}](gs), name: s.Name}
+	d.metrics = newBreakerMetrics(d)
+	return d
 }
 
 // IsInfrastructureFailure reports whether err says the directory itself failed
@@ -137,43 +145,63 @@ func IsInfrastructureFailure(err error) bool {
 // State returns the breaker's current state.
 func (d *Directory) State() State { return fromGobreaker(d.cb.State()) }
 
-// call runs f through the breaker. A request the breaker refuses never reaches the
-// inner Directory and fails with EUNAVAILABLE.
-func call[T any](d *Directory, op string, f func() (T, error)) (T, error) {
+// call runs f through the breaker inside a client span named after the operation,
+// and records its duration and outcome. A request the breaker refuses never reaches
+// the inner Directory and fails with EUNAVAILABLE.
+func call[T any](ctx context.Context, d *Directory, op string, f func(context.Context) (T, error)) (T, error) {
+	ctx, span := tracer.Start(ctx, "upstream "+op, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("dirgate.upstream", d.name),
+			attribute.String("dirgate.breaker.state", d.State().String())))
+	defer span.End()
+	start := time.Now()
 	var out T
 	ran := false
 	_, err := d.cb.Execute(func() (struct{}, error) {
 		ran = true
 		var err error
-		out, err = f()
+		out, err = f(ctx)
 		return struct{}{}, err
 	})
 	if err != nil && !ran {
 		var zero T
-		return zero, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable; try again later.",
+		out, err = zero, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable; try again later.",
 			fmt.Errorf("breaker: %s: %w", op, err))
 	}
+	outcome := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, dirgate.ErrNotMember), errors.Is(err, dirgate.ErrPrimaryGroup):
+		outcome = "no_change"
+	default:
+		outcome = dirgate.ErrorCode(err)
+		if IsInfrastructureFailure(err) || outcome == dirgate.EUNAVAILABLE {
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
+	span.SetAttributes(attribute.String("dirgate.outcome", outcome))
+	d.metrics.duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributes(
+		attribute.String("upstream", d.name), attribute.String("operation", op), attribute.String("outcome", outcome)))
 	return out, err
 }
 
 // Lookup implements dirgate.Directory.
 func (d *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
-	return call(d, "lookup", func() (dirgate.Object, error) { return d.inner.Lookup(ctx, id, props) })
+	return call(ctx, d, "lookup", func(ctx context.Context) (dirgate.Object, error) { return d.inner.Lookup(ctx, id, props) })
 }
 
 // Members implements dirgate.Directory.
 func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
-	return call(d, "members", func() ([]dirgate.Object, error) { return d.inner.Members(ctx, group, props) })
+	return call(ctx, d, "members", func(ctx context.Context) ([]dirgate.Object, error) { return d.inner.Members(ctx, group, props) })
 }
 
 // MemberOf implements dirgate.Directory.
 func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
-	return call(d, "member of", func() ([]dirgate.Object, error) { return d.inner.MemberOf(ctx, obj) })
+	return call(ctx, d, "member_of", func(ctx context.Context) ([]dirgate.Object, error) { return d.inner.MemberOf(ctx, obj) })
 }
 
 // RemoveMember implements dirgate.Directory.
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
-	_, err := call(d, "remove member", func() (struct{}, error) {
+	_, err := call(ctx, d, "remove_member", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, d.inner.RemoveMember(ctx, group, member)
 	})
 	return err
@@ -186,5 +214,7 @@ func (d *Directory) TransitiveMembers(ctx context.Context, group dirgate.Object,
 	if !ok {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", errors.New("breaker: the upstream has no transitive listing"))
 	}
-	return call(d, "transitive members", func() ([]dirgate.Object, error) { return t.TransitiveMembers(ctx, group, props) })
+	return call(ctx, d, "transitive_members", func(ctx context.Context) ([]dirgate.Object, error) {
+		return t.TransitiveMembers(ctx, group, props)
+	})
 }
