@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/dirgate/dirgate"
+	"go.opentelemetry.io/otel/attribute"
 )
 
 // HeaderToken carries the raw access token, without a scheme (spec 5, compat.md).
@@ -32,12 +33,17 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 		s.throttle.fail(addr, s.cfg.Now())
 		return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "token longer than %d bytes", MaxTokenLength)
 	}
-	p, err := s.cfg.Authenticator.Authenticate(r.Context(), vals[0])
+	// The span records who was authenticated, never the token.
+	ctx, span := tracer.Start(r.Context(), "authenticate")
+	defer span.End()
+	p, err := s.cfg.Authenticator.Authenticate(ctx, vals[0])
 	if err != nil {
+		span.SetAttributes(attribute.String("dirgate.outcome", dirgate.ErrorCode(err)))
 		if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
 			s.throttle.fail(addr, s.cfg.Now())
 		}
 		return dirgate.Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
+	span.SetAttributes(attribute.String("dirgate.outcome", "ok"), attribute.String("dirgate.subject.guid", p.GUID))
 	return p, nil
 }

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
+var tracer = otel.Tracer("github.com/dirgate/dirgate/proxy")
+
 // metrics counts requests by route, method, status and cache outcome. Latency
 // histograms come from the otelhttp server instrumentation around the handler
 // (http_server_request_duration_seconds); this counter adds what only the API knows:
