@@ -324,3 +324,34 @@ func TestDemoMatchesEvaluation(t *testing.T) {
 		}
 	}
 }
+
+// FuzzBundledPolicyMatchesEvaluation: for any object the directory could return
+// (its DN, type and name are the directory's, not dirgate's), the help desk's
+// listing decides as per-object evaluation of the bundled policy does.
+func FuzzBundledPolicyMatchesEvaluation(f *testing.F) {
+	for _, seed := range []struct{ dn, typ string }{
+		{"CN=Ann,OU=Staff,DC=corp,DC=example,DC=com", "user"},
+		{`CN=x\,OU=Staff,DC=corp,DC=example,DC=com`, "user"},
+		{`CN=x\\,OU=Workstations,DC=corp,DC=example,DC=com`, "computer"},
+		{"CN=G,OU=GROUPS,DC=CORP,DC=EXAMPLE,DC=COM", "group"},
+		{"CN=İ,OU=Staff,DC=corp,DC=example,DC=com", "user"},
+	} {
+		f.Add(seed.dn, seed.typ)
+	}
+	svc, a := demoService(f, nil)
+	var data map[string]any
+	raw, err := bundled.FS.ReadFile("data.json")
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &data); err != nil {
+		f.Fatal(err)
+	}
+	ref := newReference(f, bundledModules(f), data)
+	p := principal(f, svc, hugoDN)
+	group := dirgate.Object{GUID: "e2fafa62-2fd5-441f-be0b-2d2f35feb898", DN: newsletter, ObjectType: dirgate.TypeGroup}
+	f.Fuzz(func(t *testing.T, dn, typ string) {
+		objs := []dirgate.Object{{GUID: "00000000-0000-0000-0000-000000000001", DN: dn, ObjectType: typ}}
+		compare(t, a, ref, p, group, dirgate.ListOptions{}, objs)
+	})
+}
