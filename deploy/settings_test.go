@@ -1,0 +1,116 @@
+package deploy
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// repoRoot is the repository's top directory: go test runs in deploy/.
+const repoRoot = ".."
+
+// pendingSettings are dirgate settings the deployment files use before README.md
+// documents them: other work in progress adds them. Each names what it is for.
+// Once README.md lists one, TestSettingsKnown says so and it should be dropped here.
+var pendingSettings = map[string]string{
+	"DIRGATE_POLICY_DIR": "directory of the Rego policy and its data (package policy, Config.Dir)",
+	"DIRGATE_REDIS_ADDR": "address of the shared Redis cache (package cache, RedisConfig.Addrs)",
+}
+
+// otelSettings are the standard OpenTelemetry variables the deployment sets; the
+// telemetry package reads them through the OpenTelemetry SDK.
+var otelSettings = map[string]bool{
+	"OTEL_EXPORTER_OTLP_ENDPOINT": true,
+	"OTEL_SERVICE_NAME":           true,
+	"OTEL_RESOURCE_ATTRIBUTES":    true,
+}
+
+// readmeSettingRow matches a row of README.md's configuration table.
+var readmeSettingRow = regexp.MustCompile("(?m)^\\| `(DIRGATE_[A-Z0-9_]+)` \\|")
+
+var readmeOnce = sync.OnceValues(func() (map[string]bool, error) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		return nil, fmt.Errorf("read README.md: %w", err)
+	}
+	set := map[string]bool{}
+	for _, m := range readmeSettingRow.FindAllStringSubmatch(string(data), -1) {
+		set[m[1]] = true
+	}
+	if !set["DIRGATE_LISTEN"] || !set["DIRGATE_LDAP_URL"] {
+		return nil, fmt.Errorf("README.md: configuration table not found (no DIRGATE_LISTEN / DIRGATE_LDAP_URL rows)")
+	}
+	return set, nil
+})
+
+// readmeSettings returns the settings README.md's configuration table lists, which
+// cmd/dirgate's own test keeps equal to the settings dirgate accepts.
+func readmeSettings(t *testing.T) map[string]bool {
+	t.Helper()
+	set, err := readmeOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+// checkSettingName reports an environment variable that dirgate would not read:
+// a DIRGATE_ name outside the README and the pending list, or an OTEL_ name this
+// deployment does not mean to set. helper lists other names allowed in this place
+// (variables used only to build another one, such as POD_NAME).
+func checkSettingName(readme map[string]bool, name string, helper map[string]bool) error {
+	switch {
+	case strings.HasPrefix(name, "DIRGATE_"):
+		if readme[name] || pendingSettings[name] != "" {
+			return nil
+		}
+		return fmt.Errorf("%s is not a dirgate setting (README.md's table, or pendingSettings)", name)
+	case strings.HasPrefix(name, "OTEL_"):
+		if otelSettings[name] {
+			return nil
+		}
+		return fmt.Errorf("%s is not among the OpenTelemetry variables this deployment uses (otelSettings)", name)
+	case helper[name]:
+		return nil
+	}
+	return fmt.Errorf("%s is neither a dirgate setting nor an OpenTelemetry variable", name)
+}
+
+func TestSettingsKnown(t *testing.T) {
+	readme := readmeSettings(t)
+	for name := range pendingSettings {
+		if readme[name] {
+			t.Logf("%s is now in README.md: remove it from pendingSettings", name)
+		}
+	}
+	tests := []struct {
+		name    string
+		setting string
+		helper  map[string]bool
+		wantErr bool
+	}{
+		// A documented setting passes.
+		{name: "readme setting", setting: "DIRGATE_LDAP_URL"},
+		// A setting another change is adding passes while it is pending.
+		{name: "pending setting", setting: "DIRGATE_POLICY_DIR"},
+		// A misspelt setting would be ignored by dirgate: it must fail.
+		{name: "typo", setting: "DIRGATE_LDAP_UR", wantErr: true},
+		// An OpenTelemetry variable the deployment does not mean to set fails.
+		{name: "unexpected otel", setting: "OTEL_TRACES_SAMPLER_ARG", wantErr: true},
+		// A helper variable passes only where it is declared as one.
+		{name: "helper allowed", setting: "POD_NAME", helper: map[string]bool{"POD_NAME": true}},
+		{name: "helper elsewhere", setting: "POD_NAME", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := checkSettingName(readme, tt.setting, tt.helper)
+			if (err != nil) != tt.wantErr {
+				t.Errorf("checkSettingName(%s) = %v, want error %v", tt.setting, err, tt.wantErr)
+			}
+		})
+	}
+}
