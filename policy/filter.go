@@ -52,8 +52,11 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 	if len(v.nondeterministic) > 0 || v.partialErr != nil {
 		return v.filterRego(ctx, logger, in, objs, allowed)
 	}
-	sum := sha256.Sum256(base)
-	p, cached, err := v.plans.getOrBuild(string(sum[:]), func() (*plan, error) {
+	key, err := v.planKey(in)
+	if err != nil {
+		return filterStats{}, err
+	}
+	p, cached, err := v.plans.getOrBuild(key, func() (*plan, error) {
 		// A plan outlives the request that builds it: its cancellation must not
 		// fail the other requests waiting for the same plan.
 		return v.buildPlan(context.WithoutCancel(ctx), logger, base)
@@ -71,6 +74,31 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 		allowed[i] = p.pred.allow(e, &objs[i])
 	}
 	return filterStats{mode: modePredicate, cached: cached}, nil
+}
+
+// planKey names the plans that can decide in: the members of the input the policy
+// reads (input.object aside, which the plan leaves unknown).
+func (v *version) planKey(in Input) (string, error) {
+	if v.reads != nil {
+		if !v.reads["action"] {
+			in.Action = ""
+		}
+		if !v.reads["subject"] {
+			in.Subject = dirgate.Principal{}
+		}
+		if !v.reads["group"] {
+			in.Group = dirgate.Object{}
+		}
+		if !v.reads["request"] {
+			in.Request = Request{}
+		}
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("encode policy input: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return string(sum[:]), nil
 }
 
 // buildPlan partially evaluates the decision for one base input and translates the

@@ -52,6 +52,10 @@ type version struct {
 	// whose definitions can produce different values, where OPA raises a conflict
 	// error at evaluation that an inlined residual would not.
 	noInline []string
+	// reads are the members of input the policy reads (nil: the whole input, or a
+	// member chosen at evaluation). A plan's cache key leaves the others out, so that
+	// listings differing only in what the policy ignores (sizeLimit, say) share it.
+	reads map[string]bool
 
 	plans *planCache
 }
@@ -90,6 +94,7 @@ func compile(ctx context.Context, src *source, planCacheSize int) (*version, err
 		store:            store,
 		nondeterministic: nondeterministicBuiltins(c),
 		noInline:         conflictProneRules(c),
+		reads:            inputReads(c),
 		plans:            newPlanCache(planCacheSize),
 	}
 	common := []func(*rego.Rego){rego.Compiler(c), rego.Store(store), rego.StrictBuiltinErrors(false)}
@@ -142,6 +147,37 @@ func nondeterministicBuiltins(c *ast.Compiler) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// inputReads returns the top-level members of input that the policy's references
+// name, or nil when a reference reaches input as a whole (input, input[x]), which
+// could read any member. The compiler has turned every mention of input, f(input)
+// included, into a reference rooted at it.
+func inputReads(c *ast.Compiler) map[string]bool {
+	reads := map[string]bool{}
+	whole := false
+	for _, m := range c.Modules {
+		ast.WalkRefs(m, func(r ast.Ref) bool {
+			if !r[0].Equal(ast.InputRootDocument) {
+				return false
+			}
+			if len(r) < 2 {
+				whole = true
+				return false
+			}
+			s, ok := r[1].Value.(ast.String)
+			if !ok {
+				whole = true
+				return false
+			}
+			reads[string(s)] = true
+			return false
+		})
+	}
+	if whole {
+		return nil
+	}
+	return reads
 }
 
 // conflictProneRules returns the single-value rules (complete rules, functions and
