@@ -73,7 +73,7 @@ func (c Config) Open(ctx context.Context, dir dirgate.Directory) (*Cache, error)
 	c = c.withDefaults()
 	var st store
 	if len(c.Redis.Addrs) > 0 {
-		rs, err := newRedisStore(c.Redis, c.Timeout)
+		rs, err := newRedisStore(c.Redis, c.Timeout, c.Logger)
 		if err != nil {
 			return nil, err
 		}
@@ -271,10 +271,14 @@ func (c *Cache) retryLoop() {
 			return
 		case <-t.C:
 		}
-		for guid, since := range c.pending.snapshot() {
-			if c.now().Sub(since) > c.storeTTL || c.bump(context.Background(), guid) == nil {
-				c.pending.remove(guid, since)
-			}
+		c.retryPending()
+	}
+}
+
+func (c *Cache) retryPending() {
+	for guid, since := range c.pending.snapshot() {
+		if c.now().Sub(since) > c.storeTTL || c.bump(context.Background(), guid) == nil {
+			c.pending.remove(guid, since)
 		}
 	}
 }

@@ -236,6 +236,7 @@ func (r RedisConfig) options(timeout time.Duration) (*redis.UniversalOptions, er
 		ClientName:            "dirgate",
 		IsClusterMode:         r.Mode == ModeCluster,
 		MaxRetries:            -1,
+		DialerRetries:         1,
 		DialTimeout:           timeout,
 		ReadTimeout:           timeout,
 		WriteTimeout:          timeout,

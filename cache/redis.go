@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,12 +27,24 @@ if redis.call('GET', KEYS[2]) == ARGV[2] then
 end
 return 0`)
 
-func newRedisStore(cfg RedisConfig, timeout time.Duration) (*redisStore, error) {
+func newRedisStore(cfg RedisConfig, timeout time.Duration, log *slog.Logger) (*redisStore, error) {
 	opts, err := cfg.options(timeout)
 	if err != nil {
 		return nil, err
 	}
+	// go-redis logs dial failures on its own to stderr; the cache reports the
+	// backend's state itself, so they go to the debug level of dirgate's log. The
+	// logger is global to go-redis: the first cache opened sets it.
+	setLoggerOnce.Do(func() { redis.SetLogger(debugLogger{log}) })
 	return &redisStore{client: redis.NewUniversalClient(opts)}, nil
+}
+
+var setLoggerOnce sync.Once
+
+type debugLogger struct{ log *slog.Logger }
+
+func (l debugLogger) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "cache: redis client", "message", fmt.Sprintf(format, v...))
 }
 
 // get reads keys with one pipelined GET each: a Cluster spreads them over slots,

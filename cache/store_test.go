@@ -50,7 +50,7 @@ func backends() []backend {
 
 func openRedisStore(t *testing.T, cfg RedisConfig) store {
 	t.Helper()
-	s, err := newRedisStore(cfg, 2*time.Second)
+	s, err := newRedisStore(cfg, 2*time.Second, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
