@@ -206,3 +206,45 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestWatchConfigMapVolume: Kubernetes mounts a ConfigMap as symlinks into a hidden
+// timestamped directory and updates it by swapping the ..data symlink atomically;
+// the policy follows the symlinks and reloads on the swap.
+func TestWatchConfigMapVolume(t *testing.T) {
+	dir := t.TempDir()
+	version := func(name, content string) {
+		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(dir, name, "authz.rego"), content)
+	}
+	version("..2025_01_01_v1", allowUsers)
+	if err := os.Symlink("..2025_01_01_v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "authz.rego"), filepath.Join(dir, "authz.rego")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: quietLogger(), ReloadDebounce: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := visible(t, a); got != "u" {
+		t.Fatalf("initial policy shows %q (the hidden directory must not be loaded twice)", got)
+	}
+	if err := a.Watch(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+
+	version("..2025_01_02_v2", allowComputers)
+	if err := os.Symlink("..2025_01_02_v2", filepath.Join(dir, "..data_tmp")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the swapped ConfigMap to take effect", func() bool { return visible(t, a) == "c" })
+}
