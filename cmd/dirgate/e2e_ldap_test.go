@@ -103,19 +103,6 @@ func sameSet(t *testing.T, what string, got, want []string) {
 	}
 }
 
-func getList(t *testing.T, base, token, group, extra string) []dirgate.Object {
-	t.Helper()
-	r := call(t, "GET", base+"?group="+url.QueryEscape(group)+extra, token)
-	if r.status != 200 {
-		t.Fatalf("GET %s: %d %s", group, r.status, r.body)
-	}
-	var objs []dirgate.Object
-	if err := json.Unmarshal(r.body, &objs); err != nil {
-		t.Fatal(err)
-	}
-	return objs
-}
-
 func TestEndToEndLDAP(t *testing.T) {
 	dc := sambatest.Env(t)
 	if dc.FixtureDir == "" {
@@ -124,12 +111,12 @@ func TestEndToEndLDAP(t *testing.T) {
 	base := startLDAP(t, dc)
 
 	// Direct listing of a group beyond AD's 1,500-value range equals its member values.
-	got := getList(t, base, "e2e-admin", fixture.AllStaffDN, "")
+	got := listAs(t, base, "e2e-admin", fixture.AllStaffDN, "")
 	sameSet(t, "All Staff, direct", dns(got), ldapsearchDNs(t, dc, fixture.AllStaffDN, "base", "(objectClass=*)", "member"))
 
 	// Indirect listing equals the in-chain matching rule's answer (minus the group
 	// itself, which the rule returns when a cycle leads back to it).
-	got = getList(t, base, "e2e-admin", fixture.ITDepartmentDN, "&includeIndirect=true")
+	got = listAs(t, base, "e2e-admin", fixture.ITDepartmentDN, "&includeIndirect=true")
 	chain := ldapsearchDNs(t, dc, dc.BaseDN, "sub", "(memberOf:1.2.840.113556.1.4.1941:="+goldap.EscapeFilter(fixture.ITDepartmentDN)+")", "")
 	var want []string
 	for _, d := range chain {
@@ -141,17 +128,17 @@ func TestEndToEndLDAP(t *testing.T) {
 
 	// The in-chain option gives the same listing as the breadth-first expansion.
 	inChain := startLDAP(t, dc, "--ldap-in-chain")
-	sameSet(t, "IT Department, indirect, in-chain", dns(getList(t, inChain, "e2e-admin", fixture.ITDepartmentDN, "&includeIndirect=true")), dns(got))
+	sameSet(t, "IT Department, indirect, in-chain", dns(listAs(t, inChain, "e2e-admin", fixture.ITDepartmentDN, "&includeIndirect=true")), dns(got))
 
 	// sizeLimit applies over LDAP too (Samba ignores the protocol's size limit).
-	if first := getList(t, base, "e2e-admin", fixture.AllStaffDN, "&sizeLimit=3"); len(first) != 3 {
+	if first := listAs(t, base, "e2e-admin", fixture.AllStaffDN, "&sizeLimit=3"); len(first) != 3 {
 		t.Fatalf("sizeLimit=3 gave %d objects", len(first))
 	}
 
 	// The same group by GUID and SID lists the same objects as by DN.
-	group := getList(t, base, "e2e-admin", fixture.ITSupportDN, "")
+	group := listAs(t, base, "e2e-admin", fixture.ITSupportDN, "")
 	var itSupport dirgate.Object
-	for _, o := range getList(t, base, "e2e-admin", fixture.ITDepartmentDN, "&properties=objectSid") {
+	for _, o := range listAs(t, base, "e2e-admin", fixture.ITDepartmentDN, "&properties=objectSid") {
 		if strings.EqualFold(o.DN, fixture.ITSupportDN) {
 			itSupport = o
 		}
@@ -160,7 +147,7 @@ func TestEndToEndLDAP(t *testing.T) {
 		t.Fatalf("IT Support not listed in IT Department with its SID")
 	}
 	for _, form := range []string{strings.ToUpper(itSupport.GUID), itSupport.Properties["objectsid"][0]} {
-		sameSet(t, "IT Support by "+form, dns(getList(t, base, "e2e-admin", form, "")), dns(group))
+		sameSet(t, "IT Support by "+form, dns(listAs(t, base, "e2e-admin", form, "")), dns(group))
 	}
 
 	// Removal over HTTP changes the directory; a second removal changes nothing.

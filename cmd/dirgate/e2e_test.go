@@ -61,7 +61,12 @@ func call(t *testing.T, method, u, token string) response {
 
 func list(t *testing.T, base, group, extra string) []dirgate.Object {
 	t.Helper()
-	r := call(t, "GET", base+"?group="+url.QueryEscape(group)+extra, adminTok)
+	return listAs(t, base, adminTok, group, extra)
+}
+
+func listAs(t *testing.T, base, token, group, extra string) []dirgate.Object {
+	t.Helper()
+	r := call(t, "GET", base+"?group="+url.QueryEscape(group)+extra, token)
 	if r.status != 200 {
 		t.Fatalf("GET %s: %d %s", group, r.status, r.body)
 	}
