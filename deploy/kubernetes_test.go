@@ -129,15 +129,17 @@ type kustomization struct {
 		IncludeSelectors bool              `json:"includeSelectors"`
 		IncludeTemplates bool              `json:"includeTemplates"`
 	} `json:"labels"`
-	Resources []string `json:"resources"`
-	Images    []struct {
-		Name    string `json:"name"`
-		NewName string `json:"newName"`
-		NewTag  string `json:"newTag"`
-		Digest  string `json:"digest"`
-	} `json:"images"`
+	Resources          []string    `json:"resources"`
+	Images             []kustImage `json:"images"`
 	ConfigMapGenerator []generator `json:"configMapGenerator"`
 	SecretGenerator    []generator `json:"secretGenerator"`
+}
+
+type kustImage struct {
+	Name    string `json:"name"`
+	NewName string `json:"newName"`
+	NewTag  string `json:"newTag"`
+	Digest  string `json:"digest"`
 }
 
 type generator struct {

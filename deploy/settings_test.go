@@ -114,3 +114,34 @@ func TestSettingsKnown(t *testing.T) {
 		})
 	}
 }
+
+// TestMentionedSettingsExist scans every deployment file, comments and README
+// included, for DIRGATE_* names: a renamed or removed setting must not live on in
+// advice to operators.
+func TestMentionedSettingsExist(t *testing.T) {
+	readme := readmeSettings(t)
+	name := regexp.MustCompile(`DIRGATE_[A-Z0-9_]*[A-Z0-9]`)
+	seen := 0
+	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, ".go") {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		for _, n := range name.FindAllString(string(data), -1) {
+			seen++
+			if err := checkSettingName(readme, n, nil); err != nil {
+				t.Errorf("%s: %v", p, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 20 {
+		t.Errorf("only %d DIRGATE_ names found in deploy/: the scan no longer reads the files", seen)
+	}
+}

@@ -218,7 +218,8 @@ main() {
   rm -f "$STATE"/run/*.pid
   samba -s "$STATE/dc/etc/smb.conf" --foreground --no-process-group --debug-stdout </dev/null &
   SAMBA_PID=$!
-  trap 'kill -TERM "$SAMBA_PID" 2>/dev/null' TERM INT
+  STOPPING=0
+  trap 'STOPPING=1; kill -TERM "$SAMBA_PID" 2>/dev/null' TERM INT
   wait_ldaps
   if [[ ! -f $STATE/ready ]]; then
     create_service_account
@@ -227,11 +228,14 @@ main() {
   fi
   publish
   log "DC ready: ldaps://${TLS_DNS_NAMES%%,*}:636, base $BASE_DN, bind $SVC_DN"
+  # A trapped signal interrupts wait; keep waiting until samba itself has exited.
   local rc=0
   wait "$SAMBA_PID" || rc=$?
-  # A trapped SIGTERM interrupts wait (status > 128); then wait for samba itself.
-  if kill -0 "$SAMBA_PID" 2>/dev/null; then rc=0; wait "$SAMBA_PID" || rc=$?; fi
-  exit "$rc"
+  while kill -0 "$SAMBA_PID" 2>/dev/null; do wait "$SAMBA_PID" || rc=$?; done
+  # A requested stop is a clean exit; samba ending by itself is not.
+  if ((STOPPING)); then exit 0; fi
+  log "samba exited (status $rc)"
+  exit $((rc == 0 ? 1 : rc))
 }
 
 case ${1:-run} in
