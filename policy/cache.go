@@ -4,14 +4,18 @@ import (
 	"container/list"
 	"sync"
 
+	"github.com/open-policy-agent/opa/v1/rego"
 	"golang.org/x/sync/singleflight"
 )
 
 // plan is how one version decides the listings of one caller for one request shape
-// (action, group, request parameters): a Go predicate from the translated residual,
-// or, when the residual is beyond the translator, Rego evaluation.
+// (action, group, request parameters): a Go predicate from the translated residual;
+// when the residual is beyond the translator, the residual evaluated in Rego; when
+// partial evaluation failed, the whole policy evaluated in Rego.
 type plan struct {
 	pred *predicate
+	// residual evaluates, in Rego, a residual the translator refused.
+	residual *rego.PreparedEvalQuery
 	// queries is the residual's size, for the decision log's diagnostics.
 	queries int
 	// why the residual was not translated ("" when pred is set).

@@ -18,6 +18,7 @@ import (
 const (
 	modeNone      = "none"      // an empty listing: nothing to decide
 	modePredicate = "predicate" // the residual, translated to Go
+	modeResidual  = "residual"  // the residual, evaluated in Rego per object
 	modeRego      = "rego"      // one Rego evaluation over the whole listing
 	modePerObject = "rego-per-object"
 )
@@ -35,10 +36,14 @@ type filterStats struct {
 //  1. the caller's part of the policy is partially evaluated once per (version,
 //     caller, request shape) with input.object unknown, and the residual is
 //     translated into a Go predicate that is cached for the next requests;
-//  2. a residual the translator does not understand, and any policy that calls
-//     non-deterministic builtins, is evaluated in Rego: once over the whole listing;
-//  3. if that evaluation fails (a conflict or another error for some object), each
-//     object is evaluated on its own, and an object whose evaluation fails is denied.
+//  2. a residual the translator does not understand is evaluated in Rego, object by
+//     object (the caller's part still folded into constants);
+//  3. a policy that calls non-deterministic builtins, or that partial evaluation
+//     fails on, is evaluated in Rego on every request, once over the whole listing;
+//  4. if that evaluation fails (a conflict or another error for some object), each
+//     object is evaluated on its own.
+//
+// An object whose evaluation fails is denied.
 //
 // The only error returned is the request's context ending.
 func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
@@ -63,6 +68,11 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 	})
 	if err != nil {
 		return filterStats{}, err
+	}
+	if p.residual != nil {
+		st, err := v.filterResidual(ctx, logger, p.residual, in, objs, allowed)
+		st.cached = cached
+		return st, err
 	}
 	if p.pred == nil {
 		st, err := v.filterRego(ctx, logger, in, objs, allowed)
@@ -120,10 +130,13 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 		p.why = err.Error()
 	} else {
 		p.pred = pred
+		return p, nil
 	}
-	if p.why != "" {
-		logger.Debug("policy: residual evaluated in Rego", "revision", v.revision, "reason", p.why)
+	if p.residual, err = v.compileResidual(ctx, pq); err != nil {
+		logger.Warn("policy: residual does not compile; evaluating listings in Rego", "revision", v.revision, "err", err)
+		return p, nil
 	}
+	logger.Debug("policy: residual evaluated in Rego", "revision", v.revision, "reason", p.why)
 	return p, nil
 }
 

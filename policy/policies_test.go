@@ -55,8 +55,8 @@ allow if not startswith(input.object.objectTypeCode, "1")`},
 default allow := false
 allow if input.object.objectType == "computer"`},
 		// A decision that is not a boolean denies. (Definitions with different
-		// values may conflict, so the engine evaluates them in Rego.)
-		{name: "non-boolean decision", mode: "rego", policy: `
+		// values may conflict, so the residual is evaluated in Rego.)
+		{name: "non-boolean decision", mode: "residual", policy: `
 allow := "yes" if input.object.objectType == "user"
 allow := true if input.object.objectType == "group"`},
 		// A decision that can only be a string is never true; it does not
@@ -70,29 +70,29 @@ allow if {
 	input.object.objectType == t
 	count(input.subject.groups) >= 0
 }`},
-		// A default of true needs support rules: evaluated in Rego.
-		{name: "default true", mode: "rego", policy: `
+		// A default of true needs support rules: the residual is evaluated in Rego.
+		{name: "default true", mode: "residual", policy: `
 default allow := true
 allow := false if input.object.objectType == "user"`},
 		// properties are not translated.
-		{name: "properties", mode: "rego", policy: `
+		{name: "properties", mode: "residual", policy: `
 allow if "IT" in input.object.properties.department
 allow if input.object.objectType == "group"`},
 		// A helper whose value is computed is not inlined (its definitions may
 		// conflict), so the residual refers to it.
-		{name: "computed helper", mode: "rego", policy: `
+		{name: "computed helper", mode: "residual", policy: `
 kind := input.object.objectType
 allow if kind == "user"`},
 		// Else chains are not partially evaluated.
-		{name: "else", mode: "rego", policy: `
+		{name: "else", mode: "residual", policy: `
 allow := true if { input.object.objectType == "user" } else := false if { input.object.objectType == "group" }`},
 		// Conflicting definitions: an error for the objects where both hold, which
-		// denies them; the batch fails and each object is evaluated alone.
-		{name: "conflict", mode: "rego-per-object", policy: `
+		// denies them, and them only.
+		{name: "conflict", mode: "residual", policy: `
 allow := true if input.object.objectType == "user"
 allow := false if contains(lower(input.object.dn), "staff")`},
 		// A conflict in a helper on the path of some objects only.
-		{name: "helper conflict", mode: "rego-per-object", policy: `
+		{name: "helper conflict", mode: "residual", policy: `
 level := 1 if input.object.objectType == "user"
 level := 2 if contains(input.object.dn, "IT")
 allow if level > 0`},
@@ -102,9 +102,17 @@ allow if {
 	time.now_ns() > 0
 	input.object.objectType == "user"
 }`},
-		// A partial-evaluation-time error for every caller: evaluated in Rego, where
-		// each object is denied by its own evaluation only.
-		{name: "known error", mode: "rego-per-object", policy: `
+		// ... and when that evaluation fails for some object (a conflict), each
+		// object is evaluated alone.
+		{name: "nondeterministic conflict", mode: "rego-per-object", policy: `
+allow := true if {
+	time.now_ns() > 0
+	input.object.objectType == "user"
+}
+allow := false if contains(lower(input.object.dn), "staff")`},
+		// A conflict that does not depend on the object, on the path of some objects
+		// only: each object is denied by its own evaluation only.
+		{name: "known error", mode: "residual", policy: `
 x := 1 if input.action == "view"
 x := 2 if input.action == "view"
 allow if input.object.objectType == "group"

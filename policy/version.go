@@ -34,6 +34,7 @@ type version struct {
 
 	compiler *ast.Compiler
 	store    storage.Store
+	modules  map[string]*ast.Module // as parsed, to compile residuals beside them
 
 	// allow evaluates the decision for one complete input.
 	allow rego.PreparedEvalQuery
@@ -92,6 +93,7 @@ func compile(ctx context.Context, src *source, planCacheSize int) (*version, err
 		files:            len(src.modules),
 		compiler:         c,
 		store:            store,
+		modules:          src.modules,
 		nondeterministic: nondeterministicBuiltins(c),
 		noInline:         conflictProneRules(c),
 		reads:            inputReads(c),

@@ -1,0 +1,101 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/dirgate/dirgate"
+)
+
+// residualPackage holds a residual the translator does not understand, as one rule
+// per residual query, compiled beside the policy and the support rules partial
+// evaluation generated. The name cannot be a policy's: Rego packages do not start
+// with an underscore by convention, and dirgate refuses nothing, so it is made
+// unlikely rather than impossible, and compile reports a clash.
+const residualPackage = "data.__dirgate_residual__"
+
+var residualQuery = residualPackage + ".allow"
+
+// compileResidual prepares a residual for evaluation in Rego: it keeps the caller's
+// part of the policy folded into constants (the expensive part of evaluating the
+// policy) while letting OPA evaluate what the translator cannot. Conflicts and
+// errors keep their meaning: rules that could conflict were not inlined and are
+// evaluated from their support rules.
+func (v *version) compileResidual(ctx context.Context, pq *rego.PartialQueries) (*rego.PreparedEvalQuery, error) {
+	mod := &ast.Module{Package: &ast.Package{Path: ast.MustParseRef(residualPackage)}}
+	for _, q := range pq.Queries {
+		body := q.Copy()
+		if len(body) == 0 {
+			body = ast.NewBody(ast.NewExpr(ast.BooleanTerm(true)))
+		}
+		mod.Rules = append(mod.Rules, &ast.Rule{
+			Head:   ast.NewHead(ast.Var("allow"), nil, ast.BooleanTerm(true)),
+			Body:   body,
+			Module: mod,
+		})
+	}
+	modules := make(map[string]*ast.Module, len(v.modules)+len(pq.Support)+1)
+	for k, m := range v.modules {
+		modules[k] = m
+	}
+	for i, m := range pq.Support {
+		modules[fmt.Sprintf("__dirgate_support_%d__", i)] = m
+	}
+	modules["__dirgate_residual__"] = mod
+	c := ast.NewCompiler().WithEnablePrintStatements(false)
+	if c.Compile(modules); c.Failed() {
+		return nil, fmt.Errorf("compile residual: %w", c.Errors)
+	}
+	q, err := rego.New(rego.Compiler(c), rego.Store(v.store), rego.StrictBuiltinErrors(false), rego.Query(residualQuery)).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare residual: %w", err)
+	}
+	return &q, nil
+}
+
+// filterResidual decides each object with the residual, evaluated in Rego. The
+// input of each evaluation is the complete input (support rules may read any of
+// it), built from the base input and the listing converted once.
+func (v *version) filterResidual(ctx context.Context, logger *slog.Logger, q *rego.PreparedEvalQuery, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
+	base, _, err := astValue(in)
+	if err != nil {
+		return filterStats{}, err
+	}
+	list, _, err := astValue(objs)
+	if err != nil {
+		return filterStats{}, err
+	}
+	baseObj, ok := base.(ast.Object)
+	arr, ok2 := list.(*ast.Array)
+	if !ok || !ok2 || arr.Len() != len(objs) {
+		return filterStats{}, fmt.Errorf("convert policy input: unexpected shape")
+	}
+	st := filterStats{mode: modeResidual}
+	objectKey := ast.InternedTerm("object")
+	for i := range objs {
+		input := ast.NewObject()
+		baseObj.Foreach(func(k, v *ast.Term) { input.Insert(k, v) })
+		input.Insert(objectKey, arr.Elem(i))
+		rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+		if err != nil {
+			if ctxErr := ctx.Err(); ctxErr != nil {
+				return filterStats{}, fmt.Errorf("decide listing: %w", ctxErr)
+			}
+			if st.errors == 0 {
+				logger.Error("policy: evaluation failed; object denied", "revision", v.revision, "object", objs[i].GUID, "err", err)
+			}
+			st.errors++
+			continue
+		}
+		// The residual rules only ever have the value true.
+		allowed[i] = len(rs) == 1
+	}
+	if st.errors > 1 {
+		logger.Error("policy: evaluations failed in one listing; objects denied", "revision", v.revision, "count", st.errors)
+	}
+	return st, nil
+}
