@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -30,6 +31,7 @@ type predicate struct {
 	untyped []int
 	memos   int // common sub-expressions cached per object
 	vars    int // local variables across all queries
+	scratch int // buffers of lower-casing nodes
 }
 
 // cond is one expression of a query: true when it succeeds.
@@ -46,10 +48,42 @@ type env struct {
 	memoGen []uint32
 	memo    []value
 	vars    []value
+	scratch [][]byte
 }
 
 func (p *predicate) newEnv() *env {
-	return &env{memoGen: make([]uint32, p.memos), memo: make([]value, p.memos), vars: make([]value, p.vars)}
+	return &env{memoGen: make([]uint32, p.memos), memo: make([]value, p.memos), vars: make([]value, p.vars),
+		scratch: make([][]byte, p.scratch)}
+}
+
+// lower is strings.ToLower without an allocation per object for ASCII text (DNs,
+// nearly always): the result is written to the node's own buffer and is valid until
+// that node runs again, which is for the next object. Each node occurs in one query
+// and runs at most once per object, its memo and variables are read only while that
+// object is decided, and no translated value outlives the decision; so no live
+// value is overwritten.
+func (e *env) lower(slot int, s string) string {
+	upper := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= utf8.RuneSelf {
+			return strings.ToLower(s)
+		}
+		upper = upper || 'A' <= c && c <= 'Z'
+	}
+	if !upper {
+		return s
+	}
+	buf := e.scratch[slot][:0]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		buf = append(buf, c)
+	}
+	e.scratch[slot] = buf
+	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
 // allow decides one object.
@@ -586,7 +620,15 @@ func (t *translator) builtin(name string, args []*ast.Term) (node, error) {
 	}
 	switch {
 	case name == "lower" && len(ns) == 1:
-		return str1(func(s string) value { return value{kind: kString, s: strings.ToLower(s)} }), nil
+		slot := t.p.scratch
+		t.p.scratch++
+		return func(e *env) value {
+			a := ns[0](e)
+			if a.kind != kString {
+				return value{}
+			}
+			return value{kind: kString, s: e.lower(slot, a.s)}
+		}, nil
 	case name == "upper" && len(ns) == 1:
 		return str1(func(s string) value { return value{kind: kString, s: strings.ToUpper(s)} }), nil
 	case name == "endswith" && len(ns) == 2:

@@ -3,6 +3,7 @@ package policy
 import (
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 )
 
@@ -37,6 +38,23 @@ func FuzzAsJSON(f *testing.F) {
 		}
 		if got := asJSON(s); got != want {
 			t.Fatalf("asJSON(%q) = %q, encoding/json gives %q", s, got, want)
+		}
+	})
+}
+
+// FuzzEnvLower: the buffer-reusing lower-casing is strings.ToLower, and a result
+// stays intact while another node lower-cases.
+func FuzzEnvLower(f *testing.F) {
+	for _, s := range []string{"", "CN=A,OU=B", "cn=a", "ÀB", "İ", "\xffA", "K\u212a"} {
+		f.Add(s, "OTHER")
+	}
+	f.Fuzz(func(t *testing.T, a, b string) {
+		e := (&predicate{scratch: 2}).newEnv()
+		got := e.lower(0, a)
+		want := strings.ToLower(a)
+		_ = e.lower(1, b)
+		if got != want {
+			t.Fatalf("lower(%q) = %q, want %q", a, got, want)
 		}
 	})
 }
