@@ -248,3 +248,47 @@ func TestWatchConfigMapVolume(t *testing.T) {
 	}
 	waitFor(t, "the swapped ConfigMap to take effect", func() bool { return visible(t, a) == "c" })
 }
+
+// TestConcurrentListingsAndReloads: listings share cached plans and the policy is
+// swapped under them; each listing sees one whole version (run with -race).
+func TestConcurrentListingsAndReloads(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "authz.rego")
+	writeFile(t, file, allowUsers)
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	errs := make(chan string, 4) // one result per worker
+	for w := range 4 {
+		go func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					errs <- ""
+					return
+				default:
+				}
+				caller := dirgate.Principal{DN: "CN=c" + strings.Repeat("x", (w+i)%3)}
+				got, err := a.FilterView(context.Background(), caller, dirgate.Object{}, dirgate.ListOptions{}, []dirgate.Object{reloadUser, reloadComputer})
+				if err != nil || len(got) != 1 {
+					errs <- "a listing did not see exactly one version's single object"
+					return
+				}
+			}
+		}()
+	}
+	for i := range 20 {
+		writeFile(t, file, []string{allowComputers, allowUsers}[i%2])
+		if err := a.Reload(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	close(done)
+	for range 4 {
+		if msg := <-errs; msg != "" {
+			t.Error(msg)
+		}
+	}
+}
