@@ -19,6 +19,8 @@ type EncodedListing struct {
 
 	indexOnce sync.Once
 	index     map[string]int // GUID -> position, built when a response is not a subsequence
+	sizeOnce  sync.Once
+	size      int // bytes of all fragments
 }
 
 // EncodeListing encodes every object of objs.
@@ -57,6 +59,10 @@ func (e *EncodedListing) Fragments() []string { return e.frags }
 // is usually a subsequence of the listing (permission filtering keeps the order), so
 // it is matched with one forward scan. A nil e encodes every object.
 func (e *EncodedListing) AppendJSON(dst []byte, objs []Object) ([]byte, error) {
+	if e != nil && e.frags != nil && len(e.objs) > 0 {
+		// One allocation for the body, sized as objs at the listing's average.
+		dst = slices.Grow(dst, 2+len(objs)*(e.fragBytes()/len(e.objs)+1))
+	}
 	dst = append(dst, '[')
 	cursor, scan := 0, true
 	for i := range objs {
@@ -88,6 +94,15 @@ func (e *EncodedListing) AppendJSON(dst []byte, objs []Object) ([]byte, error) {
 		dst = append(dst, b...)
 	}
 	return append(dst, ']'), nil
+}
+
+func (e *EncodedListing) fragBytes() int {
+	e.sizeOnce.Do(func() {
+		for _, f := range e.frags {
+			e.size += len(f)
+		}
+	})
+	return e.size
 }
 
 func (e *EncodedListing) scan(guid string, from int) int {

@@ -194,6 +194,41 @@ type decoder struct {
 	s   string
 	off int
 	err error
+
+	// Small values are carved out of shared chunks, so that a listing costs a few
+	// allocations per hundred objects rather than several per object.
+	accounts  []dirgate.AccountStatus
+	passwords []dirgate.PasswordStatus
+	times     []dirgate.Timestamp
+	strs      []string
+}
+
+const chunk = 256
+
+// take returns a pointer to a fresh element of *pool, growing it by a chunk.
+func take[T any](pool *[]T) *T {
+	if len(*pool) == cap(*pool) {
+		*pool = make([]T, 0, chunk)
+	}
+	*pool = (*pool)[:len(*pool)+1]
+	return &(*pool)[len(*pool)-1]
+}
+
+// strings returns a slice of n strings whose capacity ends at n, so that appending
+// to it never writes over its neighbour.
+func (d *decoder) strings(n int) []string {
+	if n == 0 {
+		return []string{} // empty, not nil: it renders as [], not null (no allocation)
+	}
+	if n > chunk/4 {
+		return make([]string, n)
+	}
+	if cap(d.strs)-len(d.strs) < n {
+		d.strs = make([]string, 0, chunk)
+	}
+	l := len(d.strs)
+	d.strs = d.strs[:l+n]
+	return d.strs[l : l+n : l+n]
 }
 
 func (d *decoder) fail() {
@@ -214,6 +249,10 @@ func (d *decoder) byte() byte {
 }
 
 func (d *decoder) uvarint() uint64 {
+	if d.off < len(d.s) && d.s[d.off] < 0x80 { // one byte: most lengths and counts
+		d.off++
+		return uint64(d.s[d.off-1])
+	}
 	var x uint64
 	var shift uint
 	for i := 0; i < binary.MaxVarintLen64; i++ {
@@ -299,7 +338,7 @@ func (d *decoder) object(o *dirgate.Object) {
 			k := d.string()
 			var vs []string
 			if m, ok := d.optCount(1); ok {
-				vs = make([]string, m)
+				vs = d.strings(m)
 				for j := range vs {
 					vs[j] = d.string()
 				}
@@ -313,14 +352,17 @@ func (d *decoder) object(o *dirgate.Object) {
 	switch f := d.byte(); {
 	case f == 0:
 	case f&1 == 1 && f&^7 == 0:
-		o.AccountStatus = &dirgate.AccountStatus{IsDisabled: f&2 != 0, IsLocked: f&4 != 0, ExpirationDate: d.time()}
+		a := take(&d.accounts)
+		*a = dirgate.AccountStatus{IsDisabled: f&2 != 0, IsLocked: f&4 != 0, ExpirationDate: d.time()}
+		o.AccountStatus = a
 	default:
 		d.fail()
 	}
 	switch f := d.byte(); f {
 	case 0:
 	case 1:
-		p := &dirgate.PasswordStatus{WhenChanged: d.time()}
+		p := take(&d.passwords)
+		p.WhenChanged = d.time()
 		p.ExpirationStatus = d.int()
 		p.ExpirationDate = d.time()
 		o.PasswordStatus = p
@@ -342,7 +384,9 @@ func (d *decoder) time() *dirgate.Timestamp {
 			d.fail()
 			return nil
 		}
-		return &dirgate.Timestamp{Time: time.Unix(sec, int64(ns)).UTC()}
+		t := take(&d.times)
+		t.Time = time.Unix(sec, int64(ns)).UTC()
+		return t
 	}
 	d.fail()
 	return nil

@@ -77,7 +77,8 @@ func TestCodecRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got.list.Objects(), objs) {
 			for i := range objs {
 				if !reflect.DeepEqual(got.list.Objects()[i], objs[i]) {
-					t.Fatalf("object %d = %+v\nwant %+v", i, got.list.Objects()[i], objs[i])
+					g, w := got.list.Objects()[i], objs[i]
+					t.Fatalf("object %d = %+v %+v %+v\nwant %+v %+v %+v", i, g, g.AccountStatus, g.PasswordStatus, w, w.AccountStatus, w.PasswordStatus)
 				}
 			}
 		}
