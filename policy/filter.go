@@ -50,10 +50,6 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 	if len(objs) == 0 {
 		return filterStats{mode: modeNone}, nil
 	}
-	base, err := json.Marshal(in)
-	if err != nil {
-		return filterStats{}, fmt.Errorf("encode policy input: %w", err)
-	}
 	if len(v.nondeterministic) > 0 || v.partialErr != nil {
 		return v.filterRego(ctx, logger, in, objs, allowed)
 	}
@@ -62,6 +58,10 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 		return filterStats{}, err
 	}
 	p, cached, err := v.plans.getOrBuild(key, func() (*plan, error) {
+		base, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode policy input: %w", err)
+		}
 		// A plan outlives the request that builds it: its cancellation must not
 		// fail the other requests waiting for the same plan.
 		return v.buildPlan(context.WithoutCancel(ctx), logger, base)
