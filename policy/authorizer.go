@@ -208,11 +208,14 @@ func (a *Authorizer) Status() Status {
 }
 
 // Ready returns an error while the policy directory holds a policy that does not
-// load (the last good one is still enforced), for readiness checks.
+// load (the last good one is still enforced), for readiness checks. Readiness is
+// served without authentication, so the error names the revision in force and
+// leaves the compiler's detail to the log and Status.
 func (a *Authorizer) Ready() error {
 	st := a.Status()
 	if st.LastError != "" {
-		return fmt.Errorf("policy %s does not load (still enforcing revision %s): %s", st.Source, st.Revision, st.LastError)
+		return fmt.Errorf("the policy directory does not load since %s; still enforcing revision %s (see the log)",
+			st.LastErrorAt.UTC().Format(time.RFC3339), st.Revision)
 	}
 	return nil
 }
