@@ -47,6 +47,20 @@ var readmeOnce = sync.OnceValues(func() (map[string]bool, error) {
 	return set, nil
 })
 
+// readmeDefault returns the default README.md's configuration table gives a
+// setting ("" when it has none or the row is missing).
+func readmeDefault(name string) string {
+	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		return ""
+	}
+	m := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(name) + "` \\| [^|]* \\| `([^`]*)` \\|").FindSubmatch(data)
+	if m == nil {
+		return ""
+	}
+	return string(m[1])
+}
+
 // readmeSettings returns the settings README.md's configuration table lists, which
 // cmd/dirgate's own test keeps equal to the settings dirgate accepts.
 func readmeSettings(t *testing.T) map[string]bool {
