@@ -318,7 +318,7 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 	}{
 		// A misspelt key is an error of the Compose schema, not a silent no-op.
 		{name: "schema", old: "    environment:\n      DIRGATE_LISTEN", new: "    enviroment:\n      DIRGATE_LISTEN", want: "enviroment"},
-		{name: "wrong type", old: "read_only: true\n    cap_drop: [ALL]\n    security_opt: [no-new-privileges:true]\n    restart: unless-stopped\n\n  samba", new: "read_only: [true]\n    cap_drop: [ALL]\n    security_opt: [no-new-privileges:true]\n    restart: unless-stopped\n\n  samba", want: "read_only"},
+		{name: "wrong type", old: "user: \"65532:65532\"\n    read_only: true", new: "user: \"65532:65532\"\n    read_only: [true]", want: "read_only"},
 		{name: "unknown dependency", old: "      redis:\n        condition: service_healthy", new: "      rediz:\n        condition: service_healthy", want: "rediz"},
 		{name: "unknown setting", old: "DIRGATE_LOG_LEVEL: info", new: "DIRGATE_LOGLEVEL: info", want: "DIRGATE_LOGLEVEL is not a dirgate setting"},
 		{name: "published everywhere", old: "- 127.0.0.1:8080:8080", new: "- 8080:8080", want: "only 127.0.0.1"},
