@@ -73,8 +73,10 @@ func (d *benchDir) Members(_ context.Context, _ dirgate.Object, props []string) 
 	return out, nil
 }
 
-func (d *benchDir) MemberOf(context.Context, dirgate.Object) ([]dirgate.Object, error) { return nil, nil }
-func (d *benchDir) RemoveMember(context.Context, dirgate.Object, dirgate.Object) error  { return nil }
+func (d *benchDir) MemberOf(context.Context, dirgate.Object) ([]dirgate.Object, error) {
+	return nil, nil
+}
+func (d *benchDir) RemoveMember(context.Context, dirgate.Object, dirgate.Object) error { return nil }
 
 // ouFilter is a permission filter as a policy compiles to: the caller may see users
 // of two of the four OUs, so half of the listing is written.
