@@ -664,13 +664,13 @@ func (t *translator) regexMatch(args []*ast.Term) (node, error) {
 	if !ok {
 		return nil, refuse("regex.match with a pattern that is not a constant string")
 	}
-	re, err := regexp.Compile(string(pat))
-	if err != nil {
-		return nil, refuse("regex.match with an invalid pattern")
-	}
-	match := re.MatchString
-	if known, ok := knownPatterns[string(pat)]; ok {
-		match = known
+	match, ok := knownPatterns[string(pat)]
+	if !ok {
+		re, err := regexp.Compile(string(pat))
+		if err != nil {
+			return nil, refuse("regex.match with an invalid pattern")
+		}
+		match = re.MatchString
 	}
 	n, err := t.term(args[1])
 	if err != nil {
