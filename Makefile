@@ -33,4 +33,12 @@ fmt: ## gofmt the tree
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	bash test/fuzz.sh $${FUZZTIME:-10s}
 
+.PHONY: image compose-up compose-down
+image: ## build the container image dirgate:$(VERSION) (deploy/Dockerfile)
+	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t dirgate:$(VERSION) .
+compose-up: ## local try-out: dirgate, Samba AD DC, Redis, OTel collector (deploy/compose.yaml)
+	docker compose -f deploy/compose.yaml up --build
+compose-down: ## stop the try-out and delete its volumes
+	docker compose -f deploy/compose.yaml down -v
+
 include test/samba/samba.mk

@@ -65,24 +65,39 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 	), nil
 }
 
-// readiness is /readyz: ready when every registered check passes. Checks are added
-// as components are wired (policy, upstream, cache).
+// readiness is /readyz. Every check's outcome is reported, but only gating checks
+// make the answer 503: the upstream and Redis are shared by every replica, so failing
+// readiness on them would empty the Service at once and turn dirgate's own 503s and
+// stale cached answers into refused connections. A draining server is not ready.
 type readiness struct {
-	mu     sync.Mutex
-	checks map[string]func(context.Context) error
+	mu       sync.Mutex
+	checks   map[string]readyCheck
+	draining bool
 }
 
-func (rd *readiness) add(name string, check func(context.Context) error) {
+type readyCheck struct {
+	check  func(context.Context) error
+	gating bool
+}
+
+func (rd *readiness) add(name string, gating bool, check func(context.Context) error) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	if rd.checks == nil {
-		rd.checks = map[string]func(context.Context) error{}
+		rd.checks = map[string]readyCheck{}
 	}
-	rd.checks[name] = check
+	rd.checks[name] = readyCheck{check, gating}
+}
+
+// drain marks the server as shutting down, so load balancers stop sending to it.
+func (rd *readiness) drain() {
+	rd.mu.Lock()
+	rd.draining = true
+	rd.mu.Unlock()
 }
 
 // ServeHTTP answers 200 when ready and 503 otherwise, with each check's outcome:
-// {"status":"ready","checks":{"policy":"ok","upstream":"breaker open"}}.
+// {"status":"ready","checks":{"policy":"ok","upstream":"circuit breaker open"}}.
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
@@ -91,16 +106,23 @@ func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for n := range rd.checks {
 		names = append(names, n)
 	}
-	checks := rd.checks
+	checks, draining := rd.checks, rd.draining
 	rd.mu.Unlock()
 	sort.Strings(names)
 	body := struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
 	}{Status: "ready", Checks: map[string]string{}}
+	if draining {
+		body.Status = "shutting down"
+	}
 	for _, n := range names {
-		if err := checks[n](ctx); err != nil {
-			body.Status, body.Checks[n] = "not ready", err.Error()
+		c := checks[n]
+		if err := c.check(ctx); err != nil {
+			body.Checks[n] = err.Error()
+			if c.gating {
+				body.Status = "not ready"
+			}
 		} else {
 			body.Checks[n] = "ok"
 		}

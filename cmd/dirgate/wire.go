@@ -54,7 +54,7 @@ func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
 			m.Logger.Warn("circuit breaker changed state", "upstream", name, "from", from.String(), "to", to.String())
 		},
 	})
-	m.ready.add("upstream", func(context.Context) error {
+	m.ready.add("upstream", false, func(context.Context) error {
 		if s := b.State(); s == breaker.StateOpen {
 			return fmt.Errorf("circuit breaker %s", s)
 		}
