@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dirgate/dirgate/policy"
 	"gopkg.in/yaml.v3"
 )
 
@@ -45,6 +46,11 @@ type Config struct {
 	LDAPPageSize     int
 	LDAPInChain      bool
 
+	PolicyDir            string
+	DecisionLog          string
+	DecisionLogMask      string
+	DecisionLogMaxDenied int
+
 	BreakerFailures     int
 	BreakerOpenTimeout  time.Duration
 	BreakerHalfOpenReqs int
@@ -77,6 +83,11 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LDAPIdleTimeout, "ldap-idle-timeout", 10*time.Minute, "pooled connections unused for longer are closed and re-dialled")
 	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
 	fs.BoolVar(&c.LDAPInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
+
+	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
+	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
+	fs.StringVar(&c.DecisionLogMask, "decision-log-mask", "", "comma-separated JSON pointers erased from every decision log line, e.g. /input/subject/dn")
+	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", policy.DefaultMaxDeniedLogged, "denied objects named by GUID per listing line of the decision log (0: none)")
 
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", 5, "consecutive upstream failures that open the circuit breaker")
 	fs.DurationVar(&c.BreakerOpenTimeout, "breaker-open-timeout", 30*time.Second, "how long the breaker stays open before a trial request")
@@ -211,6 +222,14 @@ func (c *Config) Validate() error {
 			bad(name, "must be positive")
 		}
 	}
+	for _, m := range c.decisionLogMasks() {
+		if _, err := policy.ParseMask(m); err != nil {
+			bad("decision-log-mask", "%v", err)
+		}
+	}
+	if c.DecisionLogMaxDenied < 0 {
+		bad("decision-log-max-denied", "must not be negative")
+	}
 	switch c.Upstream {
 	case "memory":
 		if c.TokensFile == "" && c.MemoryLDIF != "" {
@@ -236,6 +255,17 @@ func (c *Config) Validate() error {
 	return nil
 }
 
+// decisionLogMasks splits the mask setting into its JSON pointers.
+func (c *Config) decisionLogMasks() []string {
+	var out []string
+	for _, m := range strings.Split(c.DecisionLogMask, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
 // IsDemo reports whether the embedded demo directory and its tokens are served.
 func (c *Config) IsDemo() bool {
 	return c.Upstream == "memory" && c.MemoryLDIF == "" && c.TokensFile == ""
@@ -253,6 +283,8 @@ func usage(fs *flag.FlagSet, w io.Writer) {
 Usage:
   dirgate [settings]     serve (the default)
   dirgate version        print the version
+  dirgate policy test DIR             run the Rego tests of a policy directory
+  dirgate policy eval --input FILE DIR  decide one input with the gateway's engine (docs/policy.md)
 
 Every setting is also an environment variable (DIRGATE_<NAME>) and a key of the
 YAML file given by --config. Precedence: flag, environment, file, default.

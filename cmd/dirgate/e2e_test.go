@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -156,6 +157,34 @@ func TestEndToEndDemo(t *testing.T) {
 	r = call(t, "DELETE", del, adminTok)
 	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.ResultType != 0 || !res.NoChanges {
 		t.Fatalf("second DELETE: %d %s", r.status, r.body)
+	}
+}
+
+// The bundled policy's demo roles give the two demo tokens different views
+// (docs/policy.md): the help desk sees no contacts or foreign principals, and may not
+// remove what it cannot see.
+func TestDemoPolicyViews(t *testing.T) {
+	_, base := startDemo(t, nil)
+	const mixed = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+	const contact = "CN=Acme Support,OU=Contacts,DC=corp,DC=example,DC=com"
+	admin := dns(listAs(t, base, adminTok, mixed, ""))
+	helpdesk := dns(listAs(t, base, "demo-helpdesk", mixed, ""))
+	if len(helpdesk) == 0 || len(helpdesk) >= len(admin) {
+		t.Fatalf("help desk sees %v, admin %v: want a smaller, non-empty view", helpdesk, admin)
+	}
+	if strings.Contains(strings.Join(helpdesk, "|"), contact) || !strings.Contains(strings.Join(admin, "|"), contact) {
+		t.Fatalf("the contact should be visible to the admin only")
+	}
+	// sizeLimit counts what the caller may see, not what it may not.
+	if got := listAs(t, base, "demo-helpdesk", mixed, "&sizeLimit="+fmt.Sprint(len(helpdesk))); len(got) != len(helpdesk) {
+		t.Fatalf("sizeLimit=%d gave %d objects", len(helpdesk), len(got))
+	}
+	r := call(t, "DELETE", base+"?group="+url.QueryEscape(mixed)+"&member="+url.QueryEscape(contact), "demo-helpdesk")
+	if r.status != 403 || !bytes.Contains(r.body, []byte(`"code":"forbidden"`)) {
+		t.Fatalf("help-desk removal: %d %s", r.status, r.body)
+	}
+	if got := dns(listAs(t, base, adminTok, mixed, "")); len(got) != len(admin) {
+		t.Fatalf("a denied removal changed the group: %v", got)
 	}
 }
 

@@ -31,6 +31,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "dirgate %s\n", version)
 		return nil
 	}
+	if len(args) > 0 && args[0] == "policy" {
+		return runPolicy(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]
 	}

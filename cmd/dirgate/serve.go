@@ -27,6 +27,7 @@ type Main struct {
 	Config *Config
 	Logger *slog.Logger
 	stdout io.Writer
+	stderr io.Writer
 
 	ln        net.Listener
 	srv       *http.Server
@@ -50,7 +51,7 @@ func NewMain(cfg *Config, stdout, stderr io.Writer) *Main {
 	if cfg.LogFormat == "text" {
 		h = slog.NewTextHandler(stderr, opts)
 	}
-	return &Main{Config: cfg, Logger: slog.New(telemetry.LogHandler(h)), stdout: stdout}
+	return &Main{Config: cfg, Logger: slog.New(telemetry.LogHandler(h)), stdout: stdout, stderr: stderr}
 }
 
 // Run opens the directory, loads the tokens and starts serving. It returns once the
@@ -79,6 +80,10 @@ func (m *Main) Run(ctx context.Context) error {
 	svc := &dirgate.MemberService{Dir: dir}
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
 		svc.Transitive = t
+	}
+
+	if err := m.openPolicy(ctx, svc); err != nil {
+		return err
 	}
 
 	tcfg := tokenfile.Config{Path: m.Config.TokensFile, Resolver: svc, PrincipalTTL: m.Config.PrincipalTTL, Logger: m.Logger}

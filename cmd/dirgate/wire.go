@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -61,4 +62,32 @@ func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
 		return nil
 	})
 	return b
+}
+
+// openPolicy loads the Rego policy that decides what each caller may view and
+// remove, watches it for edits, and opens the decision log.
+func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error {
+	dlog, closeDlog, err := policy.OpenDecisionLog(m.Config.DecisionLog, m.stdout, m.stderr)
+	if err != nil {
+		return fmt.Errorf("decision log: %w", err)
+	}
+	m.closers = append(m.closers, closeDlog)
+	maxDenied := m.Config.DecisionLogMaxDenied
+	if maxDenied == 0 {
+		maxDenied = -1 // the setting's 0 names none; the package's 0 is its default
+	}
+	authz, err := policy.Open(ctx, policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
+		DecisionLog: dlog, DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied})
+	if err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	m.closers = append(m.closers, authz.Close)
+	if err := authz.Watch(ctx); err != nil {
+		return fmt.Errorf("policy: %w", err)
+	}
+	svc.Authz = authz
+	// Reported, not gating: every replica reads the same policy, and a failed reload
+	// keeps the last good version serving.
+	m.ready.add("policy", false, func(context.Context) error { return authz.Ready() })
+	return nil
 }
