@@ -11,6 +11,8 @@ package redistest
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -38,6 +40,10 @@ type Server struct {
 	args []string
 	cmd  *exec.Cmd
 	done chan struct{}
+
+	tlsFiles *TLSFiles   // TLS only, with these files
+	tlsConf  *tls.Config // how Do connects to a TLS server
+	sentinel string      // the primary a Sentinel monitors, as "name host port"
 }
 
 // require finds a command, or skips (fails in CI) the test without it.
@@ -58,11 +64,34 @@ func require(t testing.TB, name string) string {
 // redis-server arguments ("--requirepass", "secret").
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := newServer(t, "", extra)
-	return s
+	return newServer(t, "", extra, nil)
 }
 
-func newServer(t testing.TB, dir string, extra []string) *Server {
+// StartTLS starts a server that accepts only TLS on its port, with files from
+// NewTLSFiles. Clients need not present a certificate.
+func StartTLS(t testing.TB, files TLSFiles, extra ...string) *Server {
+	t.Helper()
+	return newServer(t, "", extra, func(s *Server) {
+		s.tlsFiles = &files
+		pool := x509.NewCertPool()
+		pem, err := os.ReadFile(files.CA)
+		if err != nil || !pool.AppendCertsFromPEM(pem) {
+			t.Fatalf("redistest: CA file %s: %v", files.CA, err)
+		}
+		s.tlsConf = &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	})
+}
+
+// StartSentinel starts a Sentinel that monitors primary under name, with a quorum
+// of one.
+func StartSentinel(t testing.TB, primary *Server, name string) *Server {
+	t.Helper()
+	return newServer(t, "", nil, func(s *Server) {
+		s.sentinel = name + " 127.0.0.1 " + strconv.Itoa(primary.port)
+	})
+}
+
+func newServer(t testing.TB, dir string, extra []string, setup func(*Server)) *Server {
 	t.Helper()
 	bin := require(t, "redis-server")
 	if dir == "" {
@@ -75,6 +104,9 @@ func newServer(t testing.TB, dir string, extra []string) *Server {
 			t.Fatalf("redistest: %v", err)
 		}
 		s := &Server{t: t, bin: bin, dir: dir, port: port, args: extra}
+		if setup != nil {
+			setup(s)
+		}
 		if lastErr = s.start(); lastErr == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -108,10 +140,26 @@ func freePort() (int, error) {
 }
 
 func (s *Server) start() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
-		"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
-		"--logfile", filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port)), "--loglevel", "warning",
+	logfile := filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port))
+	var args []string
+	switch {
+	case s.sentinel != "":
+		// A Sentinel rewrites its configuration file, so it gets one of its own.
+		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", s.port))
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor %s 1\n", s.port, s.dir, logfile, s.sentinel)
+		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+			return err
+		}
+		args = []string{conf, "--sentinel"}
+	default:
+		args = []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
+			"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
+			"--logfile", logfile, "--loglevel", "warning"}
+		if s.tlsFiles != nil {
+			args[1] = "0"
+			args = append(args, "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", s.tlsFiles.Cert,
+				"--tls-key-file", s.tlsFiles.Key, "--tls-ca-cert-file", s.tlsFiles.CA, "--tls-auth-clients", "no")
+		}
 	}
 	args = append(args, s.args...)
 	cmd := exec.Command(s.bin, args...)
@@ -125,12 +173,14 @@ func (s *Server) start() error {
 	s.cmd, s.done = cmd, done
 	deadline := time.Now().Add(startTimeout)
 	for {
-		if _, err := s.Do("PING"); err == nil {
+		// Any reply means the server is up (NOAUTH included, when it wants a password).
+		var reply ReplyError
+		if _, err := s.Do("PING"); err == nil || errors.As(err, &reply) {
 			return nil
 		}
 		select {
 		case <-done:
-			log, _ := os.ReadFile(filepath.Join(s.dir, fmt.Sprintf("redis-%d.log", s.port)))
+			log, _ := os.ReadFile(logfile)
 			return fmt.Errorf("redis-server on port %d exited: %s", s.port, strings.TrimSpace(string(log)))
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -175,14 +225,19 @@ func (s *Server) Restart() {
 // simple strings, integers and bulk strings as their value, arrays one element per
 // line. An error reply is returned as an error.
 func (s *Server) Do(args ...string) (string, error) {
-	return do(s.Addr(), args...)
+	return do(s.Addr(), s.tlsConf, args...)
 }
 
-func do(addr string, args ...string) (string, error) {
+func do(addr string, tlsConf *tls.Config, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", addr)
+	var c net.Conn
+	var err error
+	if tlsConf != nil {
+		c, err = (&tls.Dialer{Config: tlsConf}).DialContext(ctx, "tcp", addr)
+	} else {
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +268,7 @@ func readReply(r *bufio.Reader) (string, error) {
 	case '+', ':':
 		return line[1:], nil
 	case '-':
-		return "", errors.New(line[1:])
+		return "", ReplyError(line[1:])
 	case '$':
 		n, err := strconv.Atoi(line[1:])
 		if err != nil {
@@ -245,6 +300,11 @@ func readReply(r *bufio.Reader) (string, error) {
 	return "", fmt.Errorf("unexpected reply %q", line)
 }
 
+// ReplyError is an error reply from the server ("-ERR ...").
+type ReplyError string
+
+func (e ReplyError) Error() string { return string(e) }
+
 // Cluster is a Redis Cluster of three primaries without replicas, each owning a
 // third of the slots.
 type Cluster struct {
@@ -265,7 +325,7 @@ func StartCluster(t testing.TB) *Cluster {
 		c.Nodes = append(c.Nodes, newServer(t, dir, []string{
 			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
 			"--cluster-node-timeout", "2000",
-		}))
+		}, nil))
 	}
 	args := append([]string{"--cluster", "create"}, c.Addrs()...)
 	args = append(args, "--cluster-replicas", "0", "--cluster-yes")

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -47,5 +48,26 @@ func TestCluster(t *testing.T) {
 	}
 	if owners != 1 || moved != 2 {
 		t.Errorf("owners=%d moved=%d, want 1 and 2", owners, moved)
+	}
+}
+
+// TestTLS: a TLS server answers over TLS with the generated CA, and refuses plain text.
+func TestTLS(t *testing.T) {
+	s := StartTLS(t, NewTLSFiles(t))
+	if got, err := s.Do("PING"); err != nil || got != "PONG" {
+		t.Fatalf("PING over TLS = %q, %v", got, err)
+	}
+	if _, err := do(s.Addr(), nil, "PING"); err == nil {
+		t.Error("plain-text PING to a TLS port succeeded")
+	}
+}
+
+// TestSentinel: a Sentinel names the primary it monitors.
+func TestSentinel(t *testing.T) {
+	p := Start(t)
+	s := StartSentinel(t, p, "mymaster")
+	got, err := s.Do("SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster")
+	if err != nil || got != "127.0.0.1\n"+strconv.Itoa(p.Port()) {
+		t.Errorf("master address = %q, %v", got, err)
 	}
 }
