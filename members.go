@@ -11,7 +11,9 @@ import (
 )
 
 // Lister produces a group's unfiltered, ordered listing. MemberService implements it
-// over a Directory; a cache implements it in front of another Lister.
+// over a Directory; a cache implements it in front of another Lister. A cached
+// listing is shared between requests: callers must not modify it or its objects in
+// place (a filter returns a new slice, and altered copies if it alters anything).
 type Lister interface {
 	Listing(ctx context.Context, group Object, opts ListOptions) ([]Object, error)
 }

@@ -82,16 +82,28 @@ func (c Config) Open(ctx context.Context, dir dirgate.Directory) (*Cache, error)
 		st = newMemoryStore(c.MaxBytes, c.now)
 	}
 	ch := newCache(c, dir, st)
-	if len(c.Redis.Addrs) > 0 {
-		// Log once at start whether Redis answers; requests do not depend on it.
-		if err := ch.op(ctx, true, func(ctx context.Context) error {
-			_, err := st.get(ctx, ch.keys.prefix+"ping")
-			return err
-		}); err == nil {
-			c.Logger.Info("cache: redis answers", "mode", c.Redis.Mode, "addrs", c.Redis.Addrs)
-		}
+	if len(c.Redis.Addrs) > 0 && ch.Ready(ctx) == nil {
+		// Logged once at start; requests do not depend on it.
+		c.Logger.Info("cache: redis answers", "mode", c.Redis.Mode, "addrs", c.Redis.Addrs)
 	}
 	return ch, nil
+}
+
+// Ready reports whether the backend answers, always nil for the in-process one. A
+// readiness check should report it without failing on it: while Redis is down the
+// cache is bypassed and requests are still served.
+func (c *Cache) Ready(ctx context.Context) error {
+	if _, ok := c.store.(*memoryStore); ok {
+		return nil
+	}
+	err := c.op(ctx, true, func(ctx context.Context) error {
+		_, err := c.store.get(ctx, c.keys.prefix+"ready")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cache: redis: %w", err)
+	}
+	return nil
 }
 
 func newCache(c Config, dir dirgate.Directory, st store) *Cache {

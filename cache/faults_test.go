@@ -163,7 +163,13 @@ func TestRedisKilledCostsNoFailedRequest(t *testing.T) {
 		})
 	}
 
+	if err := in.c.Ready(t.Context()); err != nil {
+		t.Errorf("Ready with Redis up: %v", err)
+	}
 	srv.Stop()
+	if err := in.c.Ready(t.Context()); err == nil {
+		t.Error("Ready with Redis down reported nothing")
+	}
 	if got, objs := c.list(group); got != "bypass" || !sameJSON(objs, truth(t, dir, group, dirgate.ListOptions{IncludeIndirect: true})) {
 		t.Errorf("with Redis down: X-Dirgate-Cache = %q, listing equals the directory's: %v", got, sameJSON(objs, truth(t, dir, group, dirgate.ListOptions{IncludeIndirect: true})))
 	}
