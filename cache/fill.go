@@ -183,8 +183,9 @@ func (c *Cache) decode(v string, req request) (*entry, error) {
 func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *entry, stored bool, err error) {
 	key := c.flightKey(req.key, tracked)
 	type result struct {
-		e      *entry
-		stored bool
+		e        *entry
+		stored   bool
+		complete bool // every group read was tracked: the entry's versions vouch for it
 	}
 	leader := false
 	ch := c.flights.DoChan(key, func() (any, error) {
@@ -193,8 +194,8 @@ func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *e
 		// not cancel it for the others. It keeps the leader's deadline.
 		fctx, cancel := detach(ctx)
 		defer cancel()
-		e, stored, err := c.fill(fctx, req, tracked)
-		return result{e, stored}, err
+		e, stored, complete, err := c.fill(fctx, req, tracked)
+		return result{e, stored, complete}, err
 	})
 	if c.testHookJoined != nil {
 		c.testHookJoined(key)
@@ -211,9 +212,15 @@ func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *e
 	r := res.Val.(result)
 	if !leader && tracked {
 		// The flight may have read the directory before a removal that this request
-		// follows; its versions tell. If they are no longer current, read afresh.
+		// follows; its versions tell. If they cannot vouch or are no longer current,
+		// read afresh.
+		if !r.complete {
+			e, stored, _, err := c.fill(ctx, req, tracked)
+			return e, stored, err
+		}
 		if ok, err := c.valid(ctx, r.e); err != nil || !ok {
-			return c.fill(ctx, req, tracked)
+			e, stored, _, err := c.fill(ctx, req, tracked)
+			return e, stored, err
 		}
 	}
 	return r.e, r.stored, nil
@@ -231,7 +238,7 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // before its members, and stores the result only if the listed group's version is
 // still the one read (atomically, in the store) and the nested groups' are too; a
 // removal in between makes the result unstorable, and were it stored, invalid.
-func (c *Cache) fill(ctx context.Context, req request, tracked bool) (*entry, bool, error) {
+func (c *Cache) fill(ctx context.Context, req request, tracked bool) (e *entry, stored, complete bool, err error) {
 	var rec *recorder
 	if tracked {
 		rec = &recorder{}
@@ -239,17 +246,17 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool) (*entry, bo
 	start := c.now()
 	objs, err := req.fill(ctx, rec)
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
 	var frags []string
 	if req.frags {
 		el, err := dirgate.EncodeListing(objs)
 		if err != nil {
-			return nil, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: %w", err))
+			return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: %w", err))
 		}
 		frags = el.Fragments()
 	}
-	e := &entry{check: req.check, filled: start, fresh: start.Add(c.jitteredTTL())}
+	e = &entry{check: req.check, filled: start, fresh: start.Add(c.jitteredTTL())}
 	if rec != nil {
 		e.deps = rec.deps
 	}
@@ -257,16 +264,14 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool) (*entry, bo
 	// Served in its decoded form, as every later hit is: one representation, one
 	// string backing all of its text.
 	if e, err = decodeEntry(blob); err != nil {
-		return nil, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
+		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
 	}
-	if rec == nil || rec.broken || len(blob) > maxValueBytes {
-		return e, false, nil
-	}
-	if !c.put(ctx, req, e, blob) {
-		return e, false, nil
+	complete = rec != nil && !rec.broken
+	if !complete || len(blob) > maxValueBytes || !c.put(ctx, req, e, blob) {
+		return e, false, complete, nil
 	}
 	c.l1.add(req.key, e)
-	return e, true, nil
+	return e, true, true, nil
 }
 
 // put stores a filled entry; it reports false when the store failed or a version
