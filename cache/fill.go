@@ -60,10 +60,16 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		return e, dirgate.CacheBypass, err
 	}
 
-	// The shared level: this or another instance may have filled it.
+	// The shared level: this or another instance may have filled it. The group's own
+	// version comes in the same round trip (same hash tag, same node), so a direct
+	// listing is checked without a second one.
+	keys := []string{req.key}
+	if req.root != "" {
+		keys = append(keys, c.keys.version(req.root))
+	}
 	var vals []string
 	err := c.op(ctx, false, func(ctx context.Context) (err error) {
-		vals, err = c.store.get(ctx, req.key)
+		vals, err = c.store.get(ctx, keys...)
 		return err
 	})
 	if err != nil {
@@ -74,7 +80,11 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		if err != nil {
 			c.cfg.Logger.Warn("cache: ignoring an entry that does not decode", "key", req.key, "error", err)
 		} else if stale == nil || e.filled.After(stale.filled) {
-			ok, err := c.valid(ctx, e)
+			known := map[string]string{}
+			if req.root != "" {
+				known[req.root] = vals[1]
+			}
+			ok, err := c.validKnown(ctx, e, known)
 			if err != nil {
 				return c.bypass(ctx, req, stale, now)
 			}
@@ -128,12 +138,25 @@ func (c *Cache) serveStale(err error, stale *entry, now time.Time) bool {
 
 // valid reports whether every group e depends on still has the version e recorded.
 func (c *Cache) valid(ctx context.Context, e *entry) (bool, error) {
-	if len(e.deps) == 0 {
-		return true, nil
-	}
-	ks := make([]string, len(e.deps))
+	return c.validKnown(ctx, e, nil)
+}
+
+// validKnown is valid with some current versions already read (by GUID).
+func (c *Cache) validKnown(ctx context.Context, e *entry, known map[string]string) (bool, error) {
+	var ks []string
+	var idx []int
 	for i, d := range e.deps {
-		ks[i] = c.keys.version(d.guid)
+		if v, ok := known[d.guid]; ok {
+			if v != d.token {
+				return false, nil
+			}
+			continue
+		}
+		ks = append(ks, c.keys.version(d.guid))
+		idx = append(idx, i)
+	}
+	if len(ks) == 0 {
+		return true, nil
 	}
 	var cur []string
 	err := c.op(ctx, false, func(ctx context.Context) (err error) {
@@ -143,8 +166,8 @@ func (c *Cache) valid(ctx context.Context, e *entry) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	for i, d := range e.deps {
-		if cur[i] != d.token {
+	for j, i := range idx {
+		if cur[j] != e.deps[i].token {
 			return false, nil
 		}
 	}
