@@ -111,6 +111,9 @@ func newServer(t testing.TB, dir string, extra []string, setup func(*Server)) *S
 			t.Cleanup(s.Stop)
 			return s
 		}
+		if !errors.Is(lastErr, errExited) {
+			break // a server that started but does not answer will not on another port
+		}
 	}
 	t.Fatalf("redistest: start redis-server: %v", lastErr)
 	return nil
@@ -181,7 +184,7 @@ func (s *Server) start() error {
 		select {
 		case <-done:
 			log, _ := os.ReadFile(logfile)
-			return fmt.Errorf("redis-server on port %d exited: %s", s.port, strings.TrimSpace(string(log)))
+			return fmt.Errorf("%w: port %d: %s", errExited, s.port, strings.TrimSpace(string(log)))
 		case <-time.After(20 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -190,6 +193,9 @@ func (s *Server) start() error {
 		}
 	}
 }
+
+// errExited: the server stopped while starting, usually because its port was taken.
+var errExited = errors.New("redis-server exited")
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
