@@ -1,0 +1,305 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Client sends API requests to a Program.
+type Client struct {
+	HTTP *http.Client
+}
+
+// NewClient returns a client with a keep-alive pool sized for the loads here and a
+// per-request bound that no correct answer comes near: a hung request shows up as a
+// transport error, not as a hung test.
+func NewClient() *Client {
+	return &Client{HTTP: &http.Client{
+		Timeout:   60 * time.Second,
+		Transport: &http.Transport{MaxIdleConnsPerHost: 32, DisableCompression: true},
+	}}
+}
+
+// CloseIdle closes the client's idle keep-alive connections, so that dirgate's count
+// of goroutines and descriptors no longer includes them.
+func (c *Client) CloseIdle() { c.HTTP.CloseIdleConnections() }
+
+// Result is one answer.
+type Result struct {
+	Status  int
+	Header  http.Header
+	Body    []byte
+	Err     error // transport error: no answer at all
+	Elapsed time.Duration
+}
+
+// Cache returns the X-Dirgate-Cache header ("" when absent).
+func (r Result) Cache() string { return r.Header.Get("X-Dirgate-Cache") }
+
+func (r Result) String() string {
+	if r.Err != nil {
+		return "transport error: " + r.Err.Error()
+	}
+	body := r.Body
+	if len(body) > 200 {
+		body = append(body[:200:200], "…"...)
+	}
+	return fmt.Sprintf("%d %s", r.Status, body)
+}
+
+// Do sends method to u with the token in Adm-Authorization (none when empty).
+func (c *Client) Do(ctx context.Context, method, u, token string) Result {
+	req, err := http.NewRequestWithContext(ctx, method, u, nil)
+	if err != nil {
+		return Result{Err: err}
+	}
+	if token != "" {
+		req.Header.Set("Adm-Authorization", token)
+	}
+	return c.Send(req)
+}
+
+// Send sends a prepared request.
+func (c *Client) Send(req *http.Request) Result {
+	start := time.Now()
+	res, err := c.HTTP.Do(req)
+	if err != nil {
+		return Result{Err: err, Elapsed: time.Since(start)}
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return Result{Status: res.StatusCode, Header: res.Header, Body: b, Err: err, Elapsed: time.Since(start)}
+}
+
+// ListURL is base?group=<group><extra>, the group query-escaped.
+func ListURL(base, group, extra string) string {
+	return base + "?group=" + url.QueryEscape(group) + extra
+}
+
+// RemoveURL is base?group=<group>&member=<member>, both query-escaped.
+func RemoveURL(base, group, member string) string {
+	return base + "?group=" + url.QueryEscape(group) + "&member=" + url.QueryEscape(member)
+}
+
+// Documented error codes and statuses (docs/api.md, "Errors").
+var codeStatus = map[string]int{
+	"invalid": 400, "unauthenticated": 401, "forbidden": 403, "notFound": 404,
+	"methodNotAllowed": 405, "tooManyRequests": 429, "internal": 500,
+	"upstreamError": 502, "upstreamUnavailable": 503, "upstreamTimeout": 504,
+}
+
+// Fixed messages of every 5xx and of 401 (docs/api.md).
+var fixedMessages = map[string]string{
+	"internal":            "An internal error occurred.",
+	"upstreamError":       "The directory could not complete the request.",
+	"upstreamUnavailable": "The directory is unavailable; try again later.",
+	"upstreamTimeout":     "The directory did not answer in time.",
+	"unauthenticated":     "The provided authentication token is either expired or invalid.",
+}
+
+// ErrorBody is the documented error shape.
+type ErrorBody struct {
+	Message    string              `json:"message"`
+	Code       string              `json:"code"`
+	ModelState map[string][]string `json:"modelState"`
+}
+
+// CheckError reports how r departs from docs/api.md's error shape: a JSON object with
+// a non-empty message, a documented code matching the status, the fixed message for
+// 401 and every 5xx, a modelState (only on 400) naming one parameter with the
+// message, no other fields, and the headers every response carries.
+func CheckError(r Result) (ErrorBody, error) {
+	var e ErrorBody
+	if r.Err != nil {
+		return e, r.Err
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/json; charset=utf-8" {
+		return e, fmt.Errorf("status %d: Content-Type %q, body %q", r.Status, ct, r.Body)
+	}
+	if r.Header.Get("Cache-Control") != "no-store" || r.Header.Get("X-Content-Type-Options") != "nosniff" {
+		return e, fmt.Errorf("status %d: missing Cache-Control no-store or nosniff", r.Status)
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&e); err != nil {
+		return e, fmt.Errorf("status %d: body %q is not the error shape: %w", r.Status, r.Body, err)
+	}
+	want, ok := codeStatus[e.Code]
+	switch {
+	case !ok:
+		return e, fmt.Errorf("status %d: undocumented code %q", r.Status, e.Code)
+	case want != r.Status:
+		return e, fmt.Errorf("status %d with code %q (documented: %d)", r.Status, e.Code, want)
+	case e.Message == "":
+		return e, fmt.Errorf("status %d: empty message", r.Status)
+	case fixedMessages[e.Code] != "" && e.Message != fixedMessages[e.Code]:
+		return e, fmt.Errorf("status %d: message %q, documented %q", r.Status, e.Message, fixedMessages[e.Code])
+	case e.ModelState != nil && r.Status != 400:
+		return e, fmt.Errorf("status %d carries modelState", r.Status)
+	case len(e.ModelState) > 1:
+		return e, fmt.Errorf("modelState names %d parameters", len(e.ModelState))
+	}
+	for p, msgs := range e.ModelState {
+		if len(msgs) != 1 || msgs[0] != e.Message {
+			return e, fmt.Errorf("modelState[%s] = %q, want [message]", p, msgs)
+		}
+	}
+	return e, nil
+}
+
+// Tally counts the outcomes of a load and which of them were lost (failed although
+// the test's expectation says they must not).
+type Tally struct {
+	mu        sync.Mutex
+	total     int
+	lost      int
+	statuses  map[int]int
+	caches    map[string]int
+	transport int
+	examples  []string
+}
+
+// NewTally returns an empty tally.
+func NewTally() *Tally { return &Tally{statuses: map[int]int{}, caches: map[string]int{}} }
+
+// Add records r; a non-empty why marks it lost, with the reason.
+func (t *Tally) Add(r Result, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.total++
+	if r.Err != nil {
+		t.transport++
+	} else {
+		t.statuses[r.Status]++
+		if c := r.Cache(); c != "" {
+			t.caches[c]++
+		}
+	}
+	if why != "" {
+		t.lost++
+		if len(t.examples) < 5 {
+			t.examples = append(t.examples, why+": "+r.String())
+		}
+	}
+}
+
+// Lost returns how many requests failed the expectation.
+func (t *Tally) Lost() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lost
+}
+
+// Total returns how many requests were recorded.
+func (t *Tally) Total() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.total
+}
+
+// Statuses returns a copy of the status counts.
+func (t *Tally) Statuses() map[int]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[int]int, len(t.statuses))
+	for k, v := range t.statuses {
+		out[k] = v
+	}
+	return out
+}
+
+// Caches returns a copy of the X-Dirgate-Cache counts.
+func (t *Tally) Caches() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]int, len(t.caches))
+	for k, v := range t.caches {
+		out[k] = v
+	}
+	return out
+}
+
+// Summary is the line every fault test logs: "lost: N requests failed (…)".
+func (t *Tally) Summary(expectation string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var st []string
+	for _, s := range sortedKeys(t.statuses) {
+		st = append(st, fmt.Sprintf("%d×%d", s, t.statuses[s]))
+	}
+	var ca []string
+	for _, c := range sortedKeys(t.caches) {
+		ca = append(ca, fmt.Sprintf("%s×%d", c, t.caches[c]))
+	}
+	if len(ca) == 0 {
+		ca = []string{"none"}
+	}
+	s := fmt.Sprintf("lost: %d requests failed (of %d; statuses %s; cache %s; transport errors %d; expected: %s)",
+		t.lost, t.total, strings.Join(st, " "), strings.Join(ca, " "), t.transport, expectation)
+	if len(t.examples) > 0 {
+		s += "\n  first failures:\n    " + strings.Join(t.examples, "\n    ")
+	}
+	return s
+}
+
+func sortedKeys[K int | string, V any](m map[K]V) []K {
+	out := make([]K, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Drive runs workers goroutines that call do with request numbers 0, 1, 2, … until
+// n requests were made (n <= 0: no bound) or ctx ends, and waits for them.
+func Drive(ctx context.Context, workers, n int, do func(ctx context.Context, i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if n > 0 && i >= n {
+					return
+				}
+				do(ctx, i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Eventually polls cond every 50 ms until it holds, and fails the test with cond's
+// last explanation if it does not within limit. It is a bounded wait for something
+// the system does by itself (recover, settle), not a timing assertion: limit is far
+// above what the step needs.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() (bool, string)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var last string
+	for {
+		ok, detail := cond()
+		if ok {
+			return time.Since(start)
+		}
+		last = detail
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %v; last: %s", what, limit, last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

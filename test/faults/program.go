@@ -1,0 +1,346 @@
+// Package faults holds dirgate's fault tests (issue #7 point 3: Redis killed under
+// load, the domain controller down, a slow and cutting upstream, a soak run) and the
+// harness they share with test/hostile: the real dirgate binary started as a child
+// process, talked to over loopback HTTP, and observed through its own /metrics
+// (goroutines, open file descriptors, heap) and its captured output.
+//
+// The binary is built once per test binary from ./cmd/dirgate, with the race
+// detector when the tests run with -race, so the faults also hunt for data races in
+// the program under test.
+package faults
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildDir holds the binary; Main removes it.
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+// Main runs a test package that uses Binary and removes the binary afterwards. Call
+// it from TestMain: os.Exit(faults.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	if buildDir != "" {
+		_ = os.RemoveAll(buildDir)
+	}
+	return code
+}
+
+// Binary returns the path of a dirgate binary built from this checkout.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "dirgate-faults-")
+		if buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "dirgate")
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		args := []string{"build", "-o", buildBin}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		args = append(args, "github.com/dirgate/dirgate/cmd/dirgate")
+		out, err := exec.Command(goCmd, args...).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("faults: build dirgate: %v", buildErr)
+	}
+	return buildBin
+}
+
+// HelpText returns `dirgate --help`, which lists every setting the binary knows.
+func HelpText(t testing.TB) string {
+	t.Helper()
+	out, err := exec.Command(Binary(t), "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("faults: dirgate --help: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// RequireSetting skips the test when the binary lacks an environment setting that a
+// feature under test needs (a feature still being wired), and fails it under CI=true,
+// where every feature the tests cover must be present.
+func RequireSetting(t testing.TB, env string) {
+	t.Helper()
+	if strings.Contains(HelpText(t), "["+env+"]") {
+		return
+	}
+	if IsCI() {
+		t.Fatalf("faults: dirgate does not know %s (dirgate --help); CI must run this test", env)
+	}
+	t.Skipf("faults: dirgate does not know %s yet (dirgate --help); skipping", env)
+}
+
+// IsCI reports whether CI=true (or 1): skipping is then a failure.
+func IsCI() bool {
+	b, err := strconv.ParseBool(os.Getenv("CI"))
+	return err == nil && b
+}
+
+// Program is a running dirgate child process.
+type Program struct {
+	// Addr is the host:port it serves on; Base the API's URL.
+	Addr, Base string
+	// Pid is the child's process id.
+	Pid int
+
+	t      testing.TB
+	cmd    *exec.Cmd
+	stdout *capture
+	stderr *capture
+	done   chan struct{}
+	err    error // the exit status, once done is closed
+}
+
+// startTimeout bounds the wait for "dirgate serving": opening the LDAP upstream
+// binds to the DC first, which takes a second on a loaded machine.
+const startTimeout = 60 * time.Second
+
+// Start runs dirgate with args (flags) and env (DIRGATE_*, OTEL_* variables; the
+// test's own DIRGATE_* and OTEL_* variables are not inherited) and waits until it
+// serves. It listens on a free loopback port and logs at info level unless args say
+// otherwise (the log level must stay info or debug: the address is read from the
+// "dirgate serving" line). The program is stopped when the test ends.
+func Start(t testing.TB, env map[string]string, args ...string) *Program {
+	t.Helper()
+	bin := Binary(t)
+	all := append([]string{"--listen", "127.0.0.1:0", "--log-level", "info", "--shutdown-timeout", "5s"}, args...)
+	cmd := exec.Command(bin, all...)
+	cmd.Env = childEnv(env)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
+	p := &Program{t: t, cmd: cmd, stdout: &capture{}, stderr: &capture{}, done: make(chan struct{})}
+	cmd.Stdout = p.stdout
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatalf("faults: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("faults: start %s: %v", bin, err)
+	}
+	p.Pid = cmd.Process.Pid
+	addr := make(chan string, 1)
+	go p.readStderr(errPipe, addr)
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { p.Stop() })
+	select {
+	case a := <-addr:
+		p.Addr, p.Base = a, "http://"+a+"/restApi/api/directoryObjects/groupMembers"
+	case <-p.done:
+		t.Fatalf("faults: dirgate exited before serving: %v\n%s", p.err, p.stderr.Bytes())
+	case <-time.After(startTimeout):
+		t.Fatalf("faults: dirgate did not serve within %v\n%s", startTimeout, p.stderr.Bytes())
+	}
+	return p
+}
+
+// childEnv is the test's environment without DIRGATE_* and OTEL_* variables (a
+// developer's shell may set them), plus env.
+func childEnv(env map[string]string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "DIRGATE_") || strings.HasPrefix(kv, "OTEL_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// readStderr keeps every line and reports the address of the "dirgate serving" line.
+func (p *Program) readStderr(r io.Reader, addr chan<- string) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	found := false
+	for {
+		line, err := br.ReadBytes('\n')
+		p.stderr.Write(line)
+		if !found && bytes.Contains(line, []byte(`"dirgate serving"`)) {
+			var l struct{ Addr string }
+			if json.Unmarshal(line, &l) == nil && l.Addr != "" {
+				found = true
+				addr <- l.Addr
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Stop sends SIGTERM, as an orchestrator does, and waits for the exit; it returns
+// the exit error (nil for a clean exit). It may be called more than once.
+func (p *Program) Stop() error {
+	select {
+	case <-p.done:
+		return p.err
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		return errors.New("faults: dirgate ignored SIGTERM for 30s; killed")
+	}
+	return p.err
+}
+
+// Output returns everything the program wrote so far to standard output and standard
+// error. It fails the test if any of it was dropped (beyond maxCapture): a scan of
+// the output must see all of it.
+func (p *Program) Output(t testing.TB) (stdout, stderr []byte) {
+	t.Helper()
+	for _, c := range []*capture{p.stdout, p.stderr} {
+		if n := c.droppedBytes(); n > 0 {
+			t.Fatalf("faults: %d bytes of dirgate's output were dropped beyond %d bytes", n, maxCapture)
+		}
+	}
+	return p.stdout.Bytes(), p.stderr.Bytes()
+}
+
+// capture is a goroutine-safe, bounded output buffer.
+type capture struct {
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	dropped int
+}
+
+// maxCapture bounds what is kept of one stream; the runs here write a few MiB.
+const maxCapture = 256 << 20
+
+func (c *capture) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.buf.Len()+len(b) > maxCapture {
+		c.dropped += len(b)
+		return len(b), nil
+	}
+	return c.buf.Write(b)
+}
+
+func (c *capture) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf.Bytes())
+}
+
+func (c *capture) droppedBytes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dropped
+}
+
+// Metrics scrapes /metrics and returns the value of every series, keyed by its name
+// with labels as printed (go_goroutines, process_open_fds, ...).
+func (p *Program) Metrics(ctx context.Context) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := metricsClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape metrics: %w", err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape metrics: status %d", res.StatusCode)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
+	}
+	return out, sc.Err()
+}
+
+// metricsClient opens a fresh connection per scrape, so that scraping never leaves
+// an idle keep-alive connection (a goroutine and a descriptor in dirgate) behind to
+// be counted as a leak.
+var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+
+// Resources are the leak indicators of the program, read from its /metrics.
+type Resources struct {
+	Goroutines int
+	OpenFDs    int
+	HeapAlloc  float64 // bytes
+}
+
+func (r Resources) String() string {
+	return fmt.Sprintf("%d goroutines, %d fds, %.1f MiB heap", r.Goroutines, r.OpenFDs, r.HeapAlloc/(1<<20))
+}
+
+// Resources reads the leak indicators once.
+func (p *Program) Resources(ctx context.Context) (Resources, error) {
+	m, err := p.Metrics(ctx)
+	if err != nil {
+		return Resources{}, err
+	}
+	g, ok1 := m["go_goroutines"]
+	f, ok2 := m["process_open_fds"]
+	h, ok3 := m["go_memstats_heap_alloc_bytes"]
+	if !ok1 || !ok2 || !ok3 {
+		return Resources{}, errors.New("metrics lack go_goroutines, process_open_fds or go_memstats_heap_alloc_bytes")
+	}
+	return Resources{Goroutines: int(g), OpenFDs: int(f), HeapAlloc: h}, nil
+}
+
+// Ready returns /readyz's status and body.
+func (p *Program) Ready(ctx context.Context) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/readyz", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	res, err := metricsClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), err
+}
