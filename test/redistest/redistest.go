@@ -1,5 +1,6 @@
-// Package redistest starts real redis-server processes for tests: a single server or
-// a three-node Redis Cluster, each on free loopback ports with its state in a
+// Package redistest starts real redis-server processes for tests: a single server
+// (plain, or TLS-only with certificates made for the test), a Sentinel, or a
+// three-node Redis Cluster, each on free loopback ports with its state in a
 // temporary directory, stopped when the test ends. Tests never touch a Redis they
 // did not start (such as one on the default port 6379).
 //
