@@ -1,0 +1,231 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// TokenHeader carries the caller's token (docs/auth.md).
+const TokenHeader = "Adm-Authorization"
+
+// CacheHeader is how dirgate says a listing was served (docs/cache.md).
+const CacheHeader = "X-Dirgate-Cache"
+
+// HTTPTarget issues a workload's operations over HTTP to URL: a dirgate's resource
+// (http://127.0.0.1:8080/restApi/api/directoryObjects/groupMembers) or anything that
+// answers like it (the bare server).
+type HTTPTarget struct {
+	Label    string
+	URL      string
+	Workload Workload
+	Checker  *Checker
+	// ReAdder re-adds removed members; removal cycles need it.
+	ReAdder ReAdder
+	Client  *http.Client
+
+	rem *removals
+}
+
+// NewHTTPTarget returns a target for url with a client that keeps a connection per
+// client open (as real clients of a gateway do) and never asks for compression.
+func NewHTTPTarget(label, url string, w Workload, c *Checker, re ReAdder) *HTTPTarget {
+	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute, DisableCompression: true}
+	return &HTTPTarget{Label: label, URL: url, Workload: w, Checker: c, ReAdder: re,
+		Client: &http.Client{Transport: tr, Timeout: time.Minute}, rem: newRemovals(w.Removals)}
+}
+
+// Name is the target's label.
+func (t *HTTPTarget) Name() string { return t.Label }
+
+// NewWorker returns a client.
+func (t *HTTPTarget) NewWorker(context.Context) (Worker, error) { return &httpWorker{t: t}, nil }
+
+// Close drops idle connections.
+func (t *HTTPTarget) Close() { t.Client.CloseIdleConnections() }
+
+type httpWorker struct {
+	t   *HTTPTarget
+	buf bytes.Buffer
+}
+
+func (w *httpWorker) Close() {}
+
+func (w *httpWorker) Do(ctx context.Context, op *Op, rec *Recorder) {
+	if op.Kind == OpRemoveCycle {
+		w.cycle(ctx, op, rec)
+		return
+	}
+	w.list(ctx, op.Caller, op.Query, rec)
+}
+
+// list issues one listing and checks it against the caller's expected listing, in
+// the states the group went through meanwhile when it is a removal group.
+func (w *httpWorker) list(ctx context.Context, caller int, q Query, rec *Recorder) {
+	from := w.t.rem.now()
+	start := time.Now()
+	status, hdr, err := w.send(ctx, http.MethodGet, q.RawQuery(), caller)
+	lat := time.Since(start)
+	o := Outcome{Status: status, Want: http.StatusOK, Err: err, Cache: hdr.Get(CacheHeader)}
+	if status == http.StatusOK {
+		states := w.t.rem.statesOf(q.Group, from, w.t.rem.now())
+		o.Wrong = w.t.Checker.CheckListing(caller, q, states, w.buf.Bytes())
+	} else if err == nil {
+		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
+	}
+	rec.Add("list", lat, o)
+}
+
+// cycle removes a member of a removal group, lists the group (the member must be
+// gone), and re-adds it through the directory. When every removal group is being
+// cycled by another client, it lists one instead.
+func (w *httpWorker) cycle(ctx context.Context, op *Op, rec *Recorder) {
+	rem := w.t.rem
+	s, member, ok := rem.acquire()
+	if !ok {
+		w.list(ctx, op.Caller, Query{Group: w.t.Workload.Removals[0].Group}, rec)
+		return
+	}
+	defer rem.release(s)
+	mk := dnKey(member)
+	before := rem.current(s)
+	rem.set(s, append(before, mk)...)
+	raw := "group=" + url.QueryEscape(s.Group) + "&member=" + url.QueryEscape(member)
+	start := time.Now()
+	status, _, err := w.send(ctx, http.MethodDelete, raw, op.Caller)
+	lat := time.Since(start)
+	o := Outcome{Status: status, Want: http.StatusOK, Err: err}
+	if status == http.StatusOK {
+		rem.set(s, mk)
+		o.Wrong = checkRemoval(w.buf.Bytes())
+	} else if err == nil {
+		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
+	}
+	rec.Add("remove", lat, o)
+
+	w.list(ctx, op.Caller, Query{Group: s.Group}, rec)
+
+	rem.set(s, mk, "")
+	if err := w.t.ReAdder.ReAdd(ctx, s.Group, member); err != nil {
+		rec.AddError("readd", Outcome{Err: err})
+	}
+}
+
+// checkRemoval returns "" for the answer to removing a member that was present:
+// success with a change made (compat.md).
+func checkRemoval(body []byte) string {
+	var res struct {
+		ResultType *int  `json:"resultType"`
+		NoChanges  *bool `json:"noChanges"`
+	}
+	if err := json.Unmarshal(body, &res); err != nil {
+		return fmt.Sprintf("removal answer is not JSON: %v", err)
+	}
+	if res.ResultType == nil || *res.ResultType != 0 || res.NoChanges == nil || *res.NoChanges {
+		return fmt.Sprintf("removal of a present member answered %.200s, want resultType 0 and noChanges false", body)
+	}
+	return ""
+}
+
+// send issues one request and reads the whole body into the worker's buffer.
+func (w *httpWorker) send(ctx context.Context, method, rawQuery string, caller int) (int, http.Header, error) {
+	req, err := http.NewRequestWithContext(ctx, method, w.t.URL+"?"+rawQuery, nil)
+	if err != nil {
+		return 0, nil, fmt.Errorf("new request: %w", err)
+	}
+	req.Header.Set(TokenHeader, w.t.Workload.Callers[caller].Token)
+	resp, err := w.t.Client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	w.buf.Reset()
+	if _, err := w.buf.ReadFrom(resp.Body); err != nil {
+		return 0, nil, fmt.Errorf("read body: %w", err)
+	}
+	return resp.StatusCode, resp.Header, nil
+}
+
+// Capture issues every listing of w once, checks each answer, and returns the bodies
+// keyed as the bare server looks them up. It is also how a run warms a cache.
+func (t *HTTPTarget) Capture(ctx context.Context, w Workload) (map[string][]byte, error) {
+	wk := &httpWorker{t: t}
+	out := map[string][]byte{}
+	var errs []error
+	for i := range w.Ops {
+		op := &w.Ops[i]
+		if op.Kind != OpList {
+			continue
+		}
+		status, _, err := wk.send(ctx, http.MethodGet, op.Query.RawQuery(), op.Caller)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("%s: %w", op.Name, err))
+		case status != http.StatusOK:
+			errs = append(errs, fmt.Errorf("%s: status %d: %.200q", op.Name, status, wk.buf.Bytes()))
+		default:
+			if wrong := t.Checker.CheckListing(op.Caller, op.Query, nil, wk.buf.Bytes()); wrong != "" {
+				errs = append(errs, fmt.Errorf("%s: wrong answer: %s", op.Name, wrong))
+			}
+			out[bareKey(w.Callers[op.Caller].Token, op.Query.RawQuery())] = bytes.Clone(wk.buf.Bytes())
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("capture from %s: %w", t.Label, err)
+	}
+	return out, nil
+}
+
+func bareKey(token, rawQuery string) string { return token + "\x00" + rawQuery }
+
+// BareServer answers each captured request with the captured bytes and nothing
+// else: the most a Go HTTP server on this machine can serve, the ceiling dirgate
+// is measured against.
+type BareServer struct {
+	URL    string
+	srv    *http.Server
+	bodies map[string][]byte
+	served chan error
+}
+
+// StartBare serves bodies on a free loopback port.
+func StartBare(bodies map[string][]byte) (*BareServer, error) {
+	b := &BareServer{bodies: bodies, served: make(chan error, 1)}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("bare server: %w", err)
+	}
+	b.srv = &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
+	b.URL = "http://" + ln.Addr().String() + "/api/directoryObjects/groupMembers"
+	go func() { b.served <- b.srv.Serve(ln) }()
+	return b, nil
+}
+
+func (b *BareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, ok := b.bodies[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)]
+	if !ok {
+		http.Error(w, "not captured", http.StatusNotFound)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	h.Set("Content-Length", fmt.Sprint(len(body)))
+	w.Write(body)
+}
+
+// Close stops the server.
+func (b *BareServer) Close() error {
+	if err := b.srv.Close(); err != nil {
+		return fmt.Errorf("bare server: %w", err)
+	}
+	if err := <-b.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("bare server: %w", err)
+	}
+	return nil
+}
