@@ -26,10 +26,10 @@ const maxVariants = 4
 // remembered and an identical body later is accepted after a byte comparison.
 type Checker struct {
 	mu       sync.RWMutex
-	want     map[string][]any            // op key -> expected listing as JSON values
-	derived  map[string][]any            // op key + state -> the listing without the removed member
-	accepted map[string][][]byte         // op key + state -> bodies found equal
-	dns      map[string]map[string]bool  // query -> lower-case DNs of the unfiltered listing
+	want     map[string][]any           // op key -> expected listing as JSON values
+	derived  map[string][]any           // op key + state -> the listing without the removed member
+	accepted map[string][][]byte        // op key + state -> bodies found equal
+	dns      map[string]map[string]bool // query -> lower-case DNs of the unfiltered listing
 }
 
 // NewChecker returns an empty checker.
