@@ -1,0 +1,229 @@
+package faults
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate/test/faultproxy"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/sambatest"
+)
+
+// listedDNs returns the DNs of a listing body (nil if it is not one).
+func listedDNs(body []byte) []string {
+	var objs []struct {
+		DN string `json:"dn"`
+	}
+	if json.Unmarshal(body, &objs) != nil {
+		return nil
+	}
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.DN
+	}
+	return out
+}
+
+func containsFold(list []string, s string) bool {
+	for _, v := range list {
+		if strings.EqualFold(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// phased keeps one tally per phase of a fault (before, during, after).
+type phased struct {
+	phase   atomic.Int32
+	tallies [3]*Tally
+}
+
+func newPhased() *phased {
+	return &phased{tallies: [3]*Tally{NewTally(), NewTally(), NewTally()}}
+}
+
+// TestRedisFaultUnderLoad takes Redis away while four clients list cached groups
+// (direct and nested) and one removal is made, then gives it back. Redis sits behind
+// a fault proxy. Two faults: Redis killed with SIGKILL and restarted empty on the same
+// port (a crash), and Redis hung (the proxy relays nothing, so every operation runs
+// into DIRGATE_REDIS_TIMEOUT) then released.
+//
+// Expected, and asserted: nothing is lost. Every request answers 200 before, during
+// and after the fault (bypassed requests read the DC); the outage is noticed
+// (X-Dirgate-Cache: bypass) and the cache resumes by itself afterwards (hit); the
+// member removed while Redis was away is never listed by a request that started after
+// the removal was answered (docs/cache.md's guarantee); and no Redis connection is
+// leaked (the proxy holds no more than before).
+func TestRedisFaultUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		down, up func(*redistest.Server, *faultproxy.Proxy)
+	}{
+		// A crash: the process and its data are gone; it comes back empty.
+		{name: "killed", down: func(s *redistest.Server, _ *faultproxy.Proxy) { s.Stop() },
+			up: func(s *redistest.Server, _ *faultproxy.Proxy) { s.Restart() }},
+		// A wedged server: connections stay open and nothing answers.
+		{name: "hung", down: func(_ *redistest.Server, px *faultproxy.Proxy) { px.SetMode(faultproxy.Blackhole) },
+			up: func(_ *redistest.Server, px *faultproxy.Proxy) { px.SetMode(faultproxy.Pass) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testRedisFault(t, tc.name, tc.down, tc.up) })
+	}
+}
+
+func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, *faultproxy.Proxy)) {
+	RequireSetting(t, "DIRGATE_REDIS_ADDR")
+	dc := sambatest.Env(t)
+	RequireFixture(t, dc)
+	rds := redistest.Start(t)
+	rpx := faultproxy.Start(t, rds.Addr())
+	group := TempGroup(t, dc, "dirgate faults redis "+name, fixture.RegularDN, fixture.NeverExpiresDN)
+	tok := NewToken(t, "fault-")
+	env := map[string]string{"DIRGATE_REDIS_ADDR": rpx.Addr(), "DIRGATE_REDIS_RETRY_INTERVAL": "250ms"}
+	p := Start(t, env, append(LDAPArgs(t, dc, dc.URL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
+		"--principal-ttl", "10m")...)
+	c := NewClient()
+	ctx := context.Background()
+
+	urls := []string{ListURL(p.Base, group, "")}
+	for _, g := range Groups[:6] {
+		urls = append(urls, ListURL(p.Base, g, ""), ListURL(p.Base, g, "&includeIndirect=true&properties=mail"))
+	}
+	for _, u := range urls {
+		Eventually(t, 30*time.Second, "the cache serves "+u, func() (bool, string) {
+			r := c.Do(ctx, "GET", u, tok)
+			return r.Status == 200 && r.Cache() == "hit", r.Cache() + " " + r.String()
+		})
+	}
+	redisConns := rpx.Live()
+
+	ph := newPhased()
+	var removedAt atomic.Int64 // unix nanos when the removal was answered
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		Drive(loadCtx, 4, 0, func(ctx context.Context, i int) {
+			phase, start := ph.phase.Load(), time.Now().UnixNano()
+			u := urls[i%len(urls)]
+			r := c.Do(context.Background(), "GET", u, tok)
+			why := ""
+			switch {
+			case r.Status != 200:
+				why = "listing failed"
+			case u == urls[0] && removedAt.Load() != 0 && start > removedAt.Load() && containsFold(listedDNs(r.Body), fixture.RegularDN):
+				why = "the removed member is still listed"
+			}
+			ph.tallies[phase].Add(r, why)
+			time.Sleep(5 * time.Millisecond) // bounded load: the DC and this machine are shared
+		})
+	}()
+	time.Sleep(time.Second)
+
+	ph.phase.Store(1)
+	down(rds, rpx)
+	Eventually(t, 20*time.Second, "dirgate notices that Redis is gone", func() (bool, string) {
+		return ph.tallies[1].Caches()["bypass"] > 0, fmt.Sprint(ph.tallies[1].Caches())
+	})
+	r := c.Do(ctx, "DELETE", RemoveURL(p.Base, group, fixture.RegularDN), tok)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"noChanges":false`) {
+		t.Errorf("removal while Redis is away: %s", r)
+	}
+	removedAt.Store(time.Now().UnixNano())
+	time.Sleep(time.Second)
+
+	ph.phase.Store(2)
+	up(rds, rpx)
+	took := Eventually(t, 30*time.Second, "the cache resumes after Redis returns", func() (bool, string) {
+		return ph.tallies[2].Caches()["hit"] > 0, fmt.Sprint(ph.tallies[2].Caches())
+	})
+	time.Sleep(time.Second)
+	stopLoad()
+	wg.Wait()
+
+	expect := "every listing 200; the removed member never listed after the removal"
+	lost := 0
+	for i, name := range []string{"before", "during", "after"} {
+		t.Logf("Redis %s: %s", name, ph.tallies[i].Summary(expect))
+		lost += ph.tallies[i].Lost()
+	}
+	t.Logf("the cache resumed %v after Redis returned", took.Round(time.Millisecond))
+	if lost != 0 {
+		t.Errorf("%d requests lost across the Redis fault", lost)
+	}
+	if got := Members(t, dc, group); containsFold(got, fixture.RegularDN) || len(got) != 1 {
+		t.Errorf("the DC's members after the removal: %v", got)
+	}
+	// Only the connections dirgate keeps to Redis remain: each client of the killed
+	// or hung server was closed, not left behind.
+	c.CloseIdle()
+	Eventually(t, 30*time.Second, "Redis connections back to their number before the fault", func() (bool, string) {
+		return rpx.Live() <= redisConns, fmt.Sprintf("%d open, %d before", rpx.Live(), redisConns)
+	})
+}
+
+// TestDCDownWithStaleCache stops the DC while four clients list groups whose
+// listings are cached with a one-second TTL, then starts it again. With
+// stale-if-error (DIRGATE_CACHE_MAX_STALE) and a warm cache nothing is lost: every
+// listing answers 200, fresh while the TTL lasts, then stale (X-Dirgate-Cache: stale)
+// while the directory fails and the breaker is open; after the DC returns, listings
+// are fresh again by themselves.
+func TestDCDownWithStaleCache(t *testing.T) {
+	RequireSetting(t, "DIRGATE_CACHE_MAX_STALE")
+	rds := redistest.Start(t)
+	env := map[string]string{"DIRGATE_REDIS_ADDR": rds.Addr(), "DIRGATE_CACHE_TTL": "1s", "DIRGATE_CACHE_MAX_STALE": "1h"}
+	p, px, tok, _ := startBehindProxy(t, env, breakerArgs...)
+	c := NewClient()
+	ctx := context.Background()
+	var urls []string
+	for _, g := range Groups[:6] {
+		urls = append(urls, ListURL(p.Base, g, ""), ListURL(p.Base, g, "&includeIndirect=true"))
+	}
+	for _, u := range urls {
+		Eventually(t, 30*time.Second, "the cache holds "+u, func() (bool, string) {
+			r := c.Do(ctx, "GET", u, tok)
+			return r.Status == 200 && r.Cache() == "hit", r.Cache() + " " + r.String()
+		})
+	}
+
+	px.SetMode(faultproxy.Refuse)
+	px.Cut()
+	down := NewTally()
+	// Longer than the TTL, so that entries go stale while the DC is down.
+	loadCtx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	Drive(loadCtx, 4, 2000, func(_ context.Context, i int) {
+		r := c.Do(ctx, "GET", urls[i%len(urls)], tok)
+		why := ""
+		if r.Status != 200 || (r.Cache() != "hit" && r.Cache() != "stale") {
+			why = "want 200 from the cache (hit or stale)"
+		}
+		down.Add(r, why)
+		time.Sleep(10 * time.Millisecond)
+	})
+	cancel()
+	t.Log("DC down, warm cache: " + down.Summary("every listing 200, hit then stale"))
+	if down.Lost() != 0 {
+		t.Errorf("%d listings failed while the DC was down although the cache held them", down.Lost())
+	}
+	if down.Caches()["stale"] == 0 {
+		t.Errorf("no stale answer during a 4 s outage with a 1 s TTL: the test did not exercise stale-if-error")
+	}
+	if status, body, err := p.Ready(ctx); err != nil || !strings.Contains(body, "circuit breaker") {
+		t.Logf("/readyz during the outage: %d %s %v", status, body, err)
+	}
+
+	px.SetMode(faultproxy.Pass)
+	took := Eventually(t, 60*time.Second, "listings are fresh again after the DC returns", func() (bool, string) {
+		r := c.Do(ctx, "GET", urls[0], tok)
+		return r.Status == 200 && r.Cache() != "stale", r.Cache() + " " + r.String()
+	})
+	t.Logf("DC back: fresh listings %v after it returned", took.Round(time.Millisecond))
+}
