@@ -160,7 +160,15 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 			if showsMembership(props) {
 				c.track(ctx, rec, anyRemoval)
 			}
-			return c.expander(rec).Listing(ctx, group, opts)
+			ms := c.expander(rec)
+			if opts.IncludeIndirect && c.cfg.Transitive != nil {
+				// One in-chain query cannot say which nested groups it read, so the
+				// listing depends on the group itself and on every removal.
+				c.track(ctx, rec, group.GUID)
+				c.track(ctx, rec, anyRemoval)
+				ms.Transitive = c.cfg.Transitive
+			}
+			return ms.Listing(ctx, group, opts)
 		},
 	})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dirgate/dirgate"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,6 +59,11 @@ type Config struct {
 	// ExpandConcurrency bounds parallel member reads while a nested listing is filled
 	// (dirgate.MemberService.ExpandConcurrency).
 	ExpandConcurrency int
+	// Transitive, when set, fills indirect listings with one upstream query (the LDAP
+	// upstream's in-chain option) instead of the breadth-first expansion. Such a
+	// listing is invalidated by any removal, since the query does not tell which
+	// nested groups it went through.
+	Transitive dirgate.TransitiveLister
 	// Logger receives Redis state changes and corrupt entries. nil means slog.Default().
 	Logger *slog.Logger
 

@@ -308,3 +308,49 @@ func TestStaleEntryInStoreIsNotServed(t *testing.T) {
 		}
 	}
 }
+
+// inChain plays the LDAP upstream's in-chain query: one call for a whole nested
+// listing, which does not tell which nested groups it went through.
+type inChain struct {
+	dir   dirgate.Directory
+	calls atomic.Int32
+}
+
+func (c *inChain) TransitiveMembers(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	c.calls.Add(1)
+	return (&dirgate.MemberService{Dir: c.dir}).Listing(ctx, group, dirgate.ListOptions{IncludeIndirect: true, Properties: props})
+}
+
+// TestInChainListingsFollowAnyRemoval: with the in-chain option, a nested listing is
+// filled by one query, and a removal from any group invalidates it on every instance.
+func TestInChainListingsFollowAnyRemoval(t *testing.T) {
+	for _, b := range sharedBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			dir := demo(t)
+			chain := &inChain{dir: dir}
+			cfg := b.cfg(t)
+			cfg.Transitive = chain
+			a, other := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
+			nested := dirgate.ListOptions{IncludeIndirect: true}
+			top := fixture.ChainDNs[0]
+			before, _ := other.list(t, top, nested)
+			if _, st := other.list(t, top, nested); st != dirgate.CacheHit || chain.calls.Load() != 1 {
+				t.Fatalf("second listing: %s after %d in-chain queries, want a hit after 1", st, chain.calls.Load())
+			}
+			victim := memberOf(t, dir, fixture.DesktopEngineersDN, fixture.RegularDN)
+			if _, err := a.svc.Remove(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(fixture.DesktopEngineersDN),
+				dirgate.MustParseIdentifier(victim.DN)); err != nil {
+				t.Fatal(err)
+			}
+			after, _ := other.list(t, top, nested)
+			if len(after) != len(before)-1 {
+				t.Fatalf("after removing %s: %d objects, want %d", victim.DN, len(after), len(before)-1)
+			}
+			for _, o := range after {
+				if o.GUID == victim.GUID {
+					t.Fatalf("removed member still listed by the other instance")
+				}
+			}
+		})
+	}
+}
