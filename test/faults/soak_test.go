@@ -1,0 +1,233 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/sambatest"
+)
+
+// soakDuration is DIRGATE_SOAK_DURATION (a Go duration), else 60 s, or 10 s with
+// -short (go test ./... in make test runs the short form; make test-faults the long).
+func soakDuration(t *testing.T) time.Duration {
+	if v := os.Getenv("DIRGATE_SOAK_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("DIRGATE_SOAK_DURATION=%q: want a positive duration", v)
+		}
+		return d
+	}
+	if testing.Short() {
+		return 10 * time.Second
+	}
+	return 60 * time.Second
+}
+
+// ClientFrom returns a client whose connections come from the loopback address ip
+// (127.0.0.2, …): dirgate throttles failed authentications per address, so requests
+// that fail on purpose come from an address of their own.
+func ClientFrom(ip string) *Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &Client{HTTP: &http.Client{Timeout: 60 * time.Second,
+		Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 8}}}
+}
+
+// soakRequest is one kind of request of the soak's mix, with its documented answer.
+type soakRequest struct {
+	name   string
+	method string
+	url    func(i int) string
+	token  string
+	client *Client
+	check  func(Result) string // "" when the answer is the documented one
+}
+
+func wantStatus(status int) func(Result) string {
+	return func(r Result) string {
+		if r.Status != status {
+			return fmt.Sprintf("want %d", status)
+		}
+		if status >= 400 {
+			if _, err := CheckError(r); err != nil {
+				return err.Error()
+			}
+		}
+		return ""
+	}
+}
+
+// TestSoak runs a mix of requests for soakDuration against the DC (through the
+// Redis cache when the program has it) and samples the program's heap, goroutines
+// and descriptors every 500 ms from its /metrics.
+//
+// Expected, and asserted: every request gets its documented answer (nothing lost),
+// and memory is flat. The heap saw-tooths between collections, so the test compares
+// its lows (just after a collection, close to the live heap): the lowest sample of
+// the last third of the run may be at most 1.5 times the lowest of the first third
+// plus 4 MiB. A leak of a kilobyte per request over 60 s at this rate would exceed it;
+// the collector's and the allocator's noise does not. Goroutines and descriptors may
+// not grow by more than 10 (connections opening and closing between samples). The
+// first 10% of the run (at least 5 s) warms the caches and pools and is not compared.
+func TestSoak(t *testing.T) {
+	dc := sambatest.Env(t)
+	RequireFixture(t, dc)
+	duration := soakDuration(t)
+	tok := NewToken(t, "soak-")
+	env := map[string]string{}
+	cached := strings.Contains(HelpText(t), "[DIRGATE_REDIS_ADDR]")
+	if cached {
+		env["DIRGATE_REDIS_ADDR"] = redistest.Start(t).Addr()
+	}
+	group := TempGroup(t, dc, "dirgate soak", fixture.RegularDN)
+	p := Start(t, env, LDAPArgs(t, dc, dc.URL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN}))...)
+	c, guesser := NewClient(), ClientFrom("127.0.0.2")
+	root := "http://" + p.Addr
+
+	mix := []soakRequest{
+		{name: "direct listing", url: func(i int) string { return ListURL(p.Base, Groups[i%len(Groups)], "") }, check: wantStatus(200)},
+		{name: "nested listing with properties", url: func(i int) string {
+			return ListURL(p.Base, Groups[i%len(Groups)], "&includeIndirect=true&properties=mail,description")
+		}, check: wantStatus(200)},
+		{name: "size-limited listing", url: func(i int) string { return ListURL(p.Base, fixture.AllStaffDN, "&sizeLimit=2") }, check: func(r Result) string {
+			if r.Status != 200 || len(listedDNs(r.Body)) != 2 {
+				return "want 200 with 2 objects"
+			}
+			return ""
+		}},
+		{name: "uncached listing", url: func(i int) string { return ListURL(p.Base, Groups[i%len(Groups)], PropsFor(i%16384)) }, check: wantStatus(200)},
+		{name: "unknown group", url: func(i int) string { return ListURL(p.Base, "CN=Nobody "+fmt.Sprint(i%7)+","+fixture.GroupsOU, "") }, check: wantStatus(404)},
+		{name: "invalid parameter", url: func(i int) string { return ListURL(p.Base, Groups[0], "&sizeLimit=x") }, check: wantStatus(400)},
+		{name: "unknown path", url: func(int) string { return root + "/restApi/api/nothing" }, check: wantStatus(404)},
+		{name: "wrong method", method: "PUT", url: func(i int) string { return ListURL(p.Base, Groups[0], "") }, check: wantStatus(405)},
+		{name: "removal of a non-member", method: "DELETE", url: func(int) string { return RemoveURL(p.Base, group, fixture.NeverExpiresDN) },
+			check: func(r Result) string {
+				if r.Status != 200 || !strings.Contains(string(r.Body), `"noChanges":true`) {
+					return "want 200 noChanges"
+				}
+				return ""
+			}},
+		{name: "guessed token", client: guesser, token: "guess", url: func(i int) string { return ListURL(p.Base, Groups[0], "") },
+			check: func(r Result) string {
+				if r.Status != 401 && r.Status != 429 {
+					return "want 401, or 429 once throttled"
+				}
+				_, err := CheckError(r)
+				if err != nil {
+					return err.Error()
+				}
+				return ""
+			}},
+	}
+	// Weights: mostly listings, as in production.
+	var schedule []int
+	for k, w := range []int{20, 10, 4, 1, 2, 2, 1, 1, 1, 2} {
+		for range w {
+			schedule = append(schedule, k)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), duration)
+	defer cancel()
+	var samples []Resources
+	var sampleTimes []time.Duration
+	sampled := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(sampled)
+		for ctx.Err() == nil {
+			if r, err := p.Resources(context.Background()); err == nil {
+				samples = append(samples, r)
+				sampleTimes = append(sampleTimes, time.Since(start))
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	tally := NewTally()
+	var kindsMu sync.Mutex
+	kinds := map[string]int{}
+	Drive(ctx, 4, 0, func(ctx context.Context, i int) {
+		m := mix[schedule[i%len(schedule)]]
+		cl, tk, method := c, tok, "GET"
+		if m.client != nil {
+			cl = m.client
+		}
+		if m.token != "" {
+			tk = m.token
+		}
+		if m.method != "" {
+			method = m.method
+		}
+		r := cl.Do(context.Background(), method, m.url(i), tk)
+		why := m.check(r)
+		if why != "" {
+			why = m.name + ": " + why
+		}
+		tally.Add(r, why)
+		kindsMu.Lock()
+		kinds[m.name]++
+		kindsMu.Unlock()
+		time.Sleep(10 * time.Millisecond) // bounded rate: the DC and this machine are shared
+	})
+	<-sampled
+	if err := p.Stop(); err != nil {
+		t.Errorf("dirgate did not exit cleanly after the soak: %v", err)
+	}
+
+	t.Logf("soak %v (Redis cache: %v): %s", duration, cached, tally.Summary("every request its documented answer"))
+	t.Logf("request kinds: %v", kinds)
+	if tally.Lost() != 0 {
+		t.Errorf("%d requests lost during the soak", tally.Lost())
+	}
+	warm := max(5*time.Second, duration/10)
+	var first, last []Resources
+	for i, r := range samples {
+		switch at := sampleTimes[i]; {
+		case at < warm:
+		case at < warm+(duration-warm)/3:
+			first = append(first, r)
+		case at >= duration-(duration-warm)/3:
+			last = append(last, r)
+		}
+	}
+	if len(first) < 3 || len(last) < 3 {
+		t.Fatalf("too few samples to compare (%d first, %d last of %d)", len(first), len(last), len(samples))
+	}
+	heapLow := func(rs []Resources) float64 {
+		return slices.MinFunc(rs, func(a, b Resources) int { return int(a.HeapAlloc - b.HeapAlloc) }).HeapAlloc
+	}
+	peak := func(rs []Resources, f func(Resources) int) int {
+		m := 0
+		for _, r := range rs {
+			m = max(m, f(r))
+		}
+		return m
+	}
+	goroutines := func(r Resources) int { return r.Goroutines }
+	fds := func(r Resources) int { return r.OpenFDs }
+	const mib = 1 << 20
+	t.Logf("heap low %.1f MiB -> %.1f MiB; goroutines peak %d -> %d; descriptors peak %d -> %d (%d samples)",
+		heapLow(first)/mib, heapLow(last)/mib, peak(first, goroutines), peak(last, goroutines),
+		peak(first, fds), peak(last, fds), len(samples))
+	if heapLow(last) > 1.5*heapLow(first)+4*mib {
+		t.Errorf("heap grew from %.1f MiB to %.1f MiB over the soak: more than 1.5x + 4 MiB", heapLow(first)/mib, heapLow(last)/mib)
+	}
+	if peak(last, goroutines) > peak(first, goroutines)+10 {
+		t.Errorf("goroutines grew from %d to %d over the soak", peak(first, goroutines), peak(last, goroutines))
+	}
+	if peak(last, fds) > peak(first, fds)+10 {
+		t.Errorf("descriptors grew from %d to %d over the soak", peak(first, fds), peak(last, fds))
+	}
+}
