@@ -1,0 +1,315 @@
+// Command bench measures dirgate against its two baselines in one run, on loopback:
+//
+//  1. creates the load groups on the harness domain controller (idempotent: LDAP as
+//     the administrator, under OU=dirgate-load; the fixture is not touched);
+//  2. starts redis-server on a free loopback port (when the dirgate binary has the
+//     Redis settings) and dirgate itself as a subprocess: the LDAP upstream at the
+//     DC, the bundled policy, a tokens file for three callers;
+//  3. computes every expected listing with an uncached reference (the LDAP upstream
+//     and the bundled policy, in this process, on their own connections);
+//  4. issues every listing once through dirgate (checked; this warms its cache) and
+//     starts the bare server with the captured bytes;
+//  5. runs each workload against dirgate, the bare server and the DC directly,
+//     interleaved, -repeat times, then the mixed workload with removals against
+//     dirgate, and prints each run, the medians and the ratios.
+//
+// Usage (from the repository root, the DC's env file sourced):
+//
+//	set -a; . /tmp/dgs/env; set +a
+//	go run ./test/load/cmd/bench -concurrency 32 -duration 10s -repeat 5
+//
+// docs/benchmarks.md has the figures and what they mean.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/load"
+	"github.com/dirgate/dirgate/upstream/ldap"
+)
+
+type options struct {
+	bin         string
+	url         string
+	tokens      string
+	targets     []string
+	workloads   []string
+	concurrency int
+	duration    time.Duration
+	requests    int64
+	warmup      time.Duration
+	repeat      int
+	jsonFile    string
+	redis       string
+	keep        bool
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func parse(args []string) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.StringVar(&o.bin, "dirgate-bin", "", "dirgate binary to start (default: go build ./cmd/dirgate into the work directory)")
+	fs.StringVar(&o.url, "url", "", "drive this running dirgate's resource URL instead of starting one (needs -tokens)")
+	fs.StringVar(&o.tokens, "tokens", "", "with -url: the callers' tokens, admin=T1,helpdesk=T2,nobody=T3")
+	targets := fs.String("targets", "dirgate,bare,ldap", "targets to run, in the first repetition's order")
+	workloads := fs.String("workloads", "list1000,mix,mix-removals", "workloads: list1000, mix (listings), mix-removals (dirgate only)")
+	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent clients")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
+	fs.Int64Var(&o.requests, "requests", 0, "stop each run after this many operations (0: the duration alone)")
+	fs.DurationVar(&o.warmup, "warmup", 2*time.Second, "unmeasured load before each dirgate and bare run")
+	fs.IntVar(&o.repeat, "repeat", 3, "runs of each workload and target, interleaved")
+	fs.StringVar(&o.jsonFile, "json", "", "also write every report and the summary to this file as JSON")
+	fs.StringVar(&o.redis, "redis", "auto", "auto: start a redis-server if dirgate has the Redis settings; off; or host:port of a running one")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (dirgate's logs)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	o.targets, o.workloads = strings.Split(*targets, ","), strings.Split(*workloads, ",")
+	if o.url != "" && o.tokens == "" {
+		return o, errors.New("-url needs -tokens")
+	}
+	if o.concurrency <= 0 || o.repeat <= 0 || (o.duration <= 0 && o.requests <= 0) {
+		return o, errors.New("concurrency and repeat must be positive, and a duration or a request count must bound each run")
+	}
+	return o, nil
+}
+
+func run(ctx context.Context, args []string, stdout io.Writer) error {
+	o, err := parse(args)
+	if err != nil {
+		return err
+	}
+	lc, err := load.LDAPConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	setup, err := load.LargeSetup(fixture.Large())
+	if err != nil {
+		return err
+	}
+	if err := createGroups(lc, setup); err != nil {
+		return err
+	}
+	work, err := os.MkdirTemp("", "dirgate-bench-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(stdout, "work directory:", work)
+	} else {
+		defer os.RemoveAll(work)
+	}
+
+	// Every expected answer, from the reference, before anything is removed.
+	wls := workloads(setup, o.workloads)
+	all := load.Workload{Name: "all", Callers: setup.Callers, Removals: setup.Removals}
+	for _, w := range wls {
+		all.Ops = append(all.Ops, w.Ops...)
+	}
+	checker, err := expect(ctx, lc, all)
+	if err != nil {
+		return err
+	}
+
+	env := machine()
+	var dg *dirgateProc
+	url := o.url
+	if url == "" {
+		dg, err = startDirgate(ctx, work, o, lc, setup.Callers)
+		if err != nil {
+			return err
+		}
+		defer dg.stop()
+		url, env.Cache = dg.url, dg.cache
+	} else if err := setTokens(setup.Callers, o.tokens); err != nil {
+		return err
+	}
+	for i := range wls {
+		wls[i].Callers = setup.Callers
+	}
+	all.Callers = setup.Callers
+	env.print(stdout)
+
+	admin, err := lc.Dial(true)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	readder := &load.LDAPReAdder{Conn: admin}
+	dgTarget := load.NewHTTPTarget("dirgate", url, all, checker, readder)
+	bodies, err := dgTarget.Capture(ctx, all.Listings())
+	if err != nil {
+		return err
+	}
+	bare, err := load.StartBare(bodies)
+	if err != nil {
+		return err
+	}
+	defer bare.Close()
+	targets := map[string]load.Target{
+		"dirgate": dgTarget,
+		"bare":    load.NewHTTPTarget("bare", bare.URL, all, checker, nil),
+		"ldap":    &load.LDAPTarget{Config: lc, Checker: checker},
+	}
+
+	var reports []*load.Report
+	for rep := range o.repeat {
+		for _, w := range wls {
+			order := rotate(o.targets, rep)
+			if w.Name == "mix-removals" {
+				order = []string{"dirgate"}
+			}
+			for _, name := range order {
+				t, ok := targets[name]
+				if !ok {
+					return fmt.Errorf("unknown target %q", name)
+				}
+				opts := load.Options{Concurrency: o.concurrency, Duration: o.duration, Requests: o.requests,
+					Warmup: o.warmup, Seed: uint64(rep)}
+				if name == "ldap" {
+					opts.Warmup = 0 // each client's connection is bound before timing starts
+				}
+				r, err := load.Run(ctx, t, w, opts)
+				if err != nil {
+					return err
+				}
+				reports = append(reports, r)
+				if err := load.WriteTable(stdout, []*load.Report{r}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	sums := load.Summarize(reports)
+	fmt.Fprintf(stdout, "\nmedians of %d runs, %d clients, %s each:\n", o.repeat, o.concurrency, o.duration)
+	if err := load.WriteSummary(stdout, sums); err != nil {
+		return err
+	}
+	if err := verdict(stdout, sums); err != nil {
+		return err
+	}
+	if o.jsonFile != "" {
+		b, err := json.MarshalIndent(map[string]any{"machine": env, "options": o.public(), "reports": reports, "summary": sums}, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(o.jsonFile, b, 0o644); err != nil {
+			return err
+		}
+	}
+	for _, s := range sums {
+		if s.Wrong > 0 || s.Errors > 0 {
+			return fmt.Errorf("%s against %s: %d wrong answers, %d errors", s.Workload, s.Target, s.Wrong, s.Errors)
+		}
+	}
+	return nil
+}
+
+// workloads returns the named workloads; mix-removals is the mix with its removal
+// cycles and removal-group listings, the others are listings only.
+func workloads(s load.Setup, names []string) []load.Workload {
+	var out []load.Workload
+	for _, n := range names {
+		switch n {
+		case "list1000":
+			out = append(out, s.ThousandWorkload())
+		case "mix":
+			w := s.MixWorkload().Listings()
+			w.Name = "mix"
+			out = append(out, w)
+		case "mix-removals":
+			w := s.MixWorkload()
+			w.Name = "mix-removals"
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func rotate(s []string, n int) []string {
+	n %= len(s)
+	return append(slices.Clone(s[n:]), s[:n]...)
+}
+
+func createGroups(lc load.LDAPConfig, s load.Setup) error {
+	conn, err := lc.Dial(true)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := load.EnsureGroups(conn, load.LoadOU, s.Create); err != nil {
+		return fmt.Errorf("load groups: %w", err)
+	}
+	return nil
+}
+
+// expect computes the expected answers with the LDAP upstream and the bundled
+// policy, uncached, on connections of this process.
+func expect(ctx context.Context, lc load.LDAPConfig, w load.Workload) (*load.Checker, error) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d, err := ldap.Config{URL: lc.URL, BindDN: lc.BindDN, PasswordFile: lc.PasswordFile, BaseDN: lc.BaseDN, CAFile: lc.CAFile}.Open(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+	defer d.Close()
+	authz, err := policy.Open(ctx, policy.Config{Logger: quiet})
+	if err != nil {
+		return nil, fmt.Errorf("reference: %w", err)
+	}
+	defer authz.Close()
+	return load.Expect(ctx, &dirgate.MemberService{Dir: d, Authz: authz}, w)
+}
+
+// verdict compares the list1000 medians with the issue's targets.
+func verdict(w io.Writer, sums []load.Summary) error {
+	dg, ok := load.Find(sums, "list1000", "dirgate")
+	if !ok {
+		return nil
+	}
+	fmt.Fprintln(w, "\ntargets for the cached 1,000-member listing:")
+	if b, ok := load.Find(sums, "list1000", "bare"); ok && b.Throughput > 0 {
+		r := dg.Throughput / b.Throughput
+		fmt.Fprintf(w, "  throughput >= 30%% of the bare server: %.0f%% %s\n", 100*r, mark(r >= 0.3))
+	}
+	p99 := time.Duration(dg.P99)
+	fmt.Fprintf(w, "  p99 < 10 ms: %s ms %s\n", dg.P99, mark(p99 < 10*time.Millisecond))
+	if l, ok := load.Find(sums, "list1000", "ldap"); ok && l.Throughput > 0 {
+		r := dg.Throughput / l.Throughput
+		fmt.Fprintf(w, "  throughput >= 100x direct LDAP: %.0fx %s\n", r, mark(r >= 100))
+	}
+	return nil
+}
+
+func mark(ok bool) string {
+	if ok {
+		return "(met)"
+	}
+	return "(NOT met)"
+}
+
+func (o options) public() map[string]any {
+	return map[string]any{"targets": o.targets, "workloads": o.workloads, "concurrency": o.concurrency,
+		"duration": o.duration.String(), "requests": o.requests, "warmup": o.warmup.String(), "repeat": o.repeat, "redis": o.redis}
+}
