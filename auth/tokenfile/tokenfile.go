@@ -116,6 +116,7 @@ type File struct {
 	resolver Resolver
 	log      *slog.Logger
 	ttl      time.Duration
+	maxStale time.Duration
 	now      func() time.Time
 
 	entries atomic.Pointer[[]entry]
@@ -126,6 +127,7 @@ type File struct {
 
 type cached struct {
 	p       dirgate.Principal
+	fetched time.Time
 	expires time.Time
 }
 
@@ -138,12 +140,16 @@ type Config struct {
 	Resolver Resolver
 	// PrincipalTTL is how long a resolved principal is reused; 0 means 30 s.
 	PrincipalTTL time.Duration
-	Logger       *slog.Logger
+	// PrincipalMaxStale is how old a principal may be and still be used when the
+	// directory fails (so that cached listings can be served stale during an outage);
+	// 0 means never.
+	PrincipalMaxStale time.Duration
+	Logger            *slog.Logger
 }
 
 // Open loads the tokens; a file that does not parse is refused.
 func Open(cfg Config) (*File, error) {
-	f := &File{path: cfg.Path, resolver: cfg.Resolver, log: cfg.Logger, ttl: cfg.PrincipalTTL,
+	f := &File{path: cfg.Path, resolver: cfg.Resolver, log: cfg.Logger, ttl: cfg.PrincipalTTL, maxStale: cfg.PrincipalMaxStale,
 		now: time.Now, cache: map[string]cached{}}
 	if f.log == nil {
 		f.log = slog.Default()
@@ -239,12 +245,26 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 			f.log.Warn("token subject not found in the directory", "subject", subject.String())
 			return dirgate.Principal{}, errUnknown
 		}
+		if ok && directoryDown(err) && now.Sub(c.fetched) < f.maxStale {
+			f.log.WarnContext(ctx, "directory unavailable; using the last known principal",
+				"subject", subject.String(), "age", now.Sub(c.fetched).Round(time.Second).String())
+			return c.p, nil
+		}
 		return dirgate.Principal{}, fmt.Errorf("tokenfile: resolve subject: %w", err)
 	}
 	f.mu.Lock()
-	f.cache[key] = cached{p: p, expires: now.Add(f.ttl)}
+	f.cache[key] = cached{p: p, fetched: now, expires: now.Add(f.ttl)}
 	f.mu.Unlock()
 	return p, nil
+}
+
+// directoryDown reports an infrastructure failure, as opposed to an answer.
+func directoryDown(err error) bool {
+	switch dirgate.ErrorCode(err) {
+	case dirgate.EUPSTREAM, dirgate.ETIMEOUT, dirgate.EUNAVAILABLE:
+		return true
+	}
+	return false
 }
 
 var _ dirgate.Authenticator = (*File)(nil)

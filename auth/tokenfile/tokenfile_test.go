@@ -191,3 +191,32 @@ func TestWatchReloadsAndKeepsLastGood(t *testing.T) {
 		t.Fatalf("last good tokens lost after a broken edit: %v", err)
 	}
 }
+
+func TestStalePrincipalDuringOutage(t *testing.T) {
+	r := &fakeResolver{}
+	f, _ := Open(Config{Data: []byte("- token: t\n  subject: " + adminDN + "\n"), Resolver: r, Logger: quiet(),
+		PrincipalTTL: time.Minute, PrincipalMaxStale: time.Hour})
+	now := time.Unix(1000, 0)
+	f.now = func() time.Time { return now }
+	if _, err := f.Authenticate(context.Background(), "t"); err != nil {
+		t.Fatal(err)
+	}
+	r.err = dirgate.WrapError(dirgate.EUNAVAILABLE, "", errors.New("breaker open"))
+	// Within the staleness bound the last principal stands in, so cached listings can
+	// still be served while the directory is down.
+	now = now.Add(30 * time.Minute)
+	if p, err := f.Authenticate(context.Background(), "t"); err != nil || p.DN != adminDN {
+		t.Fatalf("during the outage: %+v, %v", p, err)
+	}
+	// Beyond it, the outage shows.
+	now = now.Add(31 * time.Minute)
+	if _, err := f.Authenticate(context.Background(), "t"); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Fatalf("after the staleness bound: %v", err)
+	}
+	// A subject that is gone is never served stale.
+	r.err = dirgate.Errorf(dirgate.ENOTFOUND, "gone")
+	now = time.Unix(1000, 0).Add(2 * time.Minute)
+	if _, err := f.Authenticate(context.Background(), "t"); dirgate.ErrorCode(err) != dirgate.EUNAUTHENTICATED {
+		t.Fatalf("deleted subject: %v", err)
+	}
+}

@@ -46,6 +46,26 @@ type Config struct {
 	LDAPPageSize     int
 	LDAPInChain      bool
 
+	RedisAddr                 string
+	RedisMode                 string
+	RedisMasterName           string
+	RedisUsername             string
+	RedisPasswordFile         string
+	RedisSentinelPasswordFile string
+	RedisDB                   int
+	RedisTLS                  bool
+	RedisTLSCAFile            string
+	RedisTLSCertFile          string
+	RedisTLSKeyFile           string
+	RedisTLSServerName        string
+	RedisKeyPrefix            string
+	RedisTimeout              time.Duration
+	RedisRetryInterval        time.Duration
+	CacheTTL                  time.Duration
+	CacheTTLJitter            float64
+	CacheMaxStale             time.Duration
+	CacheMaxBytes             int64
+
 	PolicyDir            string
 	DecisionLog          string
 	DecisionLogMask      string
@@ -83,6 +103,26 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LDAPIdleTimeout, "ldap-idle-timeout", 10*time.Minute, "pooled connections unused for longer are closed and re-dialled")
 	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
 	fs.BoolVar(&c.LDAPInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
+
+	fs.StringVar(&c.RedisAddr, "redis-addr", "", "Redis host:port, comma-separated (Sentinels or Cluster seeds); empty keeps the cache in process")
+	fs.StringVar(&c.RedisMode, "redis-mode", "", "single, sentinel or cluster; empty: single for one address, cluster for several")
+	fs.StringVar(&c.RedisMasterName, "redis-master-name", "", "Sentinel primary name (redis-mode sentinel)")
+	fs.StringVar(&c.RedisUsername, "redis-username", "", "Redis ACL user")
+	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "file holding the Redis password")
+	fs.StringVar(&c.RedisSentinelPasswordFile, "redis-sentinel-password-file", "", "file holding the Sentinels' password")
+	fs.IntVar(&c.RedisDB, "redis-db", 0, "Redis database number (cluster: 0)")
+	fs.BoolVar(&c.RedisTLS, "redis-tls", false, "connect to Redis with TLS (implied by the TLS files)")
+	fs.StringVar(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "PEM CAs for Redis's certificate (default: system roots)")
+	fs.StringVar(&c.RedisTLSCertFile, "redis-tls-cert-file", "", "client certificate for Redis")
+	fs.StringVar(&c.RedisTLSKeyFile, "redis-tls-key-file", "", "client certificate key for Redis")
+	fs.StringVar(&c.RedisTLSServerName, "redis-tls-server-name", "", "name checked in Redis's certificate (default: the address's host)")
+	fs.StringVar(&c.RedisKeyPrefix, "redis-key-prefix", "dirgate:", "prefix of every Redis key")
+	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 100*time.Millisecond, "bound of each Redis operation; slower is bypassed")
+	fs.DurationVar(&c.RedisRetryInterval, "redis-retry-interval", time.Second, "how long Redis is bypassed after a failure")
+	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Minute, "how long a cached listing is fresh")
+	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
+	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
+	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store)")
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
@@ -247,6 +287,9 @@ func (c *Config) Validate() error {
 		}
 	default:
 		bad("upstream", "must be memory or ldap")
+	}
+	if err := c.cacheConfig(nil).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	if err := errors.Join(errs...); err != nil {

@@ -202,9 +202,9 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 	r := call(t, "GET", root+"/metrics", "")
 	for _, want := range []string{
-		`dirgate_http_requests_total{cache="none",method="GET",route="groupMembers",status="200"} 1`,
+		`dirgate_http_requests_total{cache="miss",method="GET",route="groupMembers",status="200"} 1`,
 		`dirgate_http_requests_total{cache="none",method="GET",route="groupMembers",status="401"} 1`,
-		`dirgate_http_request_duration_seconds_bucket{cache="none",method="GET",route="groupMembers",le="0.0005"}`,
+		`dirgate_http_request_duration_seconds_bucket{cache="miss",method="GET",route="groupMembers",le="0.0005"}`,
 		`http_server_request_duration_seconds_count{`,
 	} {
 		if !bytes.Contains(r.body, []byte(want)) {

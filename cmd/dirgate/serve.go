@@ -77,16 +77,18 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.wrapDirectory != nil {
 		dir = m.wrapDirectory(dir)
 	}
-	svc := &dirgate.MemberService{Dir: dir}
-	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
-		svc.Transitive = t
+	cached, err := m.openCache(ctx, dir)
+	if err != nil {
+		return err
 	}
+	svc := &dirgate.MemberService{Dir: cached, Listings: cached}
 
 	if err := m.openPolicy(ctx, svc); err != nil {
 		return err
 	}
 
-	tcfg := tokenfile.Config{Path: m.Config.TokensFile, Resolver: svc, PrincipalTTL: m.Config.PrincipalTTL, Logger: m.Logger}
+	tcfg := tokenfile.Config{Path: m.Config.TokensFile, Resolver: svc, PrincipalTTL: m.Config.PrincipalTTL,
+		PrincipalMaxStale: m.Config.CacheMaxStale, Logger: m.Logger}
 	if m.Config.IsDemo() {
 		tcfg.Path, tcfg.Data = "embedded demo tokens", demoTokens
 	}

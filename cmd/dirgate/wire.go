@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
@@ -90,4 +92,48 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	// keeps the last good version serving.
 	m.ready.add("policy", false, func(context.Context) error { return authz.Ready() })
 	return nil
+}
+
+// openCache puts the listing cache in front of the directory: Redis when configured,
+// in process otherwise. The cache is itself a Directory (it caches lookups and
+// invalidates on removal) and the member service's Lister.
+func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cache, error) {
+	cfg := m.Config.cacheConfig(m)
+	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
+		cfg.Transitive = t
+	}
+	c, err := cfg.Open(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	m.closers = append(m.closers, c.Close)
+	if m.Config.RedisAddr != "" {
+		m.ready.add("redis", false, c.Ready) // reported, not gating: Redis is shared
+	}
+	return c, nil
+}
+
+func (c *Config) cacheConfig(m *Main) cache.Config {
+	var addrs []string
+	for _, a := range strings.Split(c.RedisAddr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	jitter := c.CacheTTLJitter
+	if jitter == 0 {
+		jitter = -1 // the setting's 0 means none; the package's 0 is its default
+	}
+	cfg := cache.Config{
+		Redis: cache.RedisConfig{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
+			PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
+			TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
+			TLSServerName: c.RedisTLSServerName, KeyPrefix: c.RedisKeyPrefix},
+		TTL: c.CacheTTL, TTLJitter: jitter, MaxStale: c.CacheMaxStale,
+		Timeout: c.RedisTimeout, RetryInterval: c.RedisRetryInterval, MaxBytes: c.CacheMaxBytes,
+	}
+	if m != nil {
+		cfg.Logger = m.Logger
+	}
+	return cfg
 }
