@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -263,5 +264,38 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	}
 	if err := <-closed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// With Redis configured, listings come from the cache, say so, and a removal is never
+// followed by a stale listing.
+func TestEndToEndRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--redis-addr", srv.Addr()},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	q := base + "?group=" + url.QueryEscape(helpDesk) + "&includeIndirect=true"
+	for i, want := range []string{"miss", "hit"} {
+		if r := call(t, "GET", q, adminTok); r.status != 200 || r.header.Get("X-Dirgate-Cache") != want {
+			t.Fatalf("GET #%d: %d, X-Dirgate-Cache %q, want %q", i+1, r.status, r.header.Get("X-Dirgate-Cache"), want)
+		}
+	}
+	if r := call(t, "DELETE", base+"?group="+url.QueryEscape(helpDesk)+"&member="+url.QueryEscape(hugo), adminTok); r.status != 200 {
+		t.Fatalf("DELETE: %d %s", r.status, r.body)
+	}
+	r := call(t, "GET", q, adminTok)
+	if r.status != 200 || bytes.Contains(r.body, []byte(hugo)) {
+		t.Fatalf("listing after removal: %d, still lists the member: %v", r.status, bytes.Contains(r.body, []byte(hugo)))
+	}
+	if r := call(t, "GET", "http://"+m.Addr()+"/readyz", ""); !bytes.Contains(r.body, []byte(`"redis":"ok"`)) {
+		t.Fatalf("/readyz does not report Redis: %s", r.body)
 	}
 }
