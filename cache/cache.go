@@ -21,6 +21,10 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -46,6 +50,8 @@ type Cache struct {
 	// localGen counts this instance's removals; flights that cannot be checked
 	// against the store (bypass) are keyed by it.
 	localGen atomic.Uint64
+
+	metrics cacheMetrics
 
 	stop chan struct{}
 	done chan struct{}
@@ -116,6 +122,7 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		health:   health{interval: c.RetryInterval, log: c.Logger},
 		now:      c.now,
 		storeTTL: max(c.TTL, c.MaxStale),
+		metrics:  newCacheMetrics(),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
 	}
@@ -144,8 +151,19 @@ func (c *Cache) Close() error {
 // directory on a miss. It records in the request's dirgate.ListingReport how the
 // listing was served and its objects' JSON encodings. The returned slice is shared:
 // callers must not modify it.
-func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) ([]dirgate.Object, error) {
+func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) (objs []dirgate.Object, err error) {
 	rep := dirgate.ListingReportFrom(ctx)
+	ctx, span := tracer.Start(ctx, "cache listing", trace.WithAttributes(
+		attribute.String("dirgate.group.guid", group.GUID), attribute.Bool("dirgate.include_indirect", opts.IncludeIndirect)))
+	defer func() {
+		st := rep.CacheStatus()
+		span.SetAttributes(attribute.String("dirgate.cache", string(st)), attribute.Int("dirgate.objects", len(objs)))
+		if err != nil {
+			span.SetStatus(codes.Error, dirgate.ErrorCode(err))
+		}
+		span.End()
+		c.metrics.listings.Add(ctx, 1, metric.WithAttributes(attribute.String("status", string(st))))
+	}()
 	props, err := dirgate.NormalizeProperties(opts.Properties)
 	if err != nil || !canonicalGUID(group.GUID) {
 		// Not something the cache can key safely: serve it from the directory.
@@ -229,7 +247,9 @@ func (c *Cache) RemoveMember(ctx context.Context, group, member dirgate.Object) 
 	if errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
 		return err
 	}
+	ctx, span := tracer.Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))
 	c.invalidate(ctx, group.GUID, anyRemoval)
+	span.End()
 	return err
 }
 

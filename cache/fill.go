@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -68,10 +70,13 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		keys = append(keys, c.keys.version(req.root))
 	}
 	var vals []string
-	err := c.op(ctx, false, func(ctx context.Context) (err error) {
+	rctx, span := tracer.Start(ctx, "cache read")
+	err := c.op(rctx, false, func(ctx context.Context) (err error) {
 		vals, err = c.store.get(ctx, keys...)
 		return err
 	})
+	span.SetAttributes(attribute.Bool("dirgate.cache.found", err == nil && vals[0] != ""))
+	span.End()
 	if err != nil {
 		return c.bypass(ctx, req, stale, now)
 	}
@@ -299,7 +304,9 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool) (e *entry, 
 
 // put stores a filled entry; it reports false when the store failed or a version
 // changed during the fill.
-func (c *Cache) put(ctx context.Context, req request, e *entry, blob string) bool {
+func (c *Cache) put(ctx context.Context, req request, e *entry, blob string) (stored bool) {
+	ctx, span := tracer.Start(ctx, "cache write", trace.WithAttributes(attribute.Int("dirgate.cache.bytes", len(blob))))
+	defer func() { span.SetAttributes(attribute.Bool("dirgate.cache.stored", stored)); span.End() }()
 	if req.root == "" {
 		return c.op(ctx, false, func(ctx context.Context) error {
 			return c.store.set(ctx, req.key, blob, c.storeTTL)
@@ -316,7 +323,6 @@ func (c *Cache) put(ctx context.Context, req request, e *entry, blob string) boo
 			return false
 		}
 	}
-	var stored bool
 	err := c.op(ctx, false, func(ctx context.Context) (err error) {
 		stored, err = c.store.setIf(ctx, req.key, blob, c.storeTTL, c.keys.version(req.root), e.deps[i].token)
 		return err

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,7 +37,18 @@ func newRedisStore(cfg RedisConfig, timeout time.Duration, log *slog.Logger) (*r
 	// backend's state itself, so they go to the debug level of dirgate's log. The
 	// logger is global to go-redis: the first cache opened sets it.
 	setLoggerOnce.Do(func() { redis.SetLogger(debugLogger{log}) })
-	return &redisStore{client: redis.NewUniversalClient(opts)}, nil
+	client := redis.NewUniversalClient(opts)
+	// Spans name the command only: cached listings and identifiers must never reach
+	// a trace. Metrics give the connection pool's figures.
+	if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cache: redis tracing: %w", err)
+	}
+	if err := redisotel.InstrumentMetrics(client); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("cache: redis metrics: %w", err)
+	}
+	return &redisStore{client: client}, nil
 }
 
 var setLoggerOnce sync.Once
