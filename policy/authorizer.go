@@ -19,6 +19,10 @@ import (
 
 	"github.com/dirgate/dirgate"
 	bundled "github.com/dirgate/dirgate/rego"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -86,6 +90,8 @@ type Authorizer struct {
 	logger *slog.Logger
 	dlog   *decisionLog
 	now    func() time.Time
+	// metrics are made at Open, against the meter provider installed by then.
+	metrics policyMetrics
 
 	current atomic.Pointer[version]
 
@@ -104,7 +110,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Authorizer{cfg: cfg, logger: cfg.Logger, now: cfg.Now}
+	a := &Authorizer{cfg: cfg, logger: cfg.Logger, now: cfg.Now, metrics: newPolicyMetrics()}
 	if a.logger == nil {
 		a.logger = slog.Default()
 	}
@@ -168,11 +174,13 @@ func (a *Authorizer) Reload(ctx context.Context) error {
 	v, err := a.load(ctx)
 	if err != nil {
 		a.lastErr, a.lastErrAt = err, a.now()
+		a.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
 		a.logger.Error("policy reload failed; keeping the last good policy", "source", a.source(),
 			"revision", prev.revision, "err", err)
 		return fmt.Errorf("reload policy: %w", err)
 	}
 	a.lastErr = nil
+	a.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "ok")))
 	if v != prev {
 		a.current.Store(v)
 		a.logger.Info("policy reloaded", "source", a.source(), "revision", v.revision, "previous", prev.revision,
@@ -227,11 +235,14 @@ func (a *Authorizer) Revision() string { return a.current.Load().revision }
 // Objects whose decision is not the boolean true are omitted.
 func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
 	start := time.Now()
+	ctx, span := tracer.Start(ctx, "policy filter", trace.WithAttributes(attribute.Int("dirgate.objects", len(objs))))
+	defer span.End()
 	v := a.current.Load()
 	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
 	allowed := make([]bool, len(objs))
 	st, err := v.filterView(ctx, a.logger, in, objs, allowed)
 	if err != nil {
+		span.SetStatus(codes.Error, "evaluation ended")
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	n := 0
@@ -240,6 +251,10 @@ func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group 
 			n++
 		}
 	}
+	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
+		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", len(objs)-n))
+	a.metrics.decisions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "allow")))
+	a.metrics.decisions.Add(ctx, int64(len(objs)-n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "deny")))
 	out := make([]dirgate.Object, 0, n)
 	for i, ok := range allowed {
 		if ok {
@@ -254,6 +269,8 @@ func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group 
 // member from group. An evaluation error denies, and is logged.
 func (a *Authorizer) AllowRemove(ctx context.Context, p dirgate.Principal, group, member dirgate.Object) error {
 	start := time.Now()
+	ctx, span := tracer.Start(ctx, "policy remove decision")
+	defer span.End()
 	v := a.current.Load()
 	in := Input{Action: ActionRemove, Subject: p, Object: &member, Group: group, Request: requestOf(dirgate.ListOptions{})}.normalize()
 	val, _, err := astValue(in)
@@ -270,6 +287,9 @@ func (a *Authorizer) AllowRemove(ctx context.Context, p dirgate.Principal, group
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
 	a.dlog.removal(ctx, v.revision, in, allowed, err, time.Since(start))
+	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
+	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
+	a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", ActionRemove), attribute.String("decision", decision)))
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to remove this member from this group.", Err: err}
 	}

@@ -1,0 +1,19 @@
+package policy
+
+import (
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+var tracer = otel.Tracer("github.com/dirgate/dirgate/policy")
+
+type policyMetrics struct{ decisions, reloads metric.Int64Counter }
+
+func newPolicyMetrics() policyMetrics {
+	m := otel.Meter("github.com/dirgate/dirgate/policy")
+	decisions, _ := m.Int64Counter("dirgate_policy_decisions",
+		metric.WithDescription("Per-object authorization decisions by action (view, remove) and decision (allow, deny)."))
+	reloads, _ := m.Int64Counter("dirgate_policy_reloads",
+		metric.WithDescription("Policy reloads by outcome (ok, failed); a failed reload keeps the last good policy."))
+	return policyMetrics{decisions: decisions, reloads: reloads}
+}
