@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -16,13 +17,22 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // startLDAP runs the real program against the harness's Samba AD DC, with a tokens
 // file whose one token acts as the fixture's administrator.
 func startLDAP(t *testing.T, dc sambatest.DC, extra ...string) string {
+	t.Helper()
+	return startLDAPWith(t, dc, nil, extra...)
+}
+
+// startLDAPWith is startLDAP with a hook that sets test fields on Main before Run.
+func startLDAPWith(t *testing.T, dc sambatest.DC, hook func(*Main), extra ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "password")
@@ -36,6 +46,9 @@ func startLDAP(t *testing.T, dc sambatest.DC, extra ...string) string {
 		t.Fatal(err)
 	}
 	m := NewMain(cfg, io.Discard, io.Discard)
+	if hook != nil {
+		hook(m)
+	}
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -169,4 +182,166 @@ func TestEndToEndLDAP(t *testing.T) {
 		}
 	}
 	sameSet(t, "after removal", ldapsearchDNs(t, dc, groupDN, "base", "(objectClass=*)", "member"), []string{fixture.NeverExpiresDN})
+}
+
+// spanTree indexes exported spans by name and parent, for one trace.
+type spanTree struct {
+	spans []tracetest.SpanStub
+}
+
+func (s spanTree) named(name string) []tracetest.SpanStub {
+	var out []tracetest.SpanStub
+	for _, sp := range s.spans {
+		if sp.Name == name {
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// one returns a span called name that descends from root (lookups are cached too, so
+// a name such as "cache write" may also appear elsewhere in the trace).
+func (s spanTree) one(t *testing.T, name string, root tracetest.SpanStub) tracetest.SpanStub {
+	t.Helper()
+	byID := map[trace.SpanID]tracetest.SpanStub{}
+	for _, x := range s.spans {
+		byID[x.SpanContext.SpanID()] = x
+	}
+	descends := func(sp tracetest.SpanStub) bool {
+		for p := sp; ; {
+			if p.SpanContext.SpanID() == root.SpanContext.SpanID() {
+				return true
+			}
+			parent, ok := byID[p.Parent.SpanID()]
+			if !ok {
+				return false
+			}
+			p = parent
+		}
+	}
+	for _, sp := range s.named(name) {
+		if descends(sp) {
+			return sp
+		}
+	}
+	t.Fatalf("no %q span below %q among %v", name, root.Name, s.names())
+	return tracetest.SpanStub{}
+}
+
+func (s spanTree) names() []string {
+	var n []string
+	for _, sp := range s.spans {
+		n = append(n, sp.Name)
+	}
+	return n
+}
+
+func attr(sp tracetest.SpanStub, key string) string {
+	for _, kv := range sp.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// TestTracesLDAP follows a cache miss, a hit and a removal through the real program
+// against the DC and Redis, and checks each trace's tree: where the time went, and
+// that no token, password or cached value is in any span.
+func TestTracesLDAP(t *testing.T) {
+	dc := sambatest.Env(t)
+	srv := redistest.Start(t)
+	exp := tracetest.NewInMemoryExporter()
+	base := startLDAPWith(t, dc, func(m *Main) { m.spanExporter = exp }, "--redis-addr", srv.Addr())
+
+	traceOf := func(method, u string) spanTree {
+		t.Helper()
+		exp.Reset()
+		req, _ := http.NewRequest(method, u, nil)
+		req.Header.Set("Adm-Authorization", "e2e-admin")
+		// A client's W3C trace context is continued, not replaced.
+		req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		if res.StatusCode != 200 {
+			t.Fatalf("%s: %d", method, res.StatusCode)
+		}
+		// Background work (a Redis pool dial) has traces of its own; the request's
+		// spans all continue the client's.
+		var spans []tracetest.SpanStub
+		for _, sp := range exp.GetSpans() {
+			if sp.SpanContext.TraceID().String() == "4bf92f3577b34da6a3ce929d0e0e4736" {
+				spans = append(spans, sp)
+			}
+			for _, kv := range sp.Attributes {
+				v := kv.Value.Emit()
+				if strings.Contains(v, "e2e-admin") || strings.Contains(v, dc.Password) || strings.Contains(v, "displayName") {
+					t.Fatalf("span %q attribute %s leaks %q", sp.Name, kv.Key, v)
+				}
+			}
+		}
+		return spanTree{spans: spans}
+	}
+	server := func(tr spanTree) tracetest.SpanStub {
+		t.Helper()
+		for _, sp := range tr.spans {
+			if sp.SpanKind == trace.SpanKindServer {
+				if attr(sp, "http.route") != "/restApi/api/directoryObjects/groupMembers" {
+					t.Fatalf("server span %q has route %q", sp.Name, attr(sp, "http.route"))
+				}
+				return sp
+			}
+		}
+		t.Fatalf("no server span among %v", tr.names())
+		return tracetest.SpanStub{}
+	}
+
+	list := base + "?group=" + url.QueryEscape(fixture.ITDepartmentDN) + "&includeIndirect=true"
+	miss := traceOf("GET", list)
+	root := miss.one(t, "GET /restApi/api/directoryObjects/groupMembers", server(miss))
+	miss.one(t, "authenticate", root)
+	cl := miss.one(t, "cache listing", root)
+	if attr(cl, "dirgate.cache") != "miss" {
+		t.Fatalf("first listing: cache %q", attr(cl, "dirgate.cache"))
+	}
+	up := miss.one(t, "upstream members", cl)
+	if attr(up, "dirgate.breaker.state") != "closed" || attr(up, "dirgate.upstream") != "ldap" {
+		t.Fatalf("upstream span attributes: %v", up.Attributes)
+	}
+	miss.one(t, "cache write", cl)
+	pf := miss.one(t, "policy filter", root)
+	if attr(pf, "dirgate.policy.allowed") == "" || attr(pf, "dirgate.policy.denied") == "" {
+		t.Fatalf("policy span lacks counts: %v", pf.Attributes)
+	}
+	for _, sp := range miss.spans {
+		if attr(sp, "db.system") == "redis" && attr(sp, "db.statement") != "" {
+			t.Fatalf("redis span %q records its command's values", sp.Name)
+		}
+	}
+
+	hit := traceOf("GET", list)
+	cl = hit.one(t, "cache listing", server(hit))
+	if attr(cl, "dirgate.cache") != "hit" || len(hit.named("upstream members")) != 0 {
+		t.Fatalf("second listing: cache %q, upstream member reads %d", attr(cl, "dirgate.cache"), len(hit.named("upstream members")))
+	}
+
+	// Removal: decided, written upstream, then the cache invalidated.
+	admin := dc.DialAdmin(t)
+	groupDN := fmt.Sprintf("CN=dirgate trace %d,OU=Groups,%s", os.Getpid(), dc.BaseDN)
+	add := goldap.NewAddRequest(groupDN, nil)
+	add.Attribute("objectClass", []string{"top", "group"})
+	add.Attribute("member", []string{fixture.RegularDN})
+	if err := admin.Add(add); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Del(goldap.NewDelRequest(groupDN, nil)) })
+	rm := traceOf("DELETE", base+"?group="+url.QueryEscape(groupDN)+"&member="+url.QueryEscape(fixture.RegularDN))
+	root = server(rm)
+	rm.one(t, "policy remove decision", root)
+	rm.one(t, "upstream remove_member", root)
+	rm.one(t, "cache invalidate", root)
 }
