@@ -72,7 +72,7 @@ func (w *httpWorker) list(ctx context.Context, caller int, q Query, rec *Recorde
 	start := time.Now()
 	status, hdr, err := w.send(ctx, http.MethodGet, q.RawQuery(), caller)
 	lat := time.Since(start)
-	o := Outcome{Status: status, Want: http.StatusOK, Err: err, Cache: hdr.Get(CacheHeader)}
+	o := Outcome{Status: status, Want: http.StatusOK, Err: err, Cache: hdr.Get(CacheHeader), Bytes: w.buf.Len()}
 	if status == http.StatusOK {
 		states := w.t.rem.statesOf(q.Group, from, w.t.rem.now())
 		o.Wrong = w.t.Checker.CheckListing(caller, q, states, w.buf.Bytes())

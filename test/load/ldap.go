@@ -242,9 +242,9 @@ func (w *ldapWorker) Do(ctx context.Context, op *Op, rec *Recorder) {
 		return
 	}
 	start := time.Now()
-	dns, err := w.members(op.Query)
+	dns, size, err := w.members(op.Query)
 	lat := time.Since(start)
-	o := Outcome{Status: StatusLDAPOK, Want: StatusLDAPOK}
+	o := Outcome{Status: StatusLDAPOK, Want: StatusLDAPOK, Bytes: size}
 	if err != nil {
 		o.Status, o.Err = 0, err
 	} else {
@@ -258,15 +258,17 @@ type groupRef struct {
 	rid uint32
 }
 
-// members returns the DNs of q's listing, read from the directory.
-func (w *ldapWorker) members(q Query) ([]string, error) {
+// members returns the DNs of q's listing, read from the directory, and the size of
+// the entries' DNs and values.
+func (w *ldapWorker) members(q Query) ([]string, int, error) {
 	attrs := append(append([]string(nil), readAttrs...), q.Properties...)
 	top, err := w.search(q.Group, goldap.ScopeBaseObject, "(objectClass=*)", []string{"objectSid"}, nil, false)
 	if err != nil || len(top) != 1 {
-		return nil, fmt.Errorf("ldap: read group %s: %d entries, %w", q.Group, len(top), err)
+		return nil, 0, fmt.Errorf("ldap: read group %s: %d entries, %w", q.Group, len(top), err)
 	}
 	seen := map[string]bool{dnKey(top[0].DN): true}
 	var out []string
+	size := 0
 	level := []groupRef{{top[0].DN, rid(top[0])}}
 	for len(level) > 0 {
 		var next []groupRef
@@ -274,17 +276,18 @@ func (w *ldapWorker) members(q Query) ([]string, error) {
 			entries, err := w.search(g.dn, goldap.ScopeBaseObject, "(objectClass=*)", attrs,
 				[]goldap.Control{&goldap.ControlString{ControlType: oidASQ, Criticality: true, ControlValue: asqValue("member")}}, false)
 			if err != nil {
-				return nil, fmt.Errorf("ldap: members of %s: %w", g.dn, err)
+				return nil, 0, fmt.Errorf("ldap: members of %s: %w", g.dn, err)
 			}
 			if g.rid != 0 {
 				prim, err := w.search(w.t.Config.BaseDN, goldap.ScopeWholeSubtree,
 					"(primaryGroupID="+strconv.FormatUint(uint64(g.rid), 10)+")", attrs, nil, true)
 				if err != nil {
-					return nil, fmt.Errorf("ldap: primary-group members of %s: %w", g.dn, err)
+					return nil, 0, fmt.Errorf("ldap: primary-group members of %s: %w", g.dn, err)
 				}
 				entries = append(entries, prim...)
 			}
 			for _, e := range entries {
+				size += entrySize(e)
 				k := dnKey(e.DN)
 				if seen[k] {
 					continue
@@ -298,7 +301,17 @@ func (w *ldapWorker) members(q Query) ([]string, error) {
 		}
 		level = next
 	}
-	return out, nil
+	return out, size, nil
+}
+
+func entrySize(e *goldap.Entry) int {
+	n := len(e.DN)
+	for _, a := range e.Attributes {
+		for _, v := range a.ByteValues {
+			n += len(v)
+		}
+	}
+	return n
 }
 
 func (w *ldapWorker) search(base string, scope int, filter string, attrs []string, ctl []goldap.Control, paged bool) ([]*goldap.Entry, error) {

@@ -27,6 +27,9 @@ type Outcome struct {
 	Wrong string
 	// Cache is dirgate's X-Dirgate-Cache header, when it sent one.
 	Cache string
+	// Bytes is the size of the answer's body (for the directory: of its entries' DNs
+	// and values).
+	Bytes int
 }
 
 // StatusLDAPOK is the status recorded for a successful directory search (LDAP
@@ -41,6 +44,7 @@ type Recorder struct {
 
 type classRec struct {
 	lat      []time.Duration
+	bytes    int64
 	errors   map[string]int
 	cache    map[string]int
 	wrong    int
@@ -54,6 +58,7 @@ func (r *Recorder) Add(class string, lat time.Duration, o Outcome) {
 	}
 	c := r.class(class)
 	c.lat = append(c.lat, lat)
+	c.bytes += int64(o.Bytes)
 	if o.Cache != "" {
 		c.cache[o.Cache]++
 	}
@@ -120,8 +125,10 @@ type Stats struct {
 	Max        Millis         `json:"maxMs"`
 	Errors     map[string]int `json:"errors"` // by status; "transport" when none came
 	Wrong      int            `json:"wrong"`
-	Cache      map[string]int `json:"cache,omitempty"`
-	Examples   []string       `json:"examples,omitempty"`
+	// KBPerRequest is the mean size of an answer.
+	KBPerRequest float64        `json:"kbPerRequest"`
+	Cache        map[string]int `json:"cache,omitempty"`
+	Examples     []string       `json:"examples,omitempty"`
 }
 
 // ErrorCount is the number of requests that got another status than wanted.
@@ -160,6 +167,7 @@ func newReport(target, workload string, conc int, elapsed time.Duration, recs []
 			}
 			for _, dst := range []*classRec{m, all} {
 				dst.lat = append(dst.lat, c.lat...)
+				dst.bytes += c.bytes
 				dst.wrong += c.wrong
 				for k, v := range c.errors {
 					dst.errors[k] += v
@@ -192,6 +200,7 @@ func (c *classRec) stats(elapsed time.Duration) *Stats {
 	if len(c.lat) > 0 {
 		s.P50, s.P95, s.P99 = percentile(c.lat, 50), percentile(c.lat, 95), percentile(c.lat, 99)
 		s.Max = Millis(c.lat[len(c.lat)-1])
+		s.KBPerRequest = float64(c.bytes) / float64(len(c.lat)) / 1024
 	}
 	return s
 }
@@ -207,7 +216,7 @@ func percentile(sorted []time.Duration, p int) Millis {
 // errors by status, wrong answers and how dirgate's cache served the listings.
 func WriteTable(w io.Writer, reports []*Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tworkload\tclass\tclients\trequests\treq/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\twrong\tcache\t")
+	fmt.Fprintln(tw, "target\tworkload\tclass\tclients\trequests\treq/s\tKB/req\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\twrong\tcache\t")
 	for _, r := range reports {
 		names := slices.Sorted(maps.Keys(r.Classes))
 		rows := []string{"all"}
@@ -219,8 +228,8 @@ func WriteTable(w io.Writer, reports []*Report) error {
 			if name != "all" {
 				s = r.Classes[name]
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Target, r.Workload, name,
-				r.Concurrency, s.Requests, s.Throughput, s.P50, s.P95, s.P99, s.Max, counts(s.Errors), s.Wrong, counts(s.Cache))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Target, r.Workload, name,
+				r.Concurrency, s.Requests, s.Throughput, s.KBPerRequest, s.P50, s.P95, s.P99, s.Max, counts(s.Errors), s.Wrong, counts(s.Cache))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -151,6 +151,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	all.Callers = setup.Callers
 	env.print(stdout)
+	if dg != nil {
+		fmt.Fprintf(stdout, "dirgate pid %d serving %s\n\n", dg.cmd.Process.Pid, url)
+	}
 
 	admin, err := lc.Dial(true)
 	if err != nil {
