@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -29,6 +30,15 @@ func NewClient() *Client {
 		Timeout:   60 * time.Second,
 		Transport: &http.Transport{MaxIdleConnsPerHost: 32, DisableCompression: true},
 	}}
+}
+
+// ClientFrom returns a client whose connections come from the loopback address ip
+// (127.0.0.2, …): dirgate throttles failed authentications per address, so requests
+// that fail on purpose come from an address of their own.
+func ClientFrom(ip string) *Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &Client{HTTP: &http.Client{Timeout: 60 * time.Second,
+		Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 8}}}
 }
 
 // CloseIdle closes the client's idle keep-alive connections, so that dirgate's count

@@ -3,8 +3,6 @@ package faults
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -31,15 +29,6 @@ func soakDuration(t *testing.T) time.Duration {
 		return 10 * time.Second
 	}
 	return 60 * time.Second
-}
-
-// ClientFrom returns a client whose connections come from the loopback address ip
-// (127.0.0.2, …): dirgate throttles failed authentications per address, so requests
-// that fail on purpose come from an address of their own.
-func ClientFrom(ip string) *Client {
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	return &Client{HTTP: &http.Client{Timeout: 60 * time.Second,
-		Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 8}}}
 }
 
 // soakRequest is one kind of request of the soak's mix, with its documented answer.

@@ -1,0 +1,26 @@
+# test/faults/faults.mk: the fault and hostile-input suites (issue #7 points 3 and 4).
+# The main Makefile includes it after test/samba/samba.mk, whose with-samba it uses.
+#
+#   make test-faults    fault tests (Redis killed or hung under load, the DC stopped or
+#                       hung, a slow and cutting upstream, a soak run) and hostile-input
+#                       tests, with -race (the dirgate binary under test is built with
+#                       -race too). When DIRGATE_TEST_LDAP_URL is set (a DC's env file
+#                       exported, as in CI after `make samba-start`), that DC is used;
+#                       otherwise a throw-away DC is started and stopped around the run.
+#
+# Needs samba (installed by dc.sh), redis-server and redis-cli (test/run.sh installs
+# them). Under CI=true a missing DC or Redis fails the tests instead of skipping them.
+# FAULTS_SOAK sets the soak's length (default 60s); the whole run takes about three
+# minutes on the 2-core machine.
+
+FAULTS_SOAK ?= 60s
+FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/...
+FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -timeout 20m -v $(FAULTS_PKGS)
+
+.PHONY: test-faults
+test-faults: ## fault and hostile-input tests: Redis and DC faults, slow upstream, soak, injections (~3 min)
+ifeq ($(DIRGATE_TEST_LDAP_URL),)
+	$(call with-samba,$(FAULTS_GO_TEST))
+else
+	$(FAULTS_GO_TEST)
+endif
