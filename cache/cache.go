@@ -153,7 +153,7 @@ func (c *Cache) Close() error {
 // callers must not modify it.
 func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) (objs []dirgate.Object, err error) {
 	rep := dirgate.ListingReportFrom(ctx)
-	ctx, span := tracer.Start(ctx, "cache listing", trace.WithAttributes(
+	ctx, span := tracer().Start(ctx, "cache listing", trace.WithAttributes(
 		attribute.String("dirgate.group.guid", group.GUID), attribute.Bool("dirgate.include_indirect", opts.IncludeIndirect)))
 	defer func() {
 		st := rep.CacheStatus()
@@ -247,7 +247,7 @@ func (c *Cache) RemoveMember(ctx context.Context, group, member dirgate.Object) 
 	if errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
 		return err
 	}
-	ctx, span := tracer.Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))
+	ctx, span := tracer().Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))
 	c.invalidate(ctx, group.GUID, anyRemoval)
 	span.End()
 	return err

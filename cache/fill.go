@@ -70,7 +70,7 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		keys = append(keys, c.keys.version(req.root))
 	}
 	var vals []string
-	rctx, span := tracer.Start(ctx, "cache read")
+	rctx, span := tracer().Start(ctx, "cache read")
 	err := c.op(rctx, false, func(ctx context.Context) (err error) {
 		vals, err = c.store.get(ctx, keys...)
 		return err
@@ -305,7 +305,7 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool) (e *entry, 
 // put stores a filled entry; it reports false when the store failed or a version
 // changed during the fill.
 func (c *Cache) put(ctx context.Context, req request, e *entry, blob string) (stored bool) {
-	ctx, span := tracer.Start(ctx, "cache write", trace.WithAttributes(attribute.Int("dirgate.cache.bytes", len(blob))))
+	ctx, span := tracer().Start(ctx, "cache write", trace.WithAttributes(attribute.Int("dirgate.cache.bytes", len(blob))))
 	defer func() { span.SetAttributes(attribute.Bool("dirgate.cache.stored", stored)); span.End() }()
 	if req.root == "" {
 		return c.op(ctx, false, func(ctx context.Context) error {

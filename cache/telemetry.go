@@ -3,12 +3,15 @@ package cache
 import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Spans: "cache listing" per request with how it was served, "cache read" and
 // "cache write" for the shared level, "cache invalidate" after a removal; go-redis's
 // own spans (command names only) hang below them.
-var tracer = otel.Tracer("github.com/dirgate/dirgate/cache")
+// tracer is fetched per use, so spans follow whichever provider is installed now
+// (tests install several; a tracer taken at init would stay with the first).
+func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/cache") }
 
 type cacheMetrics struct {
 	listings metric.Int64Counter

@@ -235,7 +235,7 @@ func (a *Authorizer) Revision() string { return a.current.Load().revision }
 // Objects whose decision is not the boolean true are omitted.
 func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
 	start := time.Now()
-	ctx, span := tracer.Start(ctx, "policy filter", trace.WithAttributes(attribute.Int("dirgate.objects", len(objs))))
+	ctx, span := tracer().Start(ctx, "policy filter", trace.WithAttributes(attribute.Int("dirgate.objects", len(objs))))
 	defer span.End()
 	v := a.current.Load()
 	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
@@ -269,7 +269,7 @@ func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group 
 // member from group. An evaluation error denies, and is logged.
 func (a *Authorizer) AllowRemove(ctx context.Context, p dirgate.Principal, group, member dirgate.Object) error {
 	start := time.Now()
-	ctx, span := tracer.Start(ctx, "policy remove decision")
+	ctx, span := tracer().Start(ctx, "policy remove decision")
 	defer span.End()
 	v := a.current.Load()
 	in := Input{Action: ActionRemove, Subject: p, Object: &member, Group: group, Request: requestOf(dirgate.ListOptions{})}.normalize()

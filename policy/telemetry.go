@@ -3,9 +3,12 @@ package policy
 import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
-var tracer = otel.Tracer("github.com/dirgate/dirgate/policy")
+// tracer is fetched per use, so spans follow whichever provider is installed now
+// (tests install several; a tracer taken at init would stay with the first).
+func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/policy") }
 
 type policyMetrics struct{ decisions, reloads metric.Int64Counter }
 

@@ -34,7 +34,7 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 		return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "token longer than %d bytes", MaxTokenLength)
 	}
 	// The span records who was authenticated, never the token.
-	ctx, span := tracer.Start(r.Context(), "authenticate")
+	ctx, span := tracer().Start(r.Context(), "authenticate")
 	defer span.End()
 	p, err := s.cfg.Authenticator.Authenticate(ctx, vals[0])
 	if err != nil {

@@ -8,9 +8,12 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
-var tracer = otel.Tracer("github.com/dirgate/dirgate/proxy")
+// tracer is fetched per use, so spans follow whichever provider is installed now
+// (tests install several; a tracer taken at init would stay with the first).
+func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/proxy") }
 
 // metrics counts requests by route, method, status and cache outcome. Latency
 // histograms come from the otelhttp server instrumentation around the handler

@@ -139,6 +139,16 @@ func TestEndToEndLDAP(t *testing.T) {
 	}
 	sameSet(t, "IT Department, indirect", dns(got), want)
 
+	// Upstream calls and the LDAP pool show on /metrics.
+	metrics := call(t, "GET", strings.TrimSuffix(base, "/restApi/api/directoryObjects/groupMembers")+"/metrics", "")
+	for _, want := range []string{`dirgate_ldap_pool_size 4`, `dirgate_ldap_dials_total`,
+		`dirgate_upstream_duration_seconds_count{operation="members",outcome="ok",upstream="ldap"}`,
+		`dirgate_upstream_breaker_state{upstream="ldap"} 0`} {
+		if !strings.Contains(string(metrics.body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
 	// The in-chain option gives the same listing as the breadth-first expansion.
 	inChain := startLDAP(t, dc, "--ldap-in-chain")
 	sameSet(t, "IT Department, indirect, in-chain", dns(listAs(t, inChain, "e2e-admin", fixture.ITDepartmentDN, "&includeIndirect=true")), dns(got))

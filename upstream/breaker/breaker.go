@@ -149,7 +149,7 @@ func (d *Directory) State() State { return fromGobreaker(d.cb.State()) }
 // and records its duration and outcome. A request the breaker refuses never reaches
 // the inner Directory and fails with EUNAVAILABLE.
 func call[T any](ctx context.Context, d *Directory, op string, f func(context.Context) (T, error)) (T, error) {
-	ctx, span := tracer.Start(ctx, "upstream "+op, trace.WithSpanKind(trace.SpanKindClient),
+	ctx, span := tracer().Start(ctx, "upstream "+op, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("dirgate.upstream", d.name),
 			attribute.String("dirgate.breaker.state", d.State().String())))
 	defer span.End()

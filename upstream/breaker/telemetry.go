@@ -6,11 +6,14 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Every upstream call passes through a breaker, so this is where upstream latency,
 // errors and the breaker's state are observed, whatever the upstream.
-var tracer = otel.Tracer("github.com/dirgate/dirgate/upstream/breaker")
+// tracer is fetched per use, so spans follow whichever provider is installed now
+// (tests install several; a tracer taken at init would stay with the first).
+func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/upstream/breaker") }
 
 type breakerMetrics struct {
 	duration metric.Float64Histogram

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	goldap "github.com/go-ldap/ldap/v3"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Directory is the LDAP adapter. It is safe for concurrent use.
@@ -31,16 +32,25 @@ type Directory struct {
 	// and turns on for good the first time a server answers sizeLimitExceeded or
 	// adminLimitExceeded (as AD does beyond MaxPageSize, and newer Samba may).
 	pageASQ atomic.Bool
+
+	metrics metric.Registration // the pool's gauges, removed at Close
 }
 
 var _ dirgate.Directory = (*Directory)(nil)
 
 func newDirectory(cfg Config, base dirgate.DN, p *pool) *Directory {
-	return &Directory{cfg: cfg, base: base, pool: p, now: time.Now}
+	d := &Directory{cfg: cfg, base: base, pool: p, now: time.Now}
+	d.metrics = registerPoolMetrics(p)
+	return d
 }
 
 // Close closes the pooled connections; calls still running finish first.
-func (d *Directory) Close() { d.pool.close() }
+func (d *Directory) Close() {
+	if d.metrics != nil {
+		d.metrics.Unregister()
+	}
+	d.pool.close()
+}
 
 // baseAttrs are what dirgate.Entry.ToObject reads.
 var baseAttrs = []string{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -23,6 +24,8 @@ type pool struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	dials, dialFailures atomic.Int64 // for metrics
 }
 
 type pooledConn struct {
@@ -71,7 +74,9 @@ func (p *pool) get(ctx context.Context, fresh bool) (*pooledConn, error) {
 		return pc, nil
 	}
 	c, err := p.dial(ctx)
+	p.dials.Add(1)
 	if err != nil {
+		p.dialFailures.Add(1)
 		<-p.slots
 		return nil, err
 	}
