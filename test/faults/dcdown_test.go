@@ -29,7 +29,7 @@ func startBehindProxy(t *testing.T, env map[string]string, extra ...string) (*Pr
 	px, ldapURL := ProxyDC(t, dc)
 	tok := NewToken(t, "fault-")
 	args := append(LDAPArgs(t, dc, ldapURL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
-		"--principal-ttl", "10m", "--request-timeout", "10s", "--ldap-timeout", "3s", "--ldap-dial-timeout", "1s")
+		"--principal-ttl", "10m", "--request-timeout", "10s", "--ldap-timeout", "3s")
 	return Start(t, env, append(args, extra...)...), px, tok, dc
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/dirgate/dirgate/test/faultproxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/test/sambatest"
 )
 
 // listedDNs returns the DNs of a listing body (nil if it is not one).
@@ -80,15 +79,11 @@ func TestRedisFaultUnderLoad(t *testing.T) {
 
 func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, *faultproxy.Proxy)) {
 	RequireSetting(t, "DIRGATE_REDIS_ADDR")
-	dc := sambatest.Env(t)
-	RequireFixture(t, dc)
 	rds := redistest.Start(t)
 	rpx := faultproxy.Start(t, rds.Addr())
-	group := TempGroup(t, dc, "dirgate faults redis "+name, fixture.RegularDN, fixture.NeverExpiresDN)
-	tok := NewToken(t, "fault-")
 	env := map[string]string{"DIRGATE_REDIS_ADDR": rpx.Addr(), "DIRGATE_REDIS_RETRY_INTERVAL": "250ms"}
-	p := Start(t, env, append(LDAPArgs(t, dc, dc.URL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
-		"--principal-ttl", "10m")...)
+	p, lpx, tok, dc := startBehindProxy(t, env)
+	group := TempGroup(t, dc, "dirgate faults redis "+name, fixture.RegularDN, fixture.NeverExpiresDN)
 	c := NewClient()
 	ctx := context.Background()
 
@@ -96,22 +91,19 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	for _, g := range Groups[:6] {
 		urls = append(urls, ListURL(p.Base, g, ""), ListURL(p.Base, g, "&includeIndirect=true&properties=mail"))
 	}
+	warm := time.Now()
 	for _, u := range urls {
 		Eventually(t, 30*time.Second, "the cache serves "+u, func() (bool, string) {
 			r := c.Do(ctx, "GET", u, tok)
 			return r.Status == 200 && r.Cache() == "hit", r.Cache() + " " + r.String()
 		})
 	}
-	redisConns := rpx.Live()
+	t.Logf("cache warm in %v", time.Since(warm).Round(time.Millisecond))
 
 	ph := newPhased()
 	var removedAt atomic.Int64 // unix nanos when the removal was answered
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		Drive(loadCtx, 4, 0, func(ctx context.Context, i int) {
+	load := func(ctx context.Context) {
+		Drive(ctx, 4, 0, func(ctx context.Context, i int) {
 			phase, start := ph.phase.Load(), time.Now().UnixNano()
 			u := urls[i%len(urls)]
 			r := c.Do(context.Background(), "GET", u, tok)
@@ -125,9 +117,19 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 			ph.tallies[phase].Add(r, why)
 			time.Sleep(5 * time.Millisecond) // bounded load: the DC and this machine are shared
 		})
-	}()
-	time.Sleep(time.Second)
+	}
+	// The same load before the fault, to measure the program as the load leaves it.
+	before, cancel := context.WithTimeout(ctx, time.Second)
+	load(before)
+	cancel()
+	seq := 0
+	fillPool(t, c, p, lpx, tok, &seq) // equal LDAP pools in both readings: go-ldap runs goroutines per connection
+	base := quiesce(t, c, p, rpx, lpx)
 
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); load(loadCtx) }()
 	ph.phase.Store(1)
 	down(rds, rpx)
 	Eventually(t, 20*time.Second, "dirgate notices that Redis is gone", func() (bool, string) {
@@ -162,12 +164,51 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	if got := Members(t, dc, group); containsFold(got, fixture.RegularDN) || len(got) != 1 {
 		t.Errorf("the DC's members after the removal: %v", got)
 	}
-	// Only the connections dirgate keeps to Redis remain: each client of the killed
-	// or hung server was closed, not left behind.
+	fillPool(t, c, p, lpx, tok, &seq)
+	after := quiesce(t, c, p, rpx, lpx)
+	t.Logf("resources before the fault: %s; after: %s", base, after)
+	if after.res.Goroutines > base.res.Goroutines+leakSlack {
+		t.Errorf("goroutines: %d after the fault, %d before (slack %d): a leak", after.res.Goroutines, base.res.Goroutines, leakSlack)
+	}
+	if after.otherFDs() > base.otherFDs() {
+		t.Errorf("descriptors other than live Redis and LDAP connections: %d after the fault, %d before: sockets of the dead or hung server were kept", after.otherFDs(), base.otherFDs())
+	}
+}
+
+// quiet is a settled reading of the program with the connections the proxies see.
+type quiet struct {
+	res         Resources
+	redis, ldap int
+}
+
+func (q quiet) String() string {
+	return fmt.Sprintf("%s, %d Redis and %d LDAP connections", q.res, q.redis, q.ldap)
+}
+
+// otherFDs are the program's descriptors that are not a live connection to Redis or
+// the DC: a socket kept after its peer died shows up here, while the pools may hold
+// a different number of live connections after a fault.
+func (q quiet) otherFDs() int { return q.res.OpenFDs - q.redis - q.ldap }
+
+// quiesce closes the client's idle connections and waits until two readings in a
+// row agree, so that connections closing in the background are not counted.
+func quiesce(t *testing.T, c *Client, p *Program, rpx, lpx *faultproxy.Proxy) quiet {
+	t.Helper()
 	c.CloseIdle()
-	Eventually(t, 30*time.Second, "Redis connections back to their number before the fault", func() (bool, string) {
-		return rpx.Live() <= redisConns, fmt.Sprintf("%d open, %d before", rpx.Live(), redisConns)
+	var last quiet
+	took := Eventually(t, 30*time.Second, "the program settles", func() (bool, string) {
+		res, err := p.Resources(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		q := quiet{res: res, redis: rpx.Live(), ldap: lpx.Live()}
+		same := q.res.Goroutines == last.res.Goroutines && q.otherFDs() == last.otherFDs()
+		last = q
+		time.Sleep(200 * time.Millisecond)
+		return same, q.String()
 	})
+	t.Logf("settled in %v: %s", took.Round(time.Millisecond), last)
+	return last
 }
 
 // TestDCDownWithStaleCache stops the DC while four clients list groups whose
