@@ -21,7 +21,7 @@ readonly SVC_NAME=dirgate-svc
 readonly SVC_DN="CN=$SVC_NAME,CN=Users,$BASE_DN"
 readonly SVC_GROUP_DN="CN=Account Operators,CN=Builtin,$BASE_DN"
 readonly LOCKOUT_THRESHOLD=3
-readonly LOCKOUT_MINUTES=30
+readonly LOCKOUT_MINUTES=720
 
 # Paths and names the compose file may change.
 readonly STATE=${DC_STATE_DIR:-/var/lib/dirgate-dc}       # provisioned domain, private

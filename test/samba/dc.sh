@@ -21,7 +21,7 @@ readonly SVC_DN="CN=$SVC_NAME,CN=Users,$BASE_DN"
 # remove group members over LDAP (a plain user gets 50 insufficientAccessRights).
 readonly SVC_GROUP_DN="CN=Account Operators,CN=Builtin,$BASE_DN"
 readonly LOCKOUT_THRESHOLD=3
-readonly LOCKOUT_MINUTES=30
+readonly LOCKOUT_MINUTES=720
 readonly LDAPS_URL=ldaps://127.0.0.1:636
 readonly LDAP_URL=ldap://127.0.0.1:389
 readonly PORTS=(389 636 3268 3269)
