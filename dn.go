@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-ldap/ldap/v3"
@@ -64,6 +65,19 @@ func ParseDN(s string) (DN, error) {
 	}
 	d.key = strings.Join(keys, ",")
 	return d, nil
+}
+
+// hasControl reports whether any attribute value, unescaped, holds a control
+// character.
+func (d DN) hasControl() bool {
+	for _, r := range d.rdn {
+		for _, a := range r.attrs {
+			if strings.IndexFunc(a.Value, unicode.IsControl) >= 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // MustParseDN is ParseDN for constants.

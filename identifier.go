@@ -76,6 +76,11 @@ func ParseIdentifier(s string) (Identifier, error) {
 		if err != nil {
 			return Identifier{}, Errorf(EINVALID, "is not a valid distinguished name")
 		}
+		// Escapes such as \00 or \0a decode to control characters. Directories cut
+		// or fold such values, so an escaped alias could name another object.
+		if dn.hasControl() {
+			return Identifier{}, Errorf(EINVALID, "contains a control character")
+		}
 		return Identifier{kind: KindDN, raw: s, canon: s, dn: dn}, nil
 	}
 	return Identifier{}, Errorf(EINVALID, "is not a DN, GUID or SID")

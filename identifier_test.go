@@ -159,3 +159,16 @@ func FuzzParseIdentifier(f *testing.F) {
 		}
 	})
 }
+
+// An escaped control character would let a client name an object by an alias that
+// the directory cuts or folds (Samba ends a value at NUL).
+func TestParseIdentifierRejectsEscapedControls(t *testing.T) {
+	for _, s := range []string{`CN=Help Desk\00evil,DC=corp,DC=com`, `CN=a\0ab,DC=corp,DC=com`, `CN=a\7f,DC=x`} {
+		if _, err := dirgate.ParseIdentifier(s); dirgate.ErrorCode(err) != dirgate.EINVALID {
+			t.Errorf("%q: err = %v, want invalid", s, err)
+		}
+	}
+	if _, err := dirgate.ParseIdentifier(`CN=Smith\2C John\20,DC=corp,DC=com`); err != nil {
+		t.Errorf("escaped comma and space refused: %v", err)
+	}
+}

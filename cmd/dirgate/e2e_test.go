@@ -240,17 +240,33 @@ func (d *slowDir) Lookup(ctx context.Context, id dirgate.Identifier, props []str
 	case d.started <- struct{}{}:
 	default:
 	}
-	<-d.release
+	select {
+	case <-d.release:
+	case <-ctx.Done():
+		return dirgate.Object{}, ctx.Err()
+	}
 	return d.Directory.Lookup(ctx, id, props)
 }
 
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	slow := &slowDir{started: make(chan struct{}, 1), release: make(chan struct{})}
-	m, base := startDemo(t, func(d dirgate.Directory) dirgate.Directory { slow.Directory = d; return slow })
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	m.wrapDirectory = func(d dirgate.Directory) dirgate.Directory { slow.Directory = d; return slow }
+	// The run context is what SIGTERM cancels (main's signal.NotifyContext).
+	signal, sigterm := context.WithCancel(context.Background())
+	if err := m.Run(signal); err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
 	got := make(chan response, 1)
 	go func() { got <- call(t, "GET", base+"?group="+url.QueryEscape(helpDesk), adminTok) }()
 	<-slow.started // the request is inside the service
 
+	sigterm() // as main does on SIGTERM: cancel the run context, then Close
 	closed := make(chan error, 1)
 	go func() { closed <- m.Close() }()
 	select {

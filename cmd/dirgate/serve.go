@@ -29,13 +29,16 @@ type Main struct {
 	stdout io.Writer
 	stderr io.Writer
 
-	ln        net.Listener
-	srv       *http.Server
-	cancel    context.CancelFunc
-	closers   []func() error
-	served    chan error
-	telemetry *telemetry.Telemetry
-	ready     *readiness
+	ln     net.Listener
+	srv    *http.Server
+	cancel context.CancelFunc
+	// requests is the context of every request; see BaseContext.
+	requests       context.Context
+	cancelRequests context.CancelFunc
+	closers        []func() error
+	served         chan error
+	telemetry      *telemetry.Telemetry
+	ready          *readiness
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*.
@@ -116,8 +119,11 @@ func (m *Main) Run(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return ctx },
+		// Requests must outlive the signal that starts a graceful shutdown: their
+		// context is cancelled only once Shutdown has given up waiting for them.
+		BaseContext: func(net.Listener) context.Context { return m.requests },
 	}
+	m.requests, m.cancelRequests = context.WithCancel(context.WithoutCancel(ctx))
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
 	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "base_path", m.Config.BasePath,
@@ -147,6 +153,7 @@ func (m *Main) Close() error {
 		if err := m.srv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("shutdown: %w", err))
 		}
+		m.cancelRequests()
 		if err := <-m.served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errs = append(errs, err)
 		}
