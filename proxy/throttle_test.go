@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 )
@@ -151,5 +152,40 @@ func TestRemoteAddr(t *testing.T) {
 		if got := remoteAddr(r); got != tt.want {
 			t.Errorf("%s: remoteAddr(%q) = %q, want %q", tt.name, tt.remote, got, tt.want)
 		}
+	}
+}
+
+func TestForwardedClientAddr(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("127.0.0.1/32")}
+	addr := ForwardedClientAddr(trusted)
+	tests := []struct {
+		name   string
+		remote string
+		xff    []string
+		want   string
+	}{
+		// Behind the ingress, each client is throttled on its own address.
+		{name: "through a trusted proxy", remote: "10.1.2.3:5555", xff: []string{"203.0.113.7"}, want: "203.0.113.7"},
+		// A client cannot choose its key by prepending addresses: the right-most
+		// untrusted hop is taken.
+		{name: "spoofed left-most entry", remote: "10.1.2.3:5555", xff: []string{"198.51.100.1, 203.0.113.7"}, want: "203.0.113.7"},
+		{name: "chain of trusted proxies", remote: "127.0.0.1:1", xff: []string{"203.0.113.7", "10.9.9.9"}, want: "203.0.113.7"},
+		// From an untrusted peer the header is ignored.
+		{name: "untrusted peer", remote: "192.0.2.1:1", xff: []string{"203.0.113.7"}, want: "192.0.2.1"},
+		{name: "no header", remote: "10.1.2.3:5555", want: "10.1.2.3"},
+		{name: "malformed hop", remote: "10.1.2.3:5555", xff: []string{"203.0.113.7, nonsense"}, want: "10.1.2.3"},
+		{name: "IPv6 client by /64", remote: "10.1.2.3:5555", xff: []string{"2001:db8::1"}, want: "2001:db8::/64"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/", nil)
+			r.RemoteAddr = tt.remote
+			for _, v := range tt.xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+			if got := addr(r); got != tt.want {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -33,6 +34,7 @@ type Config struct {
 
 	AuthMaxFailures   int
 	AuthFailureWindow time.Duration
+	TrustedProxies    string
 
 	LDAPURL          string
 	LDAPBindDN       string
@@ -91,6 +93,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PrincipalTTL, "principal-ttl", 30*time.Second, "how long a token's resolved principal (its groups) is reused")
 	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address within the window before it gets 429")
 	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
+	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
 	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
 	fs.StringVar(&c.LDAPBindDN, "ldap-bind-dn", "", "service account DN to bind as")
@@ -267,6 +270,9 @@ func (c *Config) Validate() error {
 			bad("decision-log-mask", "%v", err)
 		}
 	}
+	if _, err := c.trustedProxies(); err != nil {
+		bad("trusted-proxies", "%v", err)
+	}
 	if c.DecisionLogMaxDenied < 0 {
 		bad("decision-log-max-denied", "must not be negative")
 	}
@@ -296,6 +302,22 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return nil
+}
+
+// trustedProxies parses the trusted-proxies setting.
+func (c *Config) trustedProxies() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(c.TrustedProxies, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a CIDR such as 10.0.0.0/8", s)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // decisionLogMasks splits the mask setting into its JSON pointers.

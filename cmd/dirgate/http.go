@@ -30,7 +30,16 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 		"/readyz":  m.ready,
 		"/metrics": m.telemetry.Metrics,
 	}
+	trusted, err := m.Config.trustedProxies()
+	if err != nil {
+		return nil, err
+	}
+	var clientAddr func(*http.Request) string
+	if len(trusted) > 0 {
+		clientAddr = proxy.ForwardedClientAddr(trusted)
+	}
 	api, err := proxy.New(proxy.Config{
+		ClientAddr:    clientAddr,
 		BasePath:      basePath,
 		Authenticator: auth,
 		Service:       svc,
