@@ -98,3 +98,18 @@ func (r *ListingReport) AppendJSON(dst []byte, objs []Object) ([]byte, error) {
 	}
 	return e.AppendJSON(dst, objs)
 }
+
+type freshLookupKey struct{}
+
+// WithFreshLookup marks ctx so that identifier lookups bypass any cache: a removal
+// must act on the directory's current DN and primary group, not on a resolution
+// cached before a rename or move.
+func WithFreshLookup(ctx context.Context) context.Context {
+	return context.WithValue(ctx, freshLookupKey{}, true)
+}
+
+// FreshLookup reports whether ctx asks for uncached lookups.
+func FreshLookup(ctx context.Context) bool {
+	v, _ := ctx.Value(freshLookupKey{}).(bool)
+	return v
+}

@@ -168,6 +168,7 @@ func SortObjects(objs []Object) {
 // Remove removes memberID from groupID and reports the outcome as the product does:
 // a member that is not a direct member is "no changes", not an error.
 func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
+	ctx = WithFreshLookup(ctx)
 	group, err := s.resolve(ctx, groupID, "group")
 	if err != nil {
 		return OperationResult{}, err

@@ -202,7 +202,7 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 // Lookups are not invalidated by removals (an object's identity and status do not
 // depend on its groups); they follow the TTL.
 func (c *Cache) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
-	if len(props) > 0 || id.IsZero() {
+	if len(props) > 0 || id.IsZero() || dirgate.FreshLookup(ctx) {
 		return c.dir.Lookup(ctx, id, props)
 	}
 	key, check := c.keys.lookup(id)
@@ -244,7 +244,9 @@ func (c *Cache) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Obj
 // It invalidates whenever the directory may have changed, failures included.
 func (c *Cache) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	err := c.dir.RemoveMember(ctx, group, member)
-	if errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
+	// "Not a member" still invalidates: a listing that shows the member is stale
+	// (someone removed it behind dirgate's back). Only a refusal changed nothing.
+	if errors.Is(err, dirgate.ErrPrimaryGroup) {
 		return err
 	}
 	ctx, span := tracer().Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))

@@ -354,3 +354,52 @@ func TestInChainListingsFollowAnyRemoval(t *testing.T) {
 		})
 	}
 }
+
+// TestRemovalBehindDirgatesBack: a member removed directly in the directory is still
+// in the cached listing; removing it through dirgate answers "no changes", resolves
+// both sides afresh, and invalidates the listing all the same.
+func TestRemovalBehindDirgatesBack(t *testing.T) {
+	dir := demo(t)
+	in := newInstance(t, dir, Config{})
+	victim := memberOf(t, dir, fixture.DesktopEngineersDN, fixture.RegularDN)
+	group := object(t, dir, fixture.DesktopEngineersDN)
+	in.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if err := dir.RemoveMember(t.Context(), group, victim); err != nil {
+		t.Fatal(err)
+	}
+	if _, st := in.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
+		t.Fatalf("listing after an outside change: %s, want a (stale) hit", st)
+	}
+	res, err := in.svc.Remove(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(fixture.DesktopEngineersDN),
+		dirgate.MustParseIdentifier(victim.DN))
+	if err != nil || !res.NoChanges {
+		t.Fatalf("Remove = %+v, %v; want no changes", res, err)
+	}
+	objs, _ := in.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	for _, o := range objs {
+		if o.GUID == victim.GUID {
+			t.Fatal("the listing still shows a member that dirgate was told is not one")
+		}
+	}
+}
+
+// TestRemovalResolvesFresh: lookups for a removal bypass the cached resolutions.
+func TestRemovalResolvesFresh(t *testing.T) {
+	ctx := dirgate.WithFreshLookup(t.Context())
+	if !dirgate.FreshLookup(ctx) || dirgate.FreshLookup(t.Context()) {
+		t.Fatal("FreshLookup does not follow WithFreshLookup")
+	}
+	counting := &countingDir{Directory: demo(t)}
+	in := newInstance(t, counting, Config{})
+	id := dirgate.MustParseIdentifier(fixture.DesktopEngineersDN)
+	in.c.Lookup(t.Context(), id, nil)
+	before := counting.lookups.Load()
+	in.c.Lookup(t.Context(), id, nil)
+	if counting.lookups.Load() != before {
+		t.Fatal("a plain lookup was not served from the cache")
+	}
+	in.c.Lookup(ctx, id, nil)
+	if counting.lookups.Load() != before+1 {
+		t.Fatal("a fresh lookup was served from the cache")
+	}
+}
