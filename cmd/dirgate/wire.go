@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -108,7 +109,15 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	}
 	m.closers = append(m.closers, c.Close)
 	if m.Config.RedisAddr != "" {
-		m.ready.add("redis", false, c.Ready) // reported, not gating: Redis is shared
+		// Reported, not gating: Redis is shared. /readyz needs no token, so the
+		// client's error text (addresses) goes to the log only.
+		m.ready.add("redis", false, func(ctx context.Context) error {
+			if err := c.Ready(ctx); err != nil {
+				m.Logger.WarnContext(ctx, "readiness: redis unreachable", "err", err)
+				return errors.New("unreachable; the cache is bypassed (see the log)")
+			}
+			return nil
+		})
 	}
 	return c, nil
 }
