@@ -256,8 +256,21 @@ func (c *Config) Validate() error {
 			bad(name, "must be positive")
 		}
 	}
-	if c.PrincipalTTL < 0 {
-		bad("principal-ttl", "must not be negative")
+	// Zero would silently mean a package default for these; refuse it instead.
+	for name, d := range map[string]time.Duration{"principal-ttl": c.PrincipalTTL, "cache-ttl": c.CacheTTL,
+		"redis-timeout": c.RedisTimeout, "redis-retry-interval": c.RedisRetryInterval} {
+		if d <= 0 {
+			bad(name, "must be positive")
+		}
+	}
+	if c.CacheMaxStale < 0 {
+		bad("cache-max-stale", "must not be negative (0: never serve stale)")
+	}
+	if c.CacheMaxBytes <= 0 {
+		bad("cache-max-bytes", "must be positive")
+	}
+	if c.CacheTTLJitter < 0 || c.CacheTTLJitter > 0.99 {
+		bad("cache-ttl-jitter", "must be between 0 and 0.99")
 	}
 	for name, n := range map[string]int{"auth-max-failures": c.AuthMaxFailures, "breaker-failures": c.BreakerFailures,
 		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize} {

@@ -83,7 +83,8 @@ type Config struct {
 	// listing. Off by default: Samba evaluates the rule per object in scope (seconds on
 	// a few thousand objects) and AD is known to time out on large directories, while
 	// the member service's breadth-first expansion costs milliseconds (ad-ldap.md §2).
-	// DIRGATE_LDAP_USE_IN_CHAIN.
+	// DIRGATE_LDAP_IN_CHAIN. Unlike the expansion, the query also finds members
+	// reached through nested groups that lie outside BaseDN.
 	UseInChain bool
 }
 

@@ -43,7 +43,7 @@ in_scope(scope) if scope.all == true
 in_scope(scope) if dn_below(input.object.dn, scope.subtree)
 
 # in_scope: {"membersOf": [group, ...]} covers the listings of those groups and the
-# removals from them, each group named by DN, GUID or SID.
+# removals from them, each group named by DN or GUID (directory objects carry no SID).
 in_scope(scope) if {
 	some name in scope.membersOf
 	lower(trim(name, "{}")) in group_ids
