@@ -106,6 +106,17 @@ func ErrorParam(err error) string {
 	return ""
 }
 
+// IsDirectoryDown reports whether err says the directory could not answer (it failed,
+// timed out, or its circuit breaker is open), as opposed to an answer such as "not
+// found". Stale cached data may stand in for the directory only then.
+func IsDirectoryDown(err error) bool {
+	switch ErrorCode(err) {
+	case EUPSTREAM, ETIMEOUT, EUNAVAILABLE:
+		return true
+	}
+	return false
+}
+
 // Sentinels that upstreams return and the member service interprets.
 var (
 	// ErrNotMember: the member to remove is not a (direct) member of the group.

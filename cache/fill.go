@@ -134,11 +134,7 @@ func (c *Cache) serveStale(err error, stale *entry, now time.Time) bool {
 	if stale == nil || c.cfg.MaxStale <= 0 || now.Sub(stale.filled) > c.cfg.MaxStale {
 		return false
 	}
-	switch dirgate.ErrorCode(err) {
-	case dirgate.EUPSTREAM, dirgate.ETIMEOUT, dirgate.EUNAVAILABLE:
-		return true
-	}
-	return false
+	return dirgate.IsDirectoryDown(err)
 }
 
 // valid reports whether every group e depends on still has the version e recorded.

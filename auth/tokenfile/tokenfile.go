@@ -245,7 +245,7 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 			f.log.Warn("token subject not found in the directory", "subject", subject.String())
 			return dirgate.Principal{}, errUnknown
 		}
-		if ok && directoryDown(err) && now.Sub(c.fetched) < f.maxStale {
+		if ok && dirgate.IsDirectoryDown(err) && now.Sub(c.fetched) < f.maxStale {
 			f.log.WarnContext(ctx, "directory unavailable; using the last known principal",
 				"subject", subject.String(), "age", now.Sub(c.fetched).Round(time.Second).String())
 			return c.p, nil
@@ -256,15 +256,6 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 	f.cache[key] = cached{p: p, fetched: now, expires: now.Add(f.ttl)}
 	f.mu.Unlock()
 	return p, nil
-}
-
-// directoryDown reports an infrastructure failure, as opposed to an answer.
-func directoryDown(err error) bool {
-	switch dirgate.ErrorCode(err) {
-	case dirgate.EUPSTREAM, dirgate.ETIMEOUT, dirgate.EUNAVAILABLE:
-		return true
-	}
-	return false
 }
 
 var _ dirgate.Authenticator = (*File)(nil)
