@@ -44,13 +44,6 @@ func (k keys) listing(guid string, indirect bool, props []string) (key, check st
 	return k.prefix + "{" + guid + "}:l:" + digest(check), check
 }
 
-// groupsOf returns the key and check string of the groups an object is a direct
-// member of.
-func (k keys) groupsOf(guid string) (key, check string) {
-	check = "memberOf|" + guid
-	return k.prefix + "{" + guid + "}:m", check
-}
-
 // lookup returns the key and check string of an identifier's resolution. DNs are
 // keyed by their normalised form, so that spellings the directory treats as equal
 // share an entry.
