@@ -15,7 +15,7 @@
 
 FAULTS_SOAK ?= 60s
 FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/...
-FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -timeout 20m -v $(FAULTS_PKGS)
+FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -p 1 -timeout 20m -v $(FAULTS_PKGS)
 
 .PHONY: test-faults
 test-faults: ## fault and hostile-input tests: Redis and DC faults, slow upstream, soak, injections (~3 min)
