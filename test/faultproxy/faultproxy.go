@@ -197,7 +197,7 @@ func (p *Proxy) Live() int {
 type Stats struct {
 	Accepted int64 // connections accepted, refused ones included
 	Refused  int64 // connections reset at once (Refuse mode, or the target unreachable)
-	Up, Down int64 // bytes relayed client->server and server->client
+	Up, Down int64 // bytes forwarded client->server and server->client
 }
 
 // Stats returns the counters.
@@ -290,10 +290,12 @@ func (p *Proxy) copy(dst, src net.Conn, count *atomic.Int64) {
 			if !p.hold(src) {
 				return
 			}
+			// Counted before the write: whatever the peer does in answer cannot be
+			// seen before the bytes that caused it are counted.
+			count.Add(int64(n))
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
-			count.Add(int64(n))
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) {

@@ -77,14 +77,31 @@ func waitLive(t *testing.T, p *Proxy, want int) {
 	}
 }
 
+// waitRefused polls until the proxy has refused want connections: the client can
+// see the reset before the proxy's counter moves.
+func waitRefused(t *testing.T, p *Proxy, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for p.Stats().Refused < want {
+		if time.Now().After(deadline) {
+			t.Fatalf("Refused = %d, want %d", p.Stats().Refused, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestPassRelaysAndCounts(t *testing.T) {
 	p := Start(t, startEcho(t))
 	c, r := dial(t, p)
 	roundTrip(t, c, r, "hello")
 	waitLive(t, p, 1)
-	st := p.Stats()
-	if st.Accepted != 1 || st.Up != 6 || st.Down != 6 || st.Refused != 0 {
-		t.Fatalf("stats %+v, want 1 accepted, 6 bytes each way", st)
+	// The client's own count can lag its read by a moment.
+	deadline := time.Now().Add(10 * time.Second)
+	for st := p.Stats(); st.Accepted != 1 || st.Up != 6 || st.Down != 6 || st.Refused != 0; st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v, want 1 accepted, 6 bytes each way", st)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 	c.Close()
 	waitLive(t, p, 0) // the client's close ends the relay: nothing is held
@@ -97,12 +114,17 @@ func TestRefuseResetsNewConnections(t *testing.T) {
 	old, oldR := dial(t, p)
 	roundTrip(t, old, oldR, "before")
 	p.SetMode(Refuse)
-	c, r := dial(t, p) // the kernel completes the handshake; the proxy then resets
-	io.WriteString(c, "x\n")
-	c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	if _, err := r.ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		t.Fatalf("read on a refused connection: %v, want a reset or EOF", err)
+	// The kernel completes the handshake and the proxy then resets: the reset reaches
+	// the client during connect or on its first read.
+	if c, err := net.Dial("tcp", p.Addr()); err == nil {
+		defer c.Close()
+		io.WriteString(c, "x\n")
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := bufio.NewReader(c).ReadString('\n'); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("read on a refused connection: %v, want a reset or EOF", err)
+		}
 	}
+	waitRefused(t, p, 1)
 	if p.Stats().Refused != 1 {
 		t.Fatalf("Refused = %d, want 1", p.Stats().Refused)
 	}
@@ -112,7 +134,7 @@ func TestRefuseResetsNewConnections(t *testing.T) {
 	}
 	waitLive(t, p, 0)
 	p.SetMode(Pass)
-	c, r = dial(t, p)
+	c, r := dial(t, p)
 	roundTrip(t, c, r, "after")
 }
 
