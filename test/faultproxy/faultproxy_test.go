@@ -95,7 +95,7 @@ func TestPassRelaysAndCounts(t *testing.T) {
 	c, r := dial(t, p)
 	roundTrip(t, c, r, "hello")
 	waitLive(t, p, 1)
-	// The client's own count can lag its read by a moment.
+	// The counters are read from another goroutine: poll rather than assume an order.
 	deadline := time.Now().Add(10 * time.Second)
 	for st := p.Stats(); st.Accepted != 1 || st.Up != 6 || st.Down != 6 || st.Refused != 0; st = p.Stats() {
 		if time.Now().After(deadline) {

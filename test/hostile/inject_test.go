@@ -178,6 +178,11 @@ func deleteCases() []hostileCase {
 	return []hostileCase{
 		{name: "delete member star", method: "DELETE", query: rm(grp, lit("*")), want: bad, param: "member", noLDAP: true},
 		{name: "delete member filter break-out", method: "DELETE", query: rm(grp, lit(")(member=*")), want: bad, param: "member", noLDAP: true},
+		{name: "delete member parens", method: "DELETE", query: rm(grp, lit(")(")), want: bad, param: "member", noLDAP: true},
+		{name: "delete member escaped NUL text", method: "DELETE", query: rm(grp, lit(`\00`)), want: bad, param: "member", noLDAP: true},
+		{name: "delete member or-filter", method: "DELETE", query: rm(grp, lit("(|(objectClass=*))")), want: bad, param: "member", noLDAP: true},
+		{name: "delete member star break-out", method: "DELETE", query: rm(grp, lit("*)(member=*")), want: bad, param: "member", noLDAP: true},
+		{name: "delete member over 2048 bytes", method: "DELETE", query: rm(grp, lit("CN="+strings.Repeat("x", 2046))), want: bad, param: "member", noLDAP: true},
 		{name: "delete member DN wildcard", method: "DELETE", query: rm(grp, lit("CN=*,"+fixture.ITOU)), want: gone},
 		{name: "delete member DN with filter in value", method: "DELETE", query: rm(grp, lit("CN=Rita Regular)(cn=*,"+fixture.ITOU)), want: badOrGone},
 		// The escaped-NUL alias must not remove anyone either.
@@ -186,6 +191,8 @@ func deleteCases() []hostileCase {
 		{name: "delete group DN with escaped NUL", method: "DELETE", query: rm(func(e *target) string { return nulAlias(e.group) }, func(e *target) string { return e.member }),
 			want: bad, param: "group", noLDAP: true, bug: nulBug, bugStatus: []int{200, 404}},
 		{name: "delete member <GUID=…>", method: "DELETE", query: rm(grp, func(e *target) string { return "<GUID=" + e.memberGUID + ">" }),
+			want: bad, param: "member", noLDAP: true},
+		{name: "delete member <SID=…>", method: "DELETE", query: rm(grp, func(e *target) string { return "<SID=" + e.helpDeskSID + ">" }),
 			want: bad, param: "member", noLDAP: true},
 		{name: "delete member with evil suffix", method: "DELETE", query: rm(grp, func(e *target) string { return e.member + ",DC=evil" }), want: gone},
 		{name: "delete group star", method: "DELETE", query: rm(lit("*"), func(e *target) string { return e.member }), want: bad, param: "group", noLDAP: true},

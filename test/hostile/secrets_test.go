@@ -71,7 +71,7 @@ func TestNoSecretInLogsOrSpans(t *testing.T) {
 	}
 	args := append(faults.LDAPArgs(t, dc, ldapURL, faults.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
 		"--log-level", "debug", "--auth-max-failures", "3", "--breaker-failures", "2", "--breaker-open-timeout", "1s",
-		"--ldap-timeout", "2s")
+		"--ldap-timeout", "5s")
 	p := faults.Start(t, env, args...)
 	ctx := context.Background()
 	c := faults.NewClient()
