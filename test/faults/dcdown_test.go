@@ -16,7 +16,9 @@ import (
 
 // Breaker settings of the DC-down tests: three failures open it, and it lets a probe
 // through after two seconds, so that an outage and its recovery fit in a few seconds.
-var breakerArgs = []string{"--breaker-failures", "3", "--breaker-open-timeout", "2s", "--breaker-half-open-requests", "1"}
+// A hung DC costs each request the LDAP timeout, 3 s here, until the breaker opens.
+var breakerArgs = []string{"--breaker-failures", "3", "--breaker-open-timeout", "2s", "--breaker-half-open-requests", "1",
+	"--ldap-timeout", "3s"}
 
 // startBehindProxy runs dirgate against the DC through a fault proxy, with a token
 // acting as the fixture's administrator. The principal is kept for ten minutes so
@@ -29,7 +31,7 @@ func startBehindProxy(t *testing.T, env map[string]string, extra ...string) (*Pr
 	px, ldapURL := ProxyDC(t, dc)
 	tok := NewToken(t, "fault-")
 	args := append(LDAPArgs(t, dc, ldapURL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
-		"--principal-ttl", "10m", "--request-timeout", "10s", "--ldap-timeout", "3s")
+		"--principal-ttl", "10m", "--request-timeout", "20s")
 	return Start(t, env, append(args, extra...)...), px, tok, dc
 }
 

@@ -114,7 +114,6 @@ type Program struct {
 	// Pid is the child's process id.
 	Pid int
 
-	t      testing.TB
 	cmd    *exec.Cmd
 	stdout *capture
 	stderr *capture
@@ -156,7 +155,7 @@ func start(t testing.TB, env map[string]string, args []string) (*Program, error)
 	cmd := exec.Command(bin, all...)
 	cmd.Env = childEnv(env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
-	p := &Program{t: t, cmd: cmd, stdout: &capture{}, stderr: &capture{}, done: make(chan struct{})}
+	p := &Program{cmd: cmd, stdout: &capture{}, stderr: &capture{}, done: make(chan struct{})}
 	cmd.Stdout = p.stdout
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {

@@ -41,7 +41,7 @@ func fillPool(t *testing.T, c *Client, p *Program, px *faultproxy.Proxy, tok str
 
 // TestSlowUpstream puts latency and connection cuts between dirgate and the DC.
 //
-// Phase 1: every chunk is delayed 4 s, beyond the 3 s LDAP timeout: every listing
+// Phase 1: every chunk is delayed 6 s, beyond the 5 s LDAP timeout: every listing
 // must answer 504 upstreamTimeout in the error shape (the breaker threshold is set
 // out of reach so that timeouts are not turned into 503s). Lost: all of them, by
 // design; none may hang or be another status.
@@ -58,7 +58,7 @@ func fillPool(t *testing.T, c *Client, p *Program, px *faultproxy.Proxy, tok str
 // (its /metrics) return to the baseline, and the proxy holds no more than the pool's
 // connections: none of the timed-out, cut or discarded connections is left open.
 func TestSlowUpstream(t *testing.T) {
-	p, px, tok, _ := startBehindProxy(t, nil, "--breaker-failures", "1000", "--ldap-timeout", "3s",
+	p, px, tok, _ := startBehindProxy(t, nil, "--breaker-failures", "1000", "--ldap-timeout", "5s",
 		"--ldap-pool-size", fmt.Sprint(poolSize))
 	c := NewClient()
 	ctx := context.Background()
@@ -67,7 +67,7 @@ func TestSlowUpstream(t *testing.T) {
 	base := settled(t, p, Resources{}, 0)
 	t.Logf("baseline: %s, %d LDAP connections", base, px.Live())
 
-	px.SetLatency(4 * time.Second)
+	px.SetLatency(6 * time.Second)
 	slow := NewTally()
 	Drive(ctx, 4, 8, func(ctx context.Context, i int) {
 		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[i%len(Groups)], PropsFor(1000+i)), tok)
