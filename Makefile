@@ -42,3 +42,4 @@ compose-down: ## stop the try-out and delete its volumes
 	docker compose -f deploy/compose.yaml down -v
 
 include test/samba/samba.mk
+include test/faults/faults.mk

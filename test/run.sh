@@ -31,4 +31,10 @@ bash test/samba/dc.sh start "$state/samba"
 set -a; . "$state/samba/env"; set +a
 
 echo "test: go test -race"
-go test -race -count=1 -timeout 20m ./...
+# The fault and hostile-input suites run next, on their own (make test-faults), one
+# package at a time, against the same DC.
+mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy)
+go test -race -count=1 -timeout 20m "${pkgs[@]}"
+
+echo "test: fault and hostile-input suites"
+make --no-print-directory test-faults
