@@ -37,10 +37,8 @@ type target struct {
 	group, member string
 	// Identifiers of real objects, to build <GUID=…> and <SID=…> forms from.
 	helpDeskGUID, helpDeskSID, memberGUID string
-	// members returns the group's members as the directory holds them; restore puts
-	// them back as they were at the start.
+	// members returns the group's members as the directory holds them.
 	members func() []string
-	restore func(t *testing.T)
 }
 
 // demoTarget runs dirgate on the embedded demo directory with its demo tokens.
@@ -62,7 +60,6 @@ func demoTarget(t *testing.T, args ...string) *target {
 	e := &target{p: p, token: "demo-admin", group: fixture.HelpDeskDN, member: fixture.DemoHelpdeskDN,
 		helpDeskGUID: hd.GUID, helpDeskSID: hd.SID, memberGUID: hugo.GUID}
 	e.members = func() []string { return listedKeys(t, e, e.group) }
-	e.restore = func(t *testing.T) { t.Errorf("the demo directory cannot be restored; restart the program") }
 	return e
 }
 
@@ -97,28 +94,6 @@ func dcTarget(t *testing.T, args ...string) *target {
 		helpDeskGUID: dirgate.GUIDFromBytes(read(fixture.HelpDeskDN).GetRawAttributeValue("objectGUID")), helpDeskSID: sid,
 		memberGUID: dirgate.GUIDFromBytes(read(fixture.RegularDN).GetRawAttributeValue("objectGUID"))}
 	e.members = func() []string { return faults.Members(t, dc, group) }
-	initial := e.members()
-	e.restore = func(t *testing.T) {
-		t.Helper()
-		current := map[string]bool{}
-		for _, m := range e.members() {
-			current[m] = true
-		}
-		mod := goldap.NewModifyRequest(group, nil)
-		var missing []string
-		for _, m := range initial {
-			if !current[m] {
-				missing = append(missing, m)
-			}
-		}
-		if len(missing) == 0 {
-			return
-		}
-		mod.Add("member", missing)
-		if err := dc.DialAdmin(t).Modify(mod); err != nil {
-			t.Errorf("restore the members of %s: %v", group, err)
-		}
-	}
 	// Resolve the principal now, so that it is not read during the cases.
 	if r := e.get(t, faults.ListURL(p.Base, fixture.HelpDeskDN, "")); r.Status != 200 {
 		t.Fatalf("warm-up listing: %s", r)
