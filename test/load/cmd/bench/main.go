@@ -74,7 +74,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.url, "url", "", "drive this running dirgate's resource URL instead of starting one (needs -tokens)")
 	fs.StringVar(&o.tokens, "tokens", "", "with -url: the callers' tokens, admin=T1,helpdesk=T2,nobody=T3")
 	targets := fs.String("targets", "dirgate,bare,ldap", "targets to run, in the first repetition's order")
-	workloads := fs.String("workloads", "list1000,mix,mix-removals", "workloads: list1000, mix (listings), mix-removals (dirgate only)")
+	workloads := fs.String("workloads", "list1000,mix,mix-removals", "workloads: list1000, list1000-admin, list1000-helpdesk, mix (listings), mix-removals (dirgate only)")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
 	fs.Int64Var(&o.requests, "requests", 0, "stop each run after this many operations (0: the duration alone)")
@@ -123,7 +123,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	// Every expected answer, from the reference, before anything is removed.
-	wls := workloads(setup, o.workloads)
+	wls, err := workloads(setup, o.workloads)
+	if err != nil {
+		return err
+	}
 	all := load.Workload{Name: "all", Callers: setup.Callers, Removals: setup.Removals}
 	for _, w := range wls {
 		all.Ops = append(all.Ops, w.Ops...)
@@ -232,12 +235,19 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 
 // workloads returns the named workloads; mix-removals is the mix with its removal
 // cycles and removal-group listings, the others are listings only.
-func workloads(s load.Setup, names []string) []load.Workload {
+func workloads(s load.Setup, names []string) ([]load.Workload, error) {
 	var out []load.Workload
 	for _, n := range names {
 		switch n {
 		case "list1000":
 			out = append(out, s.ThousandWorkload())
+		case "list1000-admin", "list1000-helpdesk":
+			// One caller only: what the policy costs for a caller who sees everything
+			// against one whose view is computed object by object.
+			w := s.ThousandWorkload()
+			w.Name = n
+			w.Ops = slices.DeleteFunc(w.Ops, func(op load.Op) bool { return "list1000-"+w.Callers[op.Caller].Name != n })
+			out = append(out, w)
 		case "mix":
 			w := s.MixWorkload().Listings()
 			w.Name = "mix"
@@ -246,9 +256,11 @@ func workloads(s load.Setup, names []string) []load.Workload {
 			w := s.MixWorkload()
 			w.Name = "mix-removals"
 			out = append(out, w)
+		default:
+			return nil, fmt.Errorf("unknown workload %q", n)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func rotate(s []string, n int) []string {
