@@ -127,7 +127,7 @@ func hasSuffixKey(dn, parent string) bool {
 	return len(k) > len(p) && k[len(k)-len(p)-1:] == ","+p
 }
 
-// Thousand is the target workload: the cached 1,000-member listing, direct,
+// ThousandWorkload is the target workload: the cached 1,000-member listing, direct,
 // without properties, by the two callers that see it (the administrator all 1,000
 // objects, the help desk the 999 users).
 func (s Setup) ThousandWorkload() Workload {
