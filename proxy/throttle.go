@@ -12,10 +12,18 @@ import (
 	"time"
 )
 
-// ThrottleConfig bounds token guessing: a client address with MaxFailures failed
-// authentications within the last Window gets 429 until the oldest of them leaves
-// the window. Memory is bounded by MaxClients addresses of MaxFailures timestamps.
+// ThrottleConfig bounds token guessing, as the product does: from the SlowAfter-th
+// failure within Window on, an address's failed authentications are answered later
+// and later (Delay, doubling up to MaxDelay); with MaxFailures failures it gets 429
+// until the oldest of them leaves the window. Memory is bounded by MaxClients
+// addresses of MaxFailures timestamps.
 type ThrottleConfig struct {
+	// SlowAfter is the failure count from which answers are delayed. 0 means 3.
+	SlowAfter int
+	// Delay is the first delay; each further failure doubles it. 0 means 250 ms.
+	Delay time.Duration
+	// MaxDelay caps the delay. 0 means 4 s.
+	MaxDelay time.Duration
 	// MaxFailures is how many failures an address may have in Window. 0 means 10.
 	MaxFailures int
 	// Window is the length of the sliding window. 0 means one minute.
@@ -30,6 +38,9 @@ const (
 	DefaultMaxFailures = 10
 	DefaultWindow      = time.Minute
 	DefaultMaxClients  = 10_000
+	DefaultSlowAfter   = 3
+	DefaultDelay       = 250 * time.Millisecond
+	DefaultMaxDelay    = 4 * time.Second
 )
 
 func (c ThrottleConfig) withDefaults() ThrottleConfig {
@@ -41,6 +52,15 @@ func (c ThrottleConfig) withDefaults() ThrottleConfig {
 	}
 	if c.MaxClients == 0 {
 		c.MaxClients = DefaultMaxClients
+	}
+	if c.SlowAfter == 0 {
+		c.SlowAfter = DefaultSlowAfter
+	}
+	if c.Delay == 0 {
+		c.Delay = DefaultDelay
+	}
+	if c.MaxDelay == 0 {
+		c.MaxDelay = DefaultMaxDelay
 	}
 	return c
 }
@@ -55,6 +75,9 @@ func (c ThrottleConfig) validate() []error {
 	}
 	if c.MaxClients < 0 {
 		errs = append(errs, errors.New("proxy: Throttle.MaxClients is negative"))
+	}
+	if c.SlowAfter < 0 || c.Delay < 0 || c.MaxDelay < 0 {
+		errs = append(errs, errors.New("proxy: Throttle.SlowAfter, Delay and MaxDelay must not be negative"))
 	}
 	return errs
 }
@@ -100,8 +123,10 @@ func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
 	return f.times[0].Add(t.cfg.Window).Sub(now), true
 }
 
-// fail records a failed authentication by addr at now.
-func (t *throttle) fail(addr string, now time.Time) {
+// fail records a failed authentication by addr at now and returns how long to hold
+// its answer: nothing before SlowAfter failures in the window, then Delay doubling
+// with each failure, up to MaxDelay.
+func (t *throttle) fail(addr string, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.clients[addr]
@@ -124,6 +149,19 @@ func (t *throttle) fail(addr string, now time.Time) {
 	if n := len(f.times) - t.cfg.MaxFailures; n > 0 {
 		f.times = append(f.times[:0], f.times[n:]...)
 	}
+	return t.delay(len(f.times))
+}
+
+func (t *throttle) delay(failures int) time.Duration {
+	n := failures - t.cfg.SlowAfter
+	if n < 0 {
+		return 0
+	}
+	d := t.cfg.Delay
+	for ; n > 0 && d < t.cfg.MaxDelay; n-- {
+		d *= 2
+	}
+	return min(d, t.cfg.MaxDelay)
 }
 
 // prune drops the failures that have left the window.

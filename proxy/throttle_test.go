@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"net/http/httptest"
 	"net/netip"
 	"testing"
@@ -187,5 +188,46 @@ func TestForwardedClientAddr(t *testing.T) {
 				t.Fatalf("got %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestThrottleSlowsDownProgressively: the product slows repeated failed sign-ins down
+// progressively before refusing them (compat.md); so does the throttle.
+func TestThrottleSlowsDownProgressively(t *testing.T) {
+	cfg := ThrottleConfig{MaxFailures: 10, Window: time.Minute, MaxClients: 10}.withDefaults()
+	th := newThrottle(cfg)
+	now := time.Unix(0, 0)
+	var got []time.Duration
+	for range 9 {
+		got = append(got, th.fail("192.0.2.1", now))
+	}
+	want := []time.Duration{0, 0, 250 * time.Millisecond, 500 * time.Millisecond, time.Second,
+		2 * time.Second, 4 * time.Second, 4 * time.Second, 4 * time.Second}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("delays = %v, want %v", got, want)
+		}
+	}
+	// Another address is not slowed by the first one's failures.
+	if d := th.fail("192.0.2.2", now); d != 0 {
+		t.Fatalf("a fresh address is delayed %v", d)
+	}
+	// Once the failures leave the window, answers are prompt again.
+	if d := th.fail("192.0.2.1", now.Add(2*time.Minute)); d != 0 {
+		t.Fatalf("after the window: delay %v", d)
+	}
+}
+
+// TestHoldEndsWithTheClient: a delayed answer does not outlive its request.
+func TestHoldEndsWithTheClient(t *testing.T) {
+	s := &server{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	done := make(chan struct{})
+	go func() { s.hold(ctx, time.Hour); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("hold ignored a cancelled request")
 	}
 }
