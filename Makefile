@@ -33,6 +33,10 @@ fmt: ## gofmt the tree
 fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 	bash test/fuzz.sh $${FUZZTIME:-10s}
 
+.PHONY: bench
+bench: ## load runs against dirgate, a bare server and the DC (needs a DC env: docs/benchmarks.md)
+	go run ./test/load/cmd/bench -concurrency 32 -duration 10s -repeat 5
+
 .PHONY: image compose-up compose-down
 image: ## build the container image dirgate:$(VERSION) (deploy/Dockerfile)
 	docker build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t dirgate:$(VERSION) .
