@@ -87,8 +87,9 @@ func openBench(b *testing.B, modules map[string]string, data map[string]any) *po
 }
 
 // BenchmarkFilterView measures a listing request's authorization: "warm" is a
-// caller whose predicate is cached (every request after its first), "cold" a new
-// caller on every request (partial evaluation and translation included).
+// caller whose predicate is cached deciding every object, "repeat" the same caller
+// listing the same cached listing again (decisions reused), "cold" a new caller on
+// every request (partial evaluation and translation included).
 func BenchmarkFilterView(b *testing.B) {
 	org := newBenchOrg()
 	a := openBench(b, bundledModules(b), org.data)
@@ -101,6 +102,19 @@ func BenchmarkFilterView(b *testing.B) {
 			if err != nil || len(got) == 0 || len(got) == n {
 				b.Fatalf("%d of %d visible, err %v: the benchmark must filter", len(got), n, err)
 			}
+			// Two listings with the same objects in turn: every request decides every
+			// object (a plan remembers only the listing it decided last).
+			lists := [2][]dirgate.Object{objs, append([]dirgate.Object(nil), objs...)}
+			i := 0
+			for b.Loop() {
+				i++
+				if _, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, lists[i%2]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("objects=%d/repeat", n), func(b *testing.B) {
+			// The same cached listing again: the previous decisions are reused.
 			for b.Loop() {
 				if _, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, objs); err != nil {
 					b.Fatal(err)

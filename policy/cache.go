@@ -3,7 +3,9 @@ package policy
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 
+	"github.com/dirgate/dirgate"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"golang.org/x/sync/singleflight"
 )
@@ -20,6 +22,16 @@ type plan struct {
 	queries int
 	// why the residual was not translated ("" when pred is set).
 	why string
+	// last remembers the predicate's decisions for the listing it decided last.
+	last atomic.Pointer[decided]
+}
+
+// decided is one listing's decisions. It holds the listing itself: cached listings
+// are shared and never modified, and holding the slice keeps its address from being
+// reused by another listing while the entry is remembered.
+type decided struct {
+	objs    []dirgate.Object
+	allowed []bool
 }
 
 // planCache keeps the most recently used plans of one policy version; it is

@@ -128,7 +128,7 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		result["errors"] = ld.stats.errors
 	}
 	ev := d.event(ctx, ld.revision, ld.in, result, ld.elapsed)
-	ev["engine"] = map[string]any{"mode": ld.stats.mode, "cachedPlan": ld.stats.cached}
+	ev["engine"] = map[string]any{"mode": ld.stats.mode, "cachedPlan": ld.stats.cached, "reusedDecisions": ld.stats.reused}
 	d.write(ev)
 }
 

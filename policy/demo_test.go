@@ -13,6 +13,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -190,5 +191,49 @@ func TestDemoRemovals(t *testing.T) {
 				t.Errorf("decision log says allowed=%v", line.Result.Allowed)
 			}
 		})
+	}
+}
+
+// TestReusedDecisions: listing the same shared slice again (as the cache hands it
+// out) reuses the previous decisions, which must be the ones a fresh evaluation
+// gives; a listing with equal contents in another slice is decided afresh.
+func TestReusedDecisions(t *testing.T) {
+	var log bytes.Buffer
+	svc, authz := demoService(t, &log)
+	ctx := context.Background()
+	p := principal(t, svc, fixture.DemoHelpdeskDN)
+	group, err := svc.Dir.Lookup(ctx, dirgate.MustParseIdentifier(fixture.MixedDN), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := svc.Listing(ctx, group, dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := append([]dirgate.Object(nil), objs...)
+	var results [][]string
+	for _, listing := range [][]dirgate.Object{objs, objs, copied} {
+		out, err := authz.FilterView(ctx, p, group, dirgate.ListOptions{}, listing)
+		if err != nil {
+			t.Fatal(err)
+		}
+		results = append(results, names(out))
+	}
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("%d decision log lines, want 3", len(lines))
+	}
+	for i, want := range []bool{false, true, false} {
+		if got := strings.Contains(lines[i], `"reusedDecisions":true`); got != want {
+			t.Errorf("listing %d: reused %v, want %v", i+1, got, want)
+		}
+	}
+	for i := 1; i < 3; i++ {
+		if strings.Join(results[i], "|") != strings.Join(results[0], "|") {
+			t.Fatalf("listing %d decided differently: %d objects vs %d", i+1, len(results[i]), len(results[0]))
+		}
+	}
+	if len(results[0]) == 0 || len(results[0]) == len(objs) {
+		t.Fatalf("the help desk sees %d of %d: the test needs a mixed view", len(results[0]), len(objs))
 	}
 }

@@ -26,6 +26,7 @@ const (
 type filterStats struct {
 	mode   string
 	cached bool
+	reused bool // the decisions of the same listing's previous request were reused
 	errors int
 }
 
@@ -79,10 +80,18 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 		st.cached = cached
 		return st, err
 	}
+	// A caller listing the same cached listing again (the same shared slice, which
+	// the cache never modifies) gets the same decisions from a deterministic
+	// predicate: reuse them rather than visiting every object again.
+	if d := p.last.Load(); d != nil && len(d.objs) == len(objs) && &d.objs[0] == &objs[0] {
+		copy(allowed, d.allowed)
+		return filterStats{mode: modePredicate, cached: cached, reused: true}, nil
+	}
 	e := p.pred.newEnv()
 	for i := range objs {
 		allowed[i] = p.pred.allow(e, &objs[i])
 	}
+	p.last.Store(&decided{objs: objs, allowed: append([]bool(nil), allowed...)})
 	return filterStats{mode: modePredicate, cached: cached}, nil
 }
 
