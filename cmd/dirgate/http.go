@@ -74,38 +74,26 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 	), nil
 }
 
-// readiness is /readyz. Every check's outcome is reported, but only gating checks
-// make the answer 503: the upstream and Redis are shared by every replica, so failing
-// readiness on them would empty the Service at once and turn dirgate's own 503s and
-// stale cached answers into refused connections. A draining server is not ready.
+// readiness is /readyz: a server that answers is ready, and the body reports each
+// check's outcome. No check makes it 503: the upstream, Redis and the policy are
+// shared by every replica, so failing readiness on them would empty the Service at
+// once and turn dirgate's own 503s and stale cached answers into refused connections.
+// A stopping server closes its listener; the manifests' preStop pause covers the gap.
 type readiness struct {
-	mu       sync.Mutex
-	checks   map[string]readyCheck
-	draining bool
+	mu     sync.Mutex
+	checks map[string]func(context.Context) error
 }
 
-type readyCheck struct {
-	check  func(context.Context) error
-	gating bool
-}
-
-func (rd *readiness) add(name string, gating bool, check func(context.Context) error) {
+func (rd *readiness) add(name string, check func(context.Context) error) {
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
 	if rd.checks == nil {
-		rd.checks = map[string]readyCheck{}
+		rd.checks = map[string]func(context.Context) error{}
 	}
-	rd.checks[name] = readyCheck{check, gating}
+	rd.checks[name] = check
 }
 
-// drain marks the server as shutting down, so load balancers stop sending to it.
-func (rd *readiness) drain() {
-	rd.mu.Lock()
-	rd.draining = true
-	rd.mu.Unlock()
-}
-
-// ServeHTTP answers 200 when ready and 503 otherwise, with each check's outcome:
+// ServeHTTP answers 200 with each check's outcome:
 // {"status":"ready","checks":{"policy":"ok","upstream":"circuit breaker open"}}.
 func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
@@ -115,31 +103,21 @@ func (rd *readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for n := range rd.checks {
 		names = append(names, n)
 	}
-	checks, draining := rd.checks, rd.draining
+	checks := rd.checks
 	rd.mu.Unlock()
 	sort.Strings(names)
 	body := struct {
 		Status string            `json:"status"`
 		Checks map[string]string `json:"checks"`
 	}{Status: "ready", Checks: map[string]string{}}
-	if draining {
-		body.Status = "shutting down"
-	}
 	for _, n := range names {
-		c := checks[n]
-		if err := c.check(ctx); err != nil {
+		if err := checks[n](ctx); err != nil {
 			body.Checks[n] = err.Error()
-			if c.gating {
-				body.Status = "not ready"
-			}
 		} else {
 			body.Checks[n] = "ok"
 		}
 	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	if body.Status != "ready" {
-		w.WriteHeader(http.StatusServiceUnavailable)
-	}
 	json.NewEncoder(w).Encode(body)
 }

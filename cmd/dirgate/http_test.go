@@ -19,13 +19,12 @@ func TestReadiness(t *testing.T) {
 		{name: "empty", setup: func(*readiness) {}, wantStatus: 200, wantBody: `"status":"ready"`},
 		// A shared dependency down is reported but keeps the pod in the Service, so
 		// clients get dirgate's 503 or a stale listing rather than refused connections.
-		{name: "non-gating failure", setup: func(rd *readiness) {
-			rd.add("upstream", false, func(context.Context) error { return errors.New("circuit breaker open") })
+		{name: "failing check reported", setup: func(rd *readiness) {
+			rd.add("upstream", func(context.Context) error { return errors.New("circuit breaker open") })
 		}, wantStatus: 200, wantBody: `"upstream":"circuit breaker open"`},
-		{name: "gating failure", setup: func(rd *readiness) {
-			rd.add("policy", true, func(context.Context) error { return errors.New("no policy loaded") })
-		}, wantStatus: 503, wantBody: `"status":"not ready"`},
-		{name: "draining", setup: func(rd *readiness) { rd.drain() }, wantStatus: 503, wantBody: `"status":"shutting down"`},
+		{name: "passing check reported", setup: func(rd *readiness) {
+			rd.add("policy", func(context.Context) error { return nil })
+		}, wantStatus: 200, wantBody: `"policy":"ok"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -147,7 +147,6 @@ func (m *Main) Addr() string {
 func (m *Main) Close() error {
 	var errs []error
 	if m.srv != nil {
-		m.ready.drain()
 		ctx, cancel := context.WithTimeout(context.Background(), m.Config.ShutdownTimeout)
 		defer cancel()
 		if err := m.srv.Shutdown(ctx); err != nil {

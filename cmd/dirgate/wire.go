@@ -58,7 +58,7 @@ func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
 			m.Logger.Warn("circuit breaker changed state", "upstream", name, "from", from.String(), "to", to.String())
 		},
 	})
-	m.ready.add("upstream", false, func(context.Context) error {
+	m.ready.add("upstream", func(context.Context) error {
 		if s := b.State(); s == breaker.StateOpen {
 			return fmt.Errorf("circuit breaker %s", s)
 		}
@@ -91,7 +91,7 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	svc.Authz = authz
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
-	m.ready.add("policy", false, func(context.Context) error { return authz.Ready() })
+	m.ready.add("policy", func(context.Context) error { return authz.Ready() })
 	return nil
 }
 
@@ -111,7 +111,7 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	if m.Config.RedisAddr != "" {
 		// Reported, not gating: Redis is shared. /readyz needs no token, so the
 		// client's error text (addresses) goes to the log only.
-		m.ready.add("redis", false, func(ctx context.Context) error {
+		m.ready.add("redis", func(ctx context.Context) error {
 			if err := c.Ready(ctx); err != nil {
 				m.Logger.WarnContext(ctx, "readiness: redis unreachable", "err", err)
 				return errors.New("unreachable; the cache is bypassed (see the log)")
