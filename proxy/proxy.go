@@ -185,13 +185,29 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// One trailing slash names the same resource, as on the product's web server;
 	// redirecting instead would turn a DELETE into a GET in some clients.
-	if asciiEqualFold(strings.TrimSuffix(r.URL.Path, "/"), s.apiPath) {
+	if isAPIPath(r.URL.Path, s.apiPath) {
 		rec.route = routeGroupMembers
 		s.serveGroupMembers(sw, r, rec)
 		return
 	}
 	rec.route = routeNotFound
 	Error(sw, r, dirgate.Errorf(dirgate.ENOTFOUND, "The requested resource does not exist."))
+}
+
+// APIRoute returns the API's route for basePath (as Config.BasePath spells it) and
+// whether path is that route, matched exactly as the handler matches it. Telemetry
+// around the handler names spans and metrics by it.
+func APIRoute(basePath, path string) (string, bool) {
+	if basePath == "" {
+		basePath = DefaultBasePath
+	}
+	api := apiPath(basePath)
+	return api, isAPIPath(path, api)
+}
+
+// isAPIPath: one trailing slash names the same resource, letters match in any case.
+func isAPIPath(path, api string) bool {
+	return asciiEqualFold(strings.TrimSuffix(path, "/"), api)
 }
 
 // asciiEqualFold is strings.EqualFold restricted to ASCII letters: Unicode folding

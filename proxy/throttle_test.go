@@ -231,3 +231,23 @@ func TestHoldEndsWithTheClient(t *testing.T) {
 		t.Fatal("hold ignored a cancelled request")
 	}
 }
+
+// APIRoute matches exactly what the handler serves, so telemetry never names a path
+// the handler answers 404 by the API's route.
+func TestAPIRoute(t *testing.T) {
+	tests := []struct {
+		base, path string
+		want       bool
+	}{
+		{"", "/restapi/API/directoryObjects/groupmembers/", true},
+		{"/", "/api/directoryObjects/groupMembers", true},
+		// U+017F folds to "s" in Unicode, not in the handler.
+		{"", "/restApi/api/directoryObjects/groupMember\u017f", false},
+		{"", "/restApi/api/directoryObjects/groupMembers//", false},
+	}
+	for _, tt := range tests {
+		if _, got := APIRoute(tt.base, tt.path); got != tt.want {
+			t.Errorf("APIRoute(%q, %q) = %v, want %v", tt.base, tt.path, got, tt.want)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -50,10 +49,9 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	apiRoute := strings.TrimSuffix(basePath, "/") + proxy.ResourcePath
 	route := func(r *http.Request) string {
-		if strings.EqualFold(strings.TrimSuffix(r.URL.Path, "/"), apiRoute) {
-			return apiRoute
+		if rt, ok := proxy.APIRoute(basePath, r.URL.Path); ok {
+			return rt
 		}
 		return "unmatched"
 	}
