@@ -13,14 +13,6 @@ import (
 // repoRoot is the repository's top directory: go test runs in deploy/.
 const repoRoot = ".."
 
-// pendingSettings are dirgate settings the deployment files use before README.md
-// documents them: other work in progress adds them. Each names what it is for.
-// Once README.md lists one, TestSettingsKnown says so and it should be dropped here.
-var pendingSettings = map[string]string{
-	"DIRGATE_POLICY_DIR": "directory of the Rego policy and its data (package policy, Config.Dir)",
-	"DIRGATE_REDIS_ADDR": "address of the shared Redis cache (package cache, RedisConfig.Addrs)",
-}
-
 // otelSettings are the standard OpenTelemetry variables the deployment sets; the
 // telemetry package reads them through the OpenTelemetry SDK.
 var otelSettings = map[string]bool{
@@ -79,10 +71,10 @@ func readmeSettings(t *testing.T) map[string]bool {
 func checkSettingName(readme map[string]bool, name string, helper map[string]bool) error {
 	switch {
 	case strings.HasPrefix(name, "DIRGATE_"):
-		if readme[name] || pendingSettings[name] != "" {
+		if readme[name] {
 			return nil
 		}
-		return fmt.Errorf("%s is not a dirgate setting (README.md's table, or pendingSettings)", name)
+		return fmt.Errorf("%s is not a dirgate setting (README.md's table)", name)
 	case strings.HasPrefix(name, "OTEL_"):
 		if otelSettings[name] {
 			return nil
@@ -96,11 +88,6 @@ func checkSettingName(readme map[string]bool, name string, helper map[string]boo
 
 func TestSettingsKnown(t *testing.T) {
 	readme := readmeSettings(t)
-	for name := range pendingSettings {
-		if readme[name] {
-			t.Logf("%s is now in README.md: remove it from pendingSettings", name)
-		}
-	}
 	tests := []struct {
 		name    string
 		setting string
