@@ -262,6 +262,10 @@ func TestDCDownWithStaleCache(t *testing.T) {
 	}
 	status, body, _ := p.Ready(ctx)
 	t.Logf("/readyz at the end of the outage: %d %s", status, strings.TrimSpace(body))
+	// docs/operations.md: a shared dependency down is reported, never unready.
+	if status != 200 || !strings.Contains(body, `"upstream"`) {
+		t.Errorf("/readyz during the outage: %d %s, want 200 reporting the upstream", status, strings.TrimSpace(body))
+	}
 
 	px.SetMode(faultproxy.Pass)
 	took := Eventually(t, 60*time.Second, "listings are fresh again after the DC returns", func() (bool, string) {
