@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Directory is what every upstream implements: the primitive reads and the one write
+// Directory is what every upstream implements: the primitive reads and the two writes
 // that the member service composes into the API's semantics. Upstreams do not expand
 // nested groups, deduplicate, order or filter: MemberService does that once for all.
 type Directory interface {
@@ -23,6 +23,10 @@ type Directory interface {
 	// wrapping ErrNotMember when member is not a direct member, and ErrPrimaryGroup when
 	// it belongs only through primaryGroupID.
 	RemoveMember(ctx context.Context, group, member Object) error
+	// AddMember adds member to group's member attribute. It returns an error wrapping
+	// ErrAlreadyMember when member is a direct member already, or belongs through
+	// primaryGroupID (the directory will not add it then).
+	AddMember(ctx context.Context, group, member Object) error
 }
 
 // ListOptions are a listing's parameters (spec 4.1).
@@ -99,7 +103,7 @@ func validAttributeName(n string) bool {
 	return true
 }
 
-// OperationResult is the answer to a removal (spec 2.3, compat.md).
+// OperationResult is the answer to a removal or an addition (spec 2.3, compat.md).
 type OperationResult struct {
 	ResultType     int               `json:"resultType"`
 	InnerMessages  []InnerMessage    `json:"innerMessages"`

@@ -9,17 +9,19 @@ import (
 // Error codes. Each maps to exactly one HTTP status in proxy.ErrorStatusCode; the
 // strings are what clients read in the "code" field of an error body.
 const (
-	EINVALID         = "invalid"             // 400: the request is malformed
-	EUNAUTHENTICATED = "unauthenticated"     // 401: missing or unknown token
-	EFORBIDDEN       = "forbidden"           // 403: the caller may not do this
-	ENOTFOUND        = "notFound"            // 404: unknown group or member
-	EMETHOD          = "methodNotAllowed"    // 405
-	ETOOMANY         = "tooManyRequests"     // 429
-	EINTERNAL        = "internal"            // 500: a bug or an unexpected failure
-	EUPSTREAM        = "upstreamError"       // 502: the directory failed
-	EUNAVAILABLE     = "upstreamUnavailable" // 503: the circuit breaker is open
-	ETIMEOUT         = "upstreamTimeout"     // 504: the directory did not answer in time
-	ECANCELED        = "canceled"            // the client went away: nothing is written
+	EINVALID         = "invalid"              // 400: the request is malformed
+	EUNAUTHENTICATED = "unauthenticated"      // 401: missing or unknown token
+	EFORBIDDEN       = "forbidden"            // 403: the caller may not do this
+	ENOTFOUND        = "notFound"             // 404: unknown group or member
+	EMETHOD          = "methodNotAllowed"     // 405
+	ETOOLARGE        = "requestTooLarge"      // 413: the request body is over its bound
+	EMEDIATYPE       = "unsupportedMediaType" // 415: the request body is not JSON
+	ETOOMANY         = "tooManyRequests"      // 429
+	EINTERNAL        = "internal"             // 500: a bug or an unexpected failure
+	EUPSTREAM        = "upstreamError"        // 502: the directory failed
+	EUNAVAILABLE     = "upstreamUnavailable"  // 503: the circuit breaker is open
+	ETIMEOUT         = "upstreamTimeout"      // 504: the directory did not answer in time
+	ECANCELED        = "canceled"             // the client went away: nothing is written
 )
 
 // Error is dirgate's application error. Message is written for the client and must
@@ -124,4 +126,7 @@ var (
 	// ErrPrimaryGroup: the member belongs to the group only through primaryGroupID,
 	// which a member removal cannot change (AD refuses it too).
 	ErrPrimaryGroup = errors.New("the group is the member's primary group")
+	// ErrAlreadyMember: the member to add is a direct member of the group already, or
+	// belongs to it through primaryGroupID (AD will not add it to member then).
+	ErrAlreadyMember = errors.New("already a member of the group")
 )

@@ -14,13 +14,16 @@ import (
 )
 
 // fakeDir is a directory of objects named by their CN: GUIDs are derived from the
-// name, members are direct member lists, and RemoveMember answers from removeErr.
+// name, members are direct member lists, RemoveMember answers from removeErr and
+// AddMember from addErr.
 type fakeDir struct {
 	mu         sync.Mutex
 	objs       map[string]dirgate.Object // by GUID
 	members    map[string][]string       // group GUID -> member GUIDs, duplicates allowed
 	removeErr  error
 	removed    []string
+	addErr     error
+	added      []string
 	membersErr error
 	inFlight   atomic.Int32
 	maxFlight  atomic.Int32
@@ -97,6 +100,13 @@ func (d *fakeDir) RemoveMember(_ context.Context, g, m dirgate.Object) error {
 	return d.removeErr
 }
 
+func (d *fakeDir) AddMember(_ context.Context, g, m dirgate.Object) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.added = append(d.added, g.DisplayName+"/"+m.DisplayName)
+	return d.addErr
+}
+
 func displayNames(objs []dirgate.Object) []string {
 	out := make([]string, len(objs))
 	for i, o := range objs {
@@ -169,6 +179,7 @@ func TestSortObjects(t *testing.T) {
 type hideAuthz struct {
 	hide     map[string]bool
 	allowRm  error
+	allowAdd error
 	filtered int
 }
 
@@ -185,6 +196,10 @@ func (a *hideAuthz) FilterView(_ context.Context, _ dirgate.Principal, _ dirgate
 
 func (a *hideAuthz) AllowRemove(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
 	return a.allowRm
+}
+
+func (a *hideAuthz) AllowAdd(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
+	return a.allowAdd
 }
 
 // The size limit applies to what the caller may see: hidden objects do not use up

@@ -77,6 +77,7 @@ func (d *benchDir) MemberOf(context.Context, dirgate.Object) ([]dirgate.Object, 
 	return nil, nil
 }
 func (d *benchDir) RemoveMember(context.Context, dirgate.Object, dirgate.Object) error { return nil }
+func (d *benchDir) AddMember(context.Context, dirgate.Object, dirgate.Object) error    { return nil }
 
 // ouFilter is a permission filter as a policy compiles to: the caller may see users
 // of two of the four OUs, so half of the listing is written.
@@ -93,6 +94,10 @@ func (ouFilter) FilterView(_ context.Context, _ dirgate.Principal, _ dirgate.Obj
 }
 
 func (ouFilter) AllowRemove(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
+	return nil
+}
+
+func (ouFilter) AllowAdd(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
 	return nil
 }
 

@@ -5,8 +5,8 @@
 //
 // A *Cache is both the dirgate.Directory and the dirgate.Lister of a
 // dirgate.MemberService: it caches Lookup, passes Members and MemberOf through, and
-// after RemoveMember invalidates every listing the removal affects, on every instance
-// that shares the store. docs/cache.md explains the mechanism and its guarantees.
+// after RemoveMember and AddMember invalidates every listing the change affects, on
+// every instance that shares the store. docs/cache.md explains the mechanism and its guarantees.
 package cache
 
 import (
@@ -47,7 +47,7 @@ type Cache struct {
 	// until MaxStale after its fill. versionTTL outlives every entry that recorded a
 	// version; a version that expires only makes entries invalid, never valid.
 	storeTTL, versionTTL time.Duration
-	// localGen counts this instance's removals; flights that cannot be checked
+	// localGen counts this instance's membership changes; flights that cannot be checked
 	// against the store (bypass) are keyed by it.
 	localGen atomic.Uint64
 
@@ -176,14 +176,14 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 		key: key, check: check, root: group.GUID, frags: true,
 		fill: func(ctx context.Context, rec *recorder) ([]dirgate.Object, error) {
 			if showsMembership(props) {
-				c.track(ctx, rec, anyRemoval)
+				c.track(ctx, rec, anyMembershipChange)
 			}
 			ms := c.expander(rec)
 			if opts.IncludeIndirect && c.cfg.Transitive != nil {
 				// One in-chain query cannot say which nested groups it read, so the
-				// listing depends on the group itself and on every removal.
+				// listing depends on the group itself and on every membership change.
 				c.track(ctx, rec, group.GUID)
-				c.track(ctx, rec, anyRemoval)
+				c.track(ctx, rec, anyMembershipChange)
 				ms.Transitive = c.cfg.Transitive
 			}
 			return ms.Listing(ctx, group, opts)
@@ -249,16 +249,34 @@ func (c *Cache) RemoveMember(ctx context.Context, group, member dirgate.Object) 
 	if errors.Is(err, dirgate.ErrPrimaryGroup) {
 		return err
 	}
-	ctx, span := tracer().Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))
-	c.invalidate(ctx, group.GUID, anyRemoval)
-	span.End()
+	c.invalidateMembership(ctx, group)
 	return err
 }
 
+// AddMember adds member to group in the directory, then invalidates exactly what
+// RemoveMember does, before returning: once the addition is answered, no instance
+// sharing the store serves a listing of group, or a nested listing through it, that
+// lacks the member. "Already a member" invalidates too (a listing without the member
+// is stale: it was added behind dirgate's back), and so does any failure, since the
+// directory may have applied the change before the answer was lost.
+func (c *Cache) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	err := c.dir.AddMember(ctx, group, member)
+	c.invalidateMembership(ctx, group)
+	return err
+}
+
+// invalidateMembership gives group, and the pseudo-group every membership change
+// bumps, new version tokens.
+func (c *Cache) invalidateMembership(ctx context.Context, group dirgate.Object) {
+	ctx, span := tracer().Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))
+	c.invalidate(ctx, group.GUID, anyMembershipChange)
+	span.End()
+}
+
 // membershipProperties change on objects other than the group when a member is
-// removed: the member's memberOf, a listed nested group's member. A listing that
-// shows any of them depends on every removal (through anyRemoval), not only on the
-// groups it expanded.
+// removed or added: the member's memberOf, a listed nested group's member. A listing
+// that shows any of them depends on every membership change (through
+// anyMembershipChange), not only on the groups it expanded.
 var membershipProperties = map[string]bool{
 	"member": true, "memberof": true, "msds-membertransitive": true, "msds-memberoftransitive": true,
 	"tokengroups": true, "tokengroupsglobalanduniversal": true, "tokengroupsnogcacceptable": true,
@@ -273,9 +291,9 @@ func showsMembership(props []string) bool {
 	return false
 }
 
-// anyRemoval is a pseudo-group, the nil GUID (which no directory object has), whose
-// version every removal changes.
-const anyRemoval = "00000000-0000-0000-0000-000000000000"
+// anyMembershipChange is a pseudo-group, the nil GUID (which no directory object
+// has), whose version every removal and addition through dirgate changes.
+const anyMembershipChange = "00000000-0000-0000-0000-000000000000"
 
 // invalidate gives each group a new version token. Entries record the tokens of the
 // groups they were computed from and are served only while those tokens are
@@ -395,8 +413,8 @@ func (c *Cache) jitteredTTL() time.Duration {
 	return c.cfg.TTL - time.Duration(float64(c.cfg.TTL)*c.cfg.TTLJitter*mrand.Float64())
 }
 
-// flightKey keys a bypass flight by this instance's removal count, so that a
-// request that follows a local removal never joins a read that began before it.
+// flightKey keys a bypass flight by this instance's count of membership changes, so
+// that a request that follows a local change never joins a read that began before it.
 func (c *Cache) flightKey(key string, tracked bool) string {
 	if tracked {
 		return key

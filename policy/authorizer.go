@@ -268,11 +268,24 @@ func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group 
 // AllowRemove returns an EFORBIDDEN error unless the policy allows p to remove
 // member from group. An evaluation error denies, and is logged.
 func (a *Authorizer) AllowRemove(ctx context.Context, p dirgate.Principal, group, member dirgate.Object) error {
+	return a.allowChange(ctx, ActionRemove, p, group, member, "You are not allowed to remove this member from this group.")
+}
+
+// AllowAdd returns an EFORBIDDEN error unless the policy allows p to add member to
+// group (action "add", member as input.object). An evaluation error denies, and is
+// logged.
+func (a *Authorizer) AllowAdd(ctx context.Context, p dirgate.Principal, group, member dirgate.Object) error {
+	return a.allowChange(ctx, ActionAdd, p, group, member, "You are not allowed to add this member to this group.")
+}
+
+// allowChange decides one membership change: one evaluation, one decision-log line,
+// one span and one count, whatever the action.
+func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.Principal, group, member dirgate.Object, denial string) error {
 	start := time.Now()
-	ctx, span := tracer().Start(ctx, "policy remove decision")
+	ctx, span := tracer().Start(ctx, "policy "+action+" decision")
 	defer span.End()
 	v := a.current.Load()
-	in := Input{Action: ActionRemove, Subject: p, Object: &member, Group: group, Request: requestOf(dirgate.ListOptions{})}.normalize()
+	in := Input{Action: action, Subject: p, Object: &member, Group: group, Request: requestOf(dirgate.ListOptions{})}.normalize()
 	val, _, err := astValue(in)
 	var out outcome
 	if err == nil {
@@ -283,15 +296,15 @@ func (a *Authorizer) AllowRemove(ctx context.Context, p dirgate.Principal, group
 		if isContextErr(err) && ctx.Err() != nil {
 			return fmt.Errorf("policy: %w", err)
 		}
-		a.logger.Error("policy: evaluation failed; removal denied", "revision", v.revision,
+		a.logger.Error("policy: evaluation failed; "+action+" denied", "revision", v.revision,
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
-	a.dlog.removal(ctx, v.revision, in, allowed, err, time.Since(start))
+	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start))
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
-	a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", ActionRemove), attribute.String("decision", decision)))
+	a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("decision", decision)))
 	if !allowed {
-		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to remove this member from this group.", Err: err}
+		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: denial, Err: err}
 	}
 	return nil
 }

@@ -132,7 +132,8 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 	d.write(ev)
 }
 
-func (d *decisionLog) removal(ctx context.Context, revision string, in Input, allowed bool, evalErr error, elapsed time.Duration) {
+// change logs the decision on one membership change (a removal or an addition).
+func (d *decisionLog) change(ctx context.Context, revision string, in Input, allowed bool, evalErr error, elapsed time.Duration) {
 	if d == nil || d.w == nil {
 		return
 	}

@@ -15,7 +15,7 @@ type policyMetrics struct{ decisions, reloads metric.Int64Counter }
 func newPolicyMetrics() policyMetrics {
 	m := otel.Meter("github.com/dirgate/dirgate/policy")
 	decisions, _ := m.Int64Counter("dirgate_policy_decisions",
-		metric.WithDescription("Per-object authorization decisions by action (view, remove) and decision (allow, deny)."))
+		metric.WithDescription("Per-object authorization decisions by action (view, remove, add) and decision (allow, deny)."))
 	reloads, _ := m.Int64Counter("dirgate_policy_reloads",
 		metric.WithDescription("Policy reloads by outcome (ok, failed); a failed reload keeps the last good policy."))
 	return policyMetrics{decisions: decisions, reloads: reloads}

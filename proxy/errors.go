@@ -18,6 +18,8 @@ var statusCodes = map[string]int{
 	dirgate.EFORBIDDEN:       http.StatusForbidden,
 	dirgate.ENOTFOUND:        http.StatusNotFound,
 	dirgate.EMETHOD:          http.StatusMethodNotAllowed,
+	dirgate.ETOOLARGE:        http.StatusRequestEntityTooLarge,
+	dirgate.EMEDIATYPE:       http.StatusUnsupportedMediaType,
 	dirgate.ETOOMANY:         http.StatusTooManyRequests,
 	dirgate.EINTERNAL:        http.StatusInternalServerError,
 	dirgate.EUPSTREAM:        http.StatusBadGateway,
@@ -44,6 +46,8 @@ var defaultMessages = map[string]string{
 	dirgate.EFORBIDDEN: "You are not allowed to perform this operation.",
 	dirgate.ENOTFOUND:  "The object was not found.",
 	dirgate.EMETHOD:    "The method is not allowed on this resource.",
+	dirgate.ETOOLARGE:  "The request body is too large.",
+	dirgate.EMEDIATYPE: "The request body must be JSON.",
 	dirgate.ETOOMANY:   "Too many requests; try again later.",
 }
 

@@ -62,6 +62,7 @@ type fakeService struct {
 
 	listCalls   int
 	removeCalls int
+	addCalls    int
 	principal   dirgate.Principal
 	group       dirgate.Identifier
 	member      dirgate.Identifier
@@ -76,6 +77,12 @@ func (s *fakeService) List(_ context.Context, p dirgate.Principal, group dirgate
 
 func (s *fakeService) Remove(_ context.Context, p dirgate.Principal, group, member dirgate.Identifier) (dirgate.OperationResult, error) {
 	s.removeCalls++
+	s.principal, s.group, s.member = p, group, member
+	return s.result, s.err
+}
+
+func (s *fakeService) Add(_ context.Context, p dirgate.Principal, group, member dirgate.Identifier) (dirgate.OperationResult, error) {
+	s.addCalls++
 	s.principal, s.group, s.member = p, group, member
 	return s.result, s.err
 }

@@ -12,14 +12,14 @@ import (
 // allowedMethods is the Allow header of a 405. HEAD is not offered: it would cost a
 // full listing to send no body. OPTIONS is not offered either: there are no browser
 // clients to pre-flight.
-const allowedMethods = "GET, DELETE"
+const allowedMethods = "GET, POST, DELETE"
 
 // serveGroupMembers serves the resource in the order: method (405), authentication
-// (429, 401), body (400), query (400), then the service.
+// (429, 401), body (415, 413, 400), query (400), then the service.
 func (s *server) serveGroupMembers(w http.ResponseWriter, r *http.Request, rec *record) {
-	if r.Method != http.MethodGet && r.Method != http.MethodDelete {
+	if r.Method != http.MethodGet && r.Method != http.MethodDelete && r.Method != http.MethodPost {
 		w.Header().Set("Allow", allowedMethods)
-		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use GET or DELETE."))
+		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use GET, POST or DELETE."))
 		return
 	}
 	p, err := s.authenticate(w, r, rec)
@@ -28,14 +28,15 @@ func (s *server) serveGroupMembers(w http.ResponseWriter, r *http.Request, rec *
 		return
 	}
 	rec.subject = p.DN
+	switch {
+	case r.Method == http.MethodPost:
+		s.add(w, r, rec, p)
 	// spec 4: no body must be sent. A chunked body has ContentLength -1.
-	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
 		Error(w, r, dirgate.Errorf(dirgate.EINVALID, "The request must not have a body."))
-		return
-	}
-	if r.Method == http.MethodGet {
+	case r.Method == http.MethodGet:
 		s.list(w, r, rec, p)
-	} else {
+	default:
 		s.remove(w, r, rec, p)
 	}
 }
@@ -89,6 +90,32 @@ func (s *server) remove(w http.ResponseWriter, r *http.Request, rec *record, p d
 	res, err := s.cfg.Service.Remove(r.Context(), p, q.Group, q.Member)
 	if err != nil {
 		Error(w, r, fmt.Errorf("remove group member: %w", err))
+		return
+	}
+	writeOK(w, r, res)
+}
+
+// add serves POST (compat.md, "Adding a member"): the body names the group and the
+// new member; the query string takes no parameters but must be validly encoded.
+func (s *server) add(w http.ResponseWriter, r *http.Request, rec *record, p dirgate.Principal) {
+	b, err := readJSONBody(w, r)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	body, err := parseAddBody(b)
+	if err != nil {
+		Error(w, r, err)
+		return
+	}
+	if _, err := parseParams(r.URL.RawQuery, nil); err != nil {
+		Error(w, r, err)
+		return
+	}
+	rec.group, rec.member = body.Group.Canonical(), body.NewMember.Canonical()
+	res, err := s.cfg.Service.Add(r.Context(), p, body.Group, body.NewMember)
+	if err != nil {
+		Error(w, r, fmt.Errorf("add group member: %w", err))
 		return
 	}
 	writeOK(w, r, res)

@@ -68,21 +68,21 @@ func TestRouting(t *testing.T) {
 
 func TestMethods(t *testing.T) {
 	// HEAD and OPTIONS are refused like any other method (docs/api.md).
-	for _, m := range []string{"POST", "PUT", "PATCH", "HEAD", "OPTIONS", "TRACE", "get"} {
+	for _, m := range []string{"PUT", "PATCH", "HEAD", "OPTIONS", "TRACE", "get", "post"} {
 		t.Run(m, func(t *testing.T) {
 			e := newEnv(t, nil)
 			w := e.do(m, listURL, nil)
 			if w.Code != 405 {
 				t.Fatalf("status %d, want 405", w.Code)
 			}
-			if got := w.Header().Get("Allow"); got != "GET, DELETE" {
+			if got := w.Header().Get("Allow"); got != "GET, POST, DELETE" {
 				t.Errorf("Allow %q", got)
 			}
 			if b := errorBody(t, w); b.Code != "methodNotAllowed" {
 				t.Errorf("code %q", b.Code)
 			}
 			// Routing precedes authentication: a 405 needs no token.
-			if e.auth.callCount() != 0 || e.svc.listCalls+e.svc.removeCalls != 0 {
+			if e.auth.callCount() != 0 || e.svc.listCalls+e.svc.removeCalls+e.svc.addCalls != 0 {
 				t.Errorf("the authenticator or service was called")
 			}
 		})

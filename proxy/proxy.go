@@ -22,6 +22,7 @@ import (
 type Service interface {
 	List(ctx context.Context, p dirgate.Principal, group dirgate.Identifier, opts dirgate.ListOptions) ([]dirgate.Object, error)
 	Remove(ctx context.Context, p dirgate.Principal, group, member dirgate.Identifier) (dirgate.OperationResult, error)
+	Add(ctx context.Context, p dirgate.Principal, group, member dirgate.Identifier) (dirgate.OperationResult, error)
 }
 
 var _ Service = (*dirgate.MemberService)(nil)
@@ -41,7 +42,7 @@ type Config struct {
 	BasePath string
 	// Authenticator turns the Adm-Authorization token into a principal. Required.
 	Authenticator dirgate.Authenticator
-	// Service lists and removes members. Required.
+	// Service lists, removes and adds members. Required.
 	Service Service
 	// Logger receives one line per request and the detail of server-side errors.
 	// nil means slog.Default().

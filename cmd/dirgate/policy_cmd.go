@@ -155,9 +155,9 @@ func readEvalInput(path string) (policy.Input, error) {
 		return policy.Input{}, fmt.Errorf("policy eval: input %s: more than one JSON document", path)
 	}
 	switch in.Action {
-	case policy.ActionView, policy.ActionRemove:
+	case policy.ActionView, policy.ActionRemove, policy.ActionAdd:
 	default:
-		return policy.Input{}, fmt.Errorf("policy eval: input %s: action must be %q or %q, not %q", path, policy.ActionView, policy.ActionRemove, in.Action)
+		return policy.Input{}, fmt.Errorf("policy eval: input %s: action must be %q, %q or %q, not %q", path, policy.ActionView, policy.ActionRemove, policy.ActionAdd, in.Action)
 	}
 	return in, nil
 }

@@ -28,6 +28,8 @@ func TestSuiteDetectsFaults(t *testing.T) {
 		{"no-primary-members", "Listing/PrimaryGroupMember"},
 		// A removal that reports success and changes nothing.
 		{"remove-noop", "Remove"},
+		// An addition that reports success and changes nothing.
+		{"add-noop", "Add"},
 		// SIDs that resolve to nothing.
 		{"sid-not-found", "Lookup/IdentifierForms"},
 		// DNs compared as strings, not as names.
@@ -113,6 +115,13 @@ func (f faulty) RemoveMember(ctx context.Context, group, member dirgate.Object) 
 		return nil
 	}
 	return f.inner.RemoveMember(ctx, group, member)
+}
+
+func (f faulty) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	if f.fault == "add-noop" {
+		return nil
+	}
+	return f.inner.AddMember(ctx, group, member)
 }
 
 // break1 applies the rendering faults to one object.

@@ -105,7 +105,8 @@ func RemoveURL(base, group, member string) string {
 // Documented error codes and statuses (docs/api.md, "Errors").
 var codeStatus = map[string]int{
 	"invalid": 400, "unauthenticated": 401, "forbidden": 403, "notFound": 404,
-	"methodNotAllowed": 405, "tooManyRequests": 429, "internal": 500,
+	"methodNotAllowed": 405, "requestTooLarge": 413, "unsupportedMediaType": 415,
+	"tooManyRequests": 429, "internal": 500,
 	"upstreamError": 502, "upstreamUnavailable": 503, "upstreamTimeout": 504,
 }
 

@@ -10,6 +10,9 @@ package hostile
 //     the query of both methods, hence parseRemoveQuery, which had no fuzz target):
 //     every answer is documented, the service only ever sees validated values, and
 //     the token never reaches the log.
+//   - FuzzAddHandler: the same for POST, whose input is a JSON body and its
+//     Content-Type (proxy's own FuzzParseAddBody checks the parser against
+//     encoding/json).
 //   - FuzzEntryToObject: rendering a directory entry (values an attacker can set on
 //     their own directory object) into the API's object and its JSON.
 //   - FuzzSIDBytes, FuzzGUIDBytes: the conversions that turn a request's identifier
@@ -100,8 +103,13 @@ func (s *fuzzService) Remove(_ context.Context, _ dirgate.Principal, group, memb
 	return dirgate.OperationResult{ActualObjectDN: group.Canonical()}, nil
 }
 
+func (s *fuzzService) Add(_ context.Context, _ dirgate.Principal, group, member dirgate.Identifier) (dirgate.OperationResult, error) {
+	s.record("add", group, member)
+	return dirgate.OperationResult{ActualObjectDN: group.Canonical()}, nil
+}
+
 // documented are every status the API may answer with a working service.
-var documented = []int{200, 400, 401, 404, 405, 429}
+var documented = []int{200, 400, 401, 404, 405, 413, 415, 429}
 
 func FuzzHandler(f *testing.F) {
 	g := url.QueryEscape("CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com")
@@ -163,6 +171,62 @@ func FuzzHandler(f *testing.F) {
 		}
 		if len(token) >= 8 && !strings.Contains(path+rawQuery, token) && !strings.Contains(unescapeAll(rawQuery), token) &&
 			bytes.Contains(logs.Bytes(), []byte(token)) {
+			t.Fatalf("the token reached the log: %s", logs.Bytes())
+		}
+	})
+}
+
+func FuzzAddHandler(f *testing.F) {
+	g := "CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com"
+	for _, s := range []struct{ contentType, body, token string }{
+		{"application/json", `{"group":"` + g + `","newMember":"S-1-5-21-1-2-3-1105"}`, fuzzToken},
+		{"application/json; charset=utf-8", `{"GROUP":"{0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0}","newmember":"` + g + `","x":[1,{}]}`, fuzzToken},
+		{"text/json", "\xef\xbb\xbf" + `{"group":"` + g + `","newMember":"CN=x\\00,DC=y"}`, fuzzToken},
+		{"application/json", `{"group":"*)(member=*","newMember":"\ud800"}`, fuzzToken},
+		{"application/json", `{"group":"` + g + `","group":"` + g + `"}`, fuzzToken},
+		{"application/json", `[1,2,3]`, fuzzToken},
+		{"text/plain", `{"group":"` + g + `","newMember":"` + g + `"}`, fuzzToken},
+		{"application/json", `{"group":"` + g + `","newMember":"` + g + `"}`, "wrong " + fuzzToken},
+	} {
+		f.Add(s.contentType, s.body, s.token)
+	}
+	f.Fuzz(func(t *testing.T, contentType, body, token string) {
+		if !validHeaderValue(token) || !validHeaderValue(contentType) {
+			return // net/http refuses these before any handler runs
+		}
+		var logs bytes.Buffer
+		svc := &fuzzService{}
+		h, err := proxy.New(proxy.Config{Authenticator: fuzzAuth{}, Service: svc,
+			Logger:   slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			Throttle: proxy.ThrottleConfig{MaxFailures: 10_000}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest("POST", "/restApi/api/directoryObjects/groupMembers", strings.NewReader(body))
+		req.Header.Set("Content-Type", contentType)
+		if token != "" {
+			req.Header.Set("Adm-Authorization", token)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		r := faults.Result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		if !slices.Contains(documented, r.Status) {
+			t.Fatalf("POST %q (%s): undocumented status %d: %s", body, contentType, r.Status, r.Body)
+		}
+		if r.Status != 200 {
+			if _, err := faults.CheckError(r); err != nil {
+				t.Fatalf("POST %q: %v", body, err)
+			}
+		} else if !json.Valid(r.Body) || !json.Valid([]byte(strings.TrimPrefix(body, "\xef\xbb\xbf"))) {
+			t.Fatalf("200 for body %q, answer %q", body, r.Body)
+		}
+		if svc.err != nil {
+			t.Fatal(svc.err)
+		}
+		if (r.Status == 200) != (len(svc.calls) == 1) {
+			t.Fatalf("status %d after %d service calls", r.Status, len(svc.calls))
+		}
+		if len(token) >= 8 && !strings.Contains(body, token) && bytes.Contains(logs.Bytes(), []byte(token)) {
 			t.Fatalf("the token reached the log: %s", logs.Bytes())
 		}
 	})

@@ -129,10 +129,10 @@ func New(inner dirgate.Directory, s Settings) *Directory {
 }
 
 // IsInfrastructureFailure reports whether err says the directory itself failed
-// (EUPSTREAM, ETIMEOUT), the only errors that count against it. The removal
-// sentinels are checked first: they are answers, whatever an adapter coded them as.
+// (EUPSTREAM, ETIMEOUT), the only errors that count against it. The removal and
+// addition sentinels are checked first: they are answers, whatever an adapter coded them as.
 func IsInfrastructureFailure(err error) bool {
-	if err == nil || errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) {
+	if err == nil || errors.Is(err, dirgate.ErrNotMember) || errors.Is(err, dirgate.ErrPrimaryGroup) || errors.Is(err, dirgate.ErrAlreadyMember) {
 		return false
 	}
 	switch dirgate.ErrorCode(err) {
@@ -170,7 +170,7 @@ func call[T any](ctx context.Context, d *Directory, op string, f func(context.Co
 	outcome := "ok"
 	switch {
 	case err == nil:
-	case errors.Is(err, dirgate.ErrNotMember), errors.Is(err, dirgate.ErrPrimaryGroup):
+	case errors.Is(err, dirgate.ErrNotMember), errors.Is(err, dirgate.ErrPrimaryGroup), errors.Is(err, dirgate.ErrAlreadyMember):
 		outcome = "no_change"
 	default:
 		outcome = dirgate.ErrorCode(err)
@@ -203,6 +203,14 @@ func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	_, err := call(ctx, d, "remove_member", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, d.inner.RemoveMember(ctx, group, member)
+	})
+	return err
+}
+
+// AddMember implements dirgate.Directory.
+func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	_, err := call(ctx, d, "add_member", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, d.inner.AddMember(ctx, group, member)
 	})
 	return err
 }

@@ -63,6 +63,10 @@ func (f *fakeDir) RemoveMember(ctx context.Context, group, member dirgate.Object
 	return f.result()
 }
 
+func (f *fakeDir) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	return f.result()
+}
+
 var (
 	errUpstream = dirgate.WrapError(dirgate.EUPSTREAM, "The directory could not complete the request.", errors.New("ldap: connection refused"))
 	errTimeout  = dirgate.WrapError(dirgate.ETIMEOUT, "The directory did not answer in time.", context.DeadlineExceeded)

@@ -452,6 +452,90 @@ func TestRemoveMember(t *testing.T) {
 	}
 }
 
+func TestAddMember(t *testing.T) {
+	tests := []struct {
+		name      string
+		setup     func(o *org)
+		group     func(o *org) *fakeObj
+		member    func(o *org) *fakeObj
+		want      error  // a sentinel, or nil with wantCode
+		wantCode  string // "" for success
+		wantAfter bool   // whether member is in group afterwards
+	}{
+		// The ordinary addition.
+		{"new member", nil, func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, "", true},
+		// 68 for a member already there.
+		{"already member", nil, func(o *org) *fakeObj { return o.g1 }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", true},
+		// 68 when the group is the member's primary group (not in member, and stays out).
+		{"primary", nil, func(o *org) *fakeObj { return o.du }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", false},
+		// 53 with the primary group: AD's other answer, still "already a member".
+		{"primary 53", func(o *org) {
+			o.srv.modifyErr = goldap.NewError(goldap.LDAPResultUnwillingToPerform, errors.New("WILL_NOT_PERFORM"))
+		}, func(o *org) *fakeObj { return o.du }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", false},
+		// 53 otherwise: AD refuses this change (group scopes), a client error.
+		{"unwilling", func(o *org) {
+			o.srv.modifyErr = goldap.NewError(goldap.LDAPResultUnwillingToPerform, errors.New("WILL_NOT_PERFORM"))
+		}, func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EINVALID, false},
+		// 20, as RFC 4511 servers say "already there".
+		{"attribute or value exists", func(o *org) {
+			o.srv.modifyErr = goldap.NewError(goldap.LDAPResultAttributeOrValueExists, errors.New("exists"))
+		}, func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", false},
+		// 65: the target is not a group.
+		{"not a group", nil, func(o *org) *fakeObj { return o.bob }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EINVALID, false},
+		// 32: the member vanished after it was resolved.
+		{"member gone", func(o *org) {
+			o.srv.modifyErr = goldap.NewError(goldap.LDAPResultNoSuchObject, errors.New("specified dn doesn't exist"))
+		}, func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.ENOTFOUND, false},
+		// 50: the service account may not write.
+		{"forbidden", func(o *org) {
+			o.srv.modifyErr = goldap.NewError(goldap.LDAPResultInsufficientAccessRights, errors.New("insufficient access"))
+		}, func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EFORBIDDEN, false},
+		// The connection breaks before the request is sent: the retry adds it.
+		{"retry before write", func(o *org) { o.srv.failNext.Store(1) },
+			func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, "", true},
+		// The connection breaks after the write: the retry's 68 is success, not "no changes".
+		{"retry after write", func(o *org) { o.srv.applyThenFail.Store(1) },
+			func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, "", true},
+		// A 68 is an answer even when the connection closes right after it.
+		{"answer then close", func(o *org) { o.srv.closeAfterAnswer.Store(true) },
+			func(o *org) *fakeObj { return o.g1 }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", true},
+		// Both attempts fail on the network: EUPSTREAM, and nothing was written.
+		{"network twice", func(o *org) { o.srv.failNext.Store(2) },
+			func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EUPSTREAM, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOrg()
+			d := o.dir(t, Config{})
+			g, m := obj(t, d, tt.group(o).guid), obj(t, d, tt.member(o).guid)
+			if tt.setup != nil {
+				tt.setup(o)
+			}
+			err := d.AddMember(context.Background(), g, m)
+			switch {
+			case tt.want != nil:
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("err = %v, want %v", err, tt.want)
+				}
+			case tt.wantCode == "":
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+			default:
+				if code := dirgate.ErrorCode(err); code != tt.wantCode {
+					t.Fatalf("err = %v (%s), want %s", err, code, tt.wantCode)
+				}
+				if dirgate.ErrorMessage(err) == "" || strings.Contains(dirgate.ErrorMessage(err), "CN=") {
+					t.Errorf("client message %q", dirgate.ErrorMessage(err))
+				}
+			}
+			if got := contains(tt.group(o).member, tt.member(o).dn); got != tt.wantAfter {
+				t.Errorf("member in group = %v, want %v", got, tt.wantAfter)
+			}
+		})
+	}
+}
+
 // TestReadRetry: a read that meets a broken connection is retried once on a newly
 // dialled one; a second failure is EUPSTREAM.
 func TestReadRetry(t *testing.T) {

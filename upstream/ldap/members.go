@@ -138,6 +138,42 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 	return wrap("remove member", err)
 }
 
+// AddMember adds member's DN to group's member attribute.
+//
+// Adding one value is idempotent, so a Modify that fails with a network error is sent
+// once more on a new connection. Samba answers 68 entryAlreadyExists to adding a
+// member that is there, and also to adding one whose primaryGroupID is the group's
+// RID (measured; RFC servers say 20 attributeOrValueExists): "already a member", or,
+// on the retry, most likely the first attempt's work, reported as success. 53
+// unwillingToPerform is AD's refusal of the addition itself: the primary group again
+// on some versions, or a rule of group scopes (a domain-local group in a global
+// group; Samba does not enforce those), which the client can only fix by asking for
+// another change, so it is a 400. A member deleted since it was resolved is 32.
+func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	req := goldap.NewModifyRequest(group.DN, nil)
+	req.Add("member", []string{member.DN})
+	retried := false
+	err := d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
+		retried = attempt > 0
+		return modify(ctx, c, req)
+	})
+	rc, ok := resultCode(err)
+	switch {
+	case !ok:
+	case rc == goldap.LDAPResultEntryAlreadyExists || rc == goldap.LDAPResultAttributeOrValueExists:
+		if retried {
+			return nil
+		}
+		return fmt.Errorf("ldap: add member: %w (%v)", dirgate.ErrAlreadyMember, err)
+	case rc == goldap.LDAPResultUnwillingToPerform:
+		if rid, ok := d.domainRID(group.SID); ok && member.PrimaryGroupID == rid {
+			return fmt.Errorf("ldap: add member: %w (primary group: %v)", dirgate.ErrAlreadyMember, err)
+		}
+		return dirgate.WrapError(dirgate.EINVALID, "The directory refused to add this member to this group.", fmt.Errorf("ldap: add member: %w", err))
+	}
+	return wrap("add member", err)
+}
+
 // dedupe keeps the first object of each GUID and drops skip.
 func dedupe(objs []dirgate.Object, skip string) []dirgate.Object {
 	seen := make(map[string]bool, len(objs))

@@ -8,7 +8,7 @@
 // and formats the same way. Membership follows AD: a group's members are its member
 // values that name loaded entries plus the objects whose primaryGroupID is the
 // group's RID; memberOf is rebuilt from member values at load and kept in step with
-// removals.
+// removals and additions.
 package memory
 
 import (
@@ -31,7 +31,7 @@ import (
 var demoLDIF []byte
 
 // Directory is an in-memory directory. It is safe for concurrent use: reads share a
-// lock, removals take it alone.
+// lock, removals and additions take it alone.
 type Directory struct {
 	mu        sync.RWMutex
 	records   []*record
@@ -261,6 +261,39 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 		}
 	}
 	g.entry.Attrs["member"] = kept
+	m.syncMemberOf()
+	return nil
+}
+
+// AddMember appends member to group's member values and group to member's memberOf,
+// as AD does. A direct member, or one whose primary group this is, gives
+// ErrAlreadyMember (AD will not add a primary group's member either); a target that
+// is not a group is refused as AD refuses it (objectClassViolation).
+func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g, err := d.record(group)
+	if err != nil {
+		return err
+	}
+	m, err := d.record(member)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !g.group:
+		return dirgate.Errorf(dirgate.EINVALID, "The directory rejected the request as invalid.")
+	case slices.Contains(g.members, m):
+		return fmt.Errorf("add member: %w", dirgate.ErrAlreadyMember)
+	case g.sid != "" && m.primarySID == g.sid:
+		return fmt.Errorf("add member: %w (primary group)", dirgate.ErrAlreadyMember)
+	}
+	g.members = append(slices.Clip(g.members), m)
+	m.memberOf = append(slices.Clip(m.memberOf), g)
+	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), []byte(m.entry.DN))
 	m.syncMemberOf()
 	return nil
 }
