@@ -331,6 +331,60 @@ func TestRemove(t *testing.T) {
 }
 
 // A principal carries its transitive groups once each, in DN order, through cycles.
+func TestAdd(t *testing.T) {
+	tests := []struct {
+		name       string
+		group      string
+		member     string
+		dirErr     error
+		authz      error
+		wantResult dirgate.OperationResult
+		wantCode   string
+		wantParam  string
+		wantCalled bool
+	}{
+		{"added", "CN=top,DC=x", "CN=c,DC=x", nil, nil,
+			dirgate.OperationResult{ResultType: 0, ActualObjectDN: "CN=top,DC=x"}, "", "", true},
+		// A member that is there already is "no changes", as a removal of a non-member is.
+		{"already a member", "CN=top,DC=x", "CN=a,DC=x", fmt.Errorf("ldap: %w", dirgate.ErrAlreadyMember), nil,
+			dirgate.OperationResult{ResultType: 0, NoChanges: true, ActualObjectDN: "CN=top,DC=x"}, "", "", true},
+		{"directory fails", "CN=top,DC=x", "CN=c,DC=x", dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("down")), nil,
+			dirgate.OperationResult{}, dirgate.EUPSTREAM, "", true},
+		{"directory refuses", "CN=top,DC=x", "CN=c,DC=x", dirgate.WrapError(dirgate.EINVALID, "The directory refused to add this member to this group.", errors.New("53")), nil,
+			dirgate.OperationResult{}, dirgate.EINVALID, "", true},
+		// Denied additions never reach the directory.
+		{"forbidden", "CN=top,DC=x", "CN=c,DC=x", nil, dirgate.Errorf(dirgate.EFORBIDDEN, "no"),
+			dirgate.OperationResult{}, dirgate.EFORBIDDEN, "", false},
+		// Errors name the body's field.
+		{"unknown member", "CN=top,DC=x", "CN=none,DC=x", nil, nil, dirgate.OperationResult{}, dirgate.ENOTFOUND, "newMember", false},
+		{"unknown group", "CN=none,DC=x", "CN=c,DC=x", nil, nil, dirgate.OperationResult{}, dirgate.ENOTFOUND, "group", false},
+		{"group is not a group", "CN=a,DC=x", "CN=c,DC=x", nil, nil, dirgate.OperationResult{}, dirgate.EINVALID, "group", false},
+		// A group never becomes its own member, whatever the directory would say.
+		{"itself", "CN=top,DC=x", "CN=top,DC=x", nil, nil, dirgate.OperationResult{}, dirgate.EINVALID, "newMember", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := nested()
+			d.addErr = tt.dirErr
+			s := &dirgate.MemberService{Dir: d, Authz: &hideAuthz{allowAdd: tt.authz}}
+			res, err := s.Add(context.Background(), dirgate.Principal{}, dirgate.MustParseIdentifier(tt.group), dirgate.MustParseIdentifier(tt.member))
+			if dirgate.ErrorCode(err) != tt.wantCode || dirgate.ErrorParam(err) != tt.wantParam {
+				t.Fatalf("error %v (code %q param %q), want %q %q", err, dirgate.ErrorCode(err), dirgate.ErrorParam(err), tt.wantCode, tt.wantParam)
+			}
+			if called := len(d.added) > 0; called != tt.wantCalled {
+				t.Errorf("directory called: %v, want %v", called, tt.wantCalled)
+			}
+			if err != nil {
+				return
+			}
+			if res.ResultType != tt.wantResult.ResultType || res.NoChanges != tt.wantResult.NoChanges || res.ActualObjectDN != tt.wantResult.ActualObjectDN ||
+				res.Exception != nil || res.InnerMessages == nil || res.ExtraInfo == nil {
+				t.Errorf("result %+v, want %+v", res, tt.wantResult)
+			}
+		})
+	}
+}
+
 func TestPrincipal(t *testing.T) {
 	s := &dirgate.MemberService{Dir: nested()}
 	p, err := s.Principal(context.Background(), dirgate.MustParseIdentifier("CN=B2,DC=x"))

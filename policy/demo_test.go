@@ -194,6 +194,66 @@ func TestDemoRemovals(t *testing.T) {
 	}
 }
 
+// TestDemoAdditions: addition decisions of the demo roles (action "add", decided
+// before the directory is touched), each logged with the action and the member.
+func TestDemoAdditions(t *testing.T) {
+	const (
+		hazel    = "CN=Hazel Zhou,OU=HR,OU=Staff,DC=corp,DC=example,DC=com"
+		caleb    = "CN=Caleb Owens,OU=Finance,OU=Staff,DC=corp,DC=example,DC=com"
+		dirAdmin = "CN=Directory Admins,OU=Groups,DC=corp,DC=example,DC=com"
+	)
+	tests := []struct {
+		name, caller, group, member string
+		want                        string // error code; "" means allowed
+	}{
+		// The help desk adds users to the newsletter, and to a group its role names by GUID.
+		{"help desk adds a user to the newsletter", hugoDN, newsletter, caleb, ""},
+		{"help desk adds a user to Removal Test", hugoDN, "CN=Removal Test,OU=Groups,DC=corp,DC=example,DC=com", caleb, ""},
+		// Not a group, and not to another group.
+		{"help desk may not add a group to the newsletter", hugoDN, newsletter, dirAdmin, dirgate.EFORBIDDEN},
+		{"help desk may not add to another group", hugoDN, financeTeam, hazel, dirgate.EFORBIDDEN},
+		// Workstation admins (the help desk, through nesting) add computers anywhere.
+		{"help desk adds a computer through Workstation Admins", hugoDN, financeTeam, "CN=WS-0002,OU=Workstations,DC=corp,DC=example,DC=com", ""},
+		// The admin adds anything; a caller without roles nothing.
+		{"admin adds a group to a group", danaDN, financeTeam, dirAdmin, ""},
+		{"no role may add nothing", bellaDN, newsletter, caleb, dirgate.EFORBIDDEN},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var log bytes.Buffer
+			svc, _ := demoService(t, &log)
+			p := principal(t, svc, tt.caller)
+			res, err := svc.Add(context.Background(), p, dirgate.MustParseIdentifier(tt.group), dirgate.MustParseIdentifier(tt.member))
+			if got := dirgate.ErrorCode(err); got != tt.want {
+				t.Fatalf("error code %q (%v), want %q", got, err, tt.want)
+			}
+			if tt.want == "" && (res.NoChanges || res.ResultType != dirgate.ResultSucceeded) {
+				t.Errorf("result %+v, want an addition", res)
+			}
+			if tt.want != "" && dirgate.ErrorMessage(err) != "You are not allowed to add this member to this group." {
+				t.Errorf("client message %q", dirgate.ErrorMessage(err))
+			}
+			var line struct {
+				Input struct {
+					Action string `json:"action"`
+					Object struct {
+						DN string `json:"dn"`
+					} `json:"object"`
+				} `json:"input"`
+				Result struct {
+					Allowed bool `json:"allowed"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal(log.Bytes(), &line); err != nil {
+				t.Fatalf("decision log %q: %v", log.String(), err)
+			}
+			if line.Result.Allowed != (tt.want == "") || line.Input.Action != "add" || !strings.EqualFold(line.Input.Object.DN, tt.member) {
+				t.Errorf("decision log line %s", log.String())
+			}
+		})
+	}
+}
+
 // TestReusedDecisions: listing the same shared slice again (as the cache hands it
 // out) reuses the previous decisions, which must be the ones a fresh evaluation
 // gives; a listing with equal contents in another slice is decided afresh.

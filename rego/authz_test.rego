@@ -75,6 +75,8 @@ view(subject, obj, group) := {"action": "view", "subject": subject, "object": ob
 
 remove(subject, obj, group) := {"action": "remove", "subject": subject, "object": obj, "group": group, "request": request}
 
+add(subject, obj, group) := {"action": "add", "subject": subject, "object": obj, "group": group, "request": request}
+
 # The demo roles (data.json).
 
 test_admin_views_everything if {
@@ -87,6 +89,33 @@ test_admin_removes_everything if {
 	every obj in [user, computer, contact, it_group] {
 		authz.allow with input as remove(admin, obj, finance)
 	}
+}
+
+test_admin_adds_everything if {
+	every obj in [user, computer, contact, it_group] {
+		authz.allow with input as add(admin, obj, finance)
+	}
+}
+
+test_helpdesk_adds_to_the_newsletter_and_the_removal_test_group if {
+	authz.allow with input as add(helpdesk, user, newsletter)
+	authz.allow with input as add(helpdesk, contact, newsletter)
+	authz.allow with input as add(helpdesk, user, removal_test)
+}
+
+test_helpdesk_does_not_add_to_other_groups_or_add_groups if {
+	not authz.allow with input as add(helpdesk, user, finance)
+	not authz.allow with input as add(helpdesk, it_group, newsletter)
+}
+
+test_workstation_admins_add_computers_anywhere if {
+	authz.allow with input as add(helpdesk, computer, finance)
+}
+
+test_viewing_or_removing_does_not_grant_adding if {
+	not authz.allow with input as add(helpdesk, user, finance)
+		with data.dirgate.roles as [object.union(role(helpdesk.dn, {"all": true}, []), {"permissions": ["view", "remove"]})]
+	not authz.allow with input as add(nobody, user, newsletter)
 }
 
 test_helpdesk_views_staff_users_and_workstations if {
