@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/sambatest"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// post sends a POST with a JSON body, as the product's clients do.
+func post(t *testing.T, u, token, contentType, body string) response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
+	req.Header.Set("Adm-Authorization", token)
+	req.Header.Set("Accept", "application/json")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{res.StatusCode, res.Header, b}
+}
+
+func addBody(group, member string) string {
+	b, _ := json.Marshal(map[string]string{"group": group, "newMember": member})
+	return string(b)
+}
+
+func listed(objs []dirgate.Object, dn string) bool {
+	for _, o := range objs {
+		if strings.EqualFold(o.DN, dn) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestEndToEndAddLDAP: two dirgate instances share one Redis in front of the Samba
+// DC. An addition through one is visible at once through the other, in the group's
+// own listings and in nested listings of the group that contains it, with and
+// without properties; adding again changes nothing; the directory agrees.
+func TestEndToEndAddLDAP(t *testing.T) {
+	dc := sambatest.Env(t)
+	if dc.FixtureDir == "" {
+		t.Fatal("the DC was started without the project fixture (test/samba/dc.sh seeds it when present)")
+	}
+	srv := redistest.Start(t)
+	a := startLDAP(t, dc, "--redis-addr", srv.Addr())
+	b := startLDAP(t, dc, "--redis-addr", srv.Addr())
+
+	// parent ⊃ child ⊃ Nora; extra holds Ada, and is added to child below.
+	admin := dc.DialAdmin(t)
+	name := func(n string) string {
+		return fmt.Sprintf("CN=dirgate add %s %d,OU=Groups,%s", n, os.Getpid(), dc.BaseDN)
+	}
+	parent, child, extra := name("parent"), name("child"), name("extra")
+	for _, g := range []struct{ dn, member string }{{extra, fixture.DisabledDN}, {child, fixture.NeverExpiresDN}, {parent, child}} {
+		req := goldap.NewAddRequest(g.dn, nil)
+		req.Attribute("objectClass", []string{"top", "group"})
+		req.Attribute("member", []string{g.member})
+		if err := admin.Add(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, g := range []string{parent, child, extra} {
+			admin.Del(goldap.NewDelRequest(g, nil))
+		}
+	})
+
+	views := []struct{ group, extra string }{
+		{child, ""}, {child, "&properties=mail"},
+		{parent, "&includeIndirect=true"}, {parent, "&includeIndirect=true&properties=memberOf"},
+	}
+	for _, base := range []string{a, b} {
+		for _, v := range views {
+			listAs(t, base, "e2e-admin", v.group, v.extra)
+			if r := call(t, "GET", base+"?group="+url.QueryEscape(v.group)+v.extra, "e2e-admin"); r.header.Get("X-Dirgate-Cache") != "hit" {
+				t.Fatalf("%s%s not cached: %s", v.group, v.extra, r.header.Get("X-Dirgate-Cache"))
+			}
+		}
+	}
+
+	for i, wantNoChanges := range []bool{false, true} {
+		r := post(t, a, "e2e-admin", "application/json", addBody(child, fixture.RegularDN))
+		var res dirgate.OperationResult
+		if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.ResultType != 0 || res.NoChanges != wantNoChanges ||
+			!strings.EqualFold(res.ActualObjectDN, child) {
+			t.Fatalf("POST #%d: %d %s", i+1, r.status, r.body)
+		}
+		for _, base := range []string{b, a} {
+			for _, v := range views {
+				if objs := listAs(t, base, "e2e-admin", v.group, v.extra); !listed(objs, fixture.RegularDN) {
+					t.Errorf("after POST #%d, %s%s on %s lacks the new member", i+1, v.group, v.extra, base)
+				}
+			}
+		}
+	}
+	sameSet(t, "after the addition", ldapsearchDNs(t, dc, child, "base", "(objectClass=*)", "member"), []string{fixture.NeverExpiresDN, fixture.RegularDN})
+
+	// A group added as a member: the nested listing through parent shows it and its
+	// members on the other instance at once.
+	if r := post(t, b, "e2e-admin", "application/json; charset=utf-8", addBody(child, extra)); r.status != 200 {
+		t.Fatalf("POST of a group: %d %s", r.status, r.body)
+	}
+	nested := listAs(t, a, "e2e-admin", parent, "&includeIndirect=true")
+	if !listed(nested, extra) || !listed(nested, fixture.DisabledDN) {
+		t.Errorf("the nested listing of parent lacks the added group or its member: %v", dns(nested))
+	}
+
+	// Refusals in the error shape, before the directory is touched.
+	for _, tt := range []struct {
+		contentType, body string
+		status            int
+	}{
+		{"text/plain", addBody(child, fixture.LockedDN), 415},
+		{"application/json", addBody(fixture.RegularDN, fixture.LockedDN), 400}, // a user is no group
+		{"application/json", addBody(child, child), 400},
+		{"application/json", `{"group":"` + child + `"}`, 400},
+		{"application/json", addBody(child, "CN=Nobody,"+dc.BaseDN), 404},
+	} {
+		r := post(t, a, "e2e-admin", tt.contentType, tt.body)
+		if r.status != tt.status || !bytes.Contains(r.body, []byte(`"code"`)) {
+			t.Errorf("POST %s (%s): %d %s, want %d", tt.body, tt.contentType, r.status, r.body, tt.status)
+		}
+	}
+	sameSet(t, "after the refusals", ldapsearchDNs(t, dc, child, "base", "(objectClass=*)", "member"), []string{fixture.NeverExpiresDN, fixture.RegularDN, extra})
+}
