@@ -60,8 +60,9 @@ func FuzzCheckListing(f *testing.F) {
 	})
 }
 
-// A removal answer is untrusted too: only success with a change is right.
-func FuzzCheckRemoval(f *testing.F) {
+// A removal's or an addition's answer is untrusted too: only success with a change
+// is right.
+func FuzzCheckChange(f *testing.F) {
 	for _, seed := range []string{
 		`{"resultType":0,"innerMessages":[],"exception":null,"actualObjectDN":"x","noChanges":false,"extraInfo":{}}`,
 		`{"resultType":0,"noChanges":true}`, `{"resultType":2,"noChanges":false}`, `{}`, `[]`, `null`, ``,
@@ -69,7 +70,7 @@ func FuzzCheckRemoval(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if checkRemoval(body) != "" {
+		if checkChange("remove", body) != "" {
 			return
 		}
 		var res struct {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -26,18 +27,16 @@ type HTTPTarget struct {
 	URL      string
 	Workload Workload
 	Checker  *Checker
-	// ReAdder re-adds removed members; removal cycles need it.
-	ReAdder ReAdder
-	Client  *http.Client
+	Client   *http.Client
 
 	rem *removals
 }
 
 // NewHTTPTarget returns a target for url with a client that keeps a connection per
 // client open (as real clients of a gateway do) and never asks for compression.
-func NewHTTPTarget(label, url string, w Workload, c *Checker, re ReAdder) *HTTPTarget {
+func NewHTTPTarget(label, url string, w Workload, c *Checker) *HTTPTarget {
 	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute, DisableCompression: true}
-	return &HTTPTarget{Label: label, URL: url, Workload: w, Checker: c, ReAdder: re,
+	return &HTTPTarget{Label: label, URL: url, Workload: w, Checker: c,
 		Client: &http.Client{Transport: tr, Timeout: time.Minute}, rem: newRemovals(w.Removals)}
 }
 
@@ -70,7 +69,7 @@ func (w *httpWorker) Do(ctx context.Context, op *Op, rec *Recorder) {
 func (w *httpWorker) list(ctx context.Context, caller int, q Query, rec *Recorder) {
 	from := w.t.rem.now()
 	start := time.Now()
-	status, hdr, err := w.send(ctx, http.MethodGet, q.RawQuery(), caller)
+	status, hdr, err := w.send(ctx, http.MethodGet, q.RawQuery(), nil, caller)
 	lat := time.Since(start)
 	o := Outcome{Status: status, Want: http.StatusOK, Err: err, Cache: hdr.Get(CacheHeader), Bytes: w.buf.Len()}
 	if status == http.StatusOK {
@@ -83,8 +82,9 @@ func (w *httpWorker) list(ctx context.Context, caller int, q Query, rec *Recorde
 }
 
 // cycle removes a member of a removal group, lists the group (the member must be
-// gone), and re-adds it through the directory. When every removal group is being
-// cycled by another client, it lists one instead.
+// gone), adds it back through the gateway and lists the group again (the member must
+// be there). When every removal group is being cycled by another client, it lists one
+// instead.
 func (w *httpWorker) cycle(ctx context.Context, op *Op, rec *Recorder) {
 	rem := w.t.rem
 	s, member, ok := rem.acquire()
@@ -94,50 +94,67 @@ func (w *httpWorker) cycle(ctx context.Context, op *Op, rec *Recorder) {
 	}
 	defer rem.release(s)
 	mk := dnKey(member)
-	before := rem.current(s)
-	rem.set(s, append(before, mk)...)
+	rem.set(s, append(rem.current(s), mk)...)
 	raw := "group=" + url.QueryEscape(s.Group) + "&member=" + url.QueryEscape(member)
 	start := time.Now()
-	status, _, err := w.send(ctx, http.MethodDelete, raw, op.Caller)
-	lat := time.Since(start)
-	o := Outcome{Status: status, Want: http.StatusOK, Err: err}
-	if status == http.StatusOK {
-		rem.set(s, mk)
-		o.Wrong = checkRemoval(w.buf.Bytes())
-	} else if err == nil {
-		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
-	}
-	rec.Add("remove", lat, o)
-
+	status, _, err := w.send(ctx, http.MethodDelete, raw, nil, op.Caller)
+	w.change(rec, "remove", time.Since(start), status, err, func() { rem.set(s, mk) })
 	w.list(ctx, op.Caller, Query{Group: s.Group}, rec)
 
 	rem.set(s, mk, "")
-	if err := w.t.ReAdder.ReAdd(ctx, s.Group, member); err != nil {
-		rec.AddError("readd", Outcome{Err: err})
-	}
+	body, _ := json.Marshal(map[string]string{"group": s.Group, "newMember": member})
+	start = time.Now()
+	status, _, err = w.send(ctx, http.MethodPost, "", body, op.Caller)
+	w.change(rec, "add", time.Since(start), status, err, func() { rem.set(s, "") })
+	w.list(ctx, op.Caller, Query{Group: s.Group}, rec)
 }
 
-// checkRemoval returns "" for the answer to removing a member that was present:
-// success with a change made (compat.md).
-func checkRemoval(body []byte) string {
+// change records a removal's or an addition's answer; done runs on a 200, which must
+// report a change made (the member was present, or absent, as the cycle left it).
+func (w *httpWorker) change(rec *Recorder, name string, lat time.Duration, status int, err error, done func()) {
+	o := Outcome{Status: status, Want: http.StatusOK, Err: err}
+	if status == http.StatusOK {
+		done()
+		o.Wrong = checkChange(name, w.buf.Bytes())
+	} else if err == nil {
+		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
+	}
+	rec.Add(name, lat, o)
+}
+
+// checkChange returns "" for the answer to a removal of a present member or an
+// addition of an absent one: success with a change made (compat.md).
+func checkChange(name string, body []byte) string {
 	var res struct {
 		ResultType *int  `json:"resultType"`
 		NoChanges  *bool `json:"noChanges"`
 	}
 	if err := json.Unmarshal(body, &res); err != nil {
-		return fmt.Sprintf("removal answer is not JSON: %v", err)
+		return fmt.Sprintf("%s answer is not JSON: %v", name, err)
 	}
 	if res.ResultType == nil || *res.ResultType != 0 || res.NoChanges == nil || *res.NoChanges {
-		return fmt.Sprintf("removal of a present member answered %.200s, want resultType 0 and noChanges false", body)
+		return fmt.Sprintf("%s answered %.200s, want resultType 0 and noChanges false", name, body)
 	}
 	return ""
 }
 
-// send issues one request and reads the whole body into the worker's buffer.
-func (w *httpWorker) send(ctx context.Context, method, rawQuery string, caller int) (int, http.Header, error) {
-	req, err := http.NewRequestWithContext(ctx, method, w.t.URL+"?"+rawQuery, nil)
+// send issues one request, with a JSON body when body is not nil, and reads the whole
+// answer into the worker's buffer.
+func (w *httpWorker) send(ctx context.Context, method, rawQuery string, body []byte, caller int) (int, http.Header, error) {
+	u := w.t.URL
+	if rawQuery != "" {
+		u += "?" + rawQuery
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
 	if err != nil {
 		return 0, nil, fmt.Errorf("new request: %w", err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(TokenHeader, w.t.Workload.Callers[caller].Token)
 	resp, err := w.t.Client.Do(req)
@@ -163,7 +180,7 @@ func (t *HTTPTarget) Capture(ctx context.Context, w Workload) (map[string][]byte
 		if op.Kind != OpList {
 			continue
 		}
-		status, _, err := wk.send(ctx, http.MethodGet, op.Query.RawQuery(), op.Caller)
+		status, _, err := wk.send(ctx, http.MethodGet, op.Query.RawQuery(), nil, op.Caller)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", op.Name, err))

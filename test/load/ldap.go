@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	goldap "github.com/go-ldap/ldap/v3"
@@ -175,24 +174,6 @@ func ensureGroup(conn *goldap.Conn, g GroupSpec) error {
 	}
 	if err := conn.Modify(mod); err != nil {
 		return fmt.Errorf("correct members of %s: %w", g.DN, err)
-	}
-	return nil
-}
-
-// LDAPReAdder re-adds members through one administrator connection.
-type LDAPReAdder struct {
-	mu   sync.Mutex
-	Conn *goldap.Conn
-}
-
-// ReAdd adds member to group; a member already there is fine.
-func (r *LDAPReAdder) ReAdd(_ context.Context, group, member string) error {
-	mod := goldap.NewModifyRequest(group, nil)
-	mod.Add("member", []string{member})
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.Conn.Modify(mod); err != nil && !goldap.IsErrorWithCode(err, goldap.LDAPResultAttributeOrValueExists) {
-		return fmt.Errorf("re-add %s to %s: %w", member, group, err)
 	}
 	return nil
 }

@@ -3,9 +3,12 @@ package load
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -25,7 +28,7 @@ func TestMixAgainstDirgate(t *testing.T) {
 	for i := range w.Callers {
 		w.Callers[i].Token = g.Setup.Callers[i].Token
 	}
-	target := NewHTTPTarget("dirgate", g.URL, w, expectDemo(t, w), g.Dir)
+	target := NewHTTPTarget("dirgate", g.URL, w, expectDemo(t, w))
 	defer target.Close()
 	rep, err := Run(t.Context(), target, w, runOpts(4, 800))
 	if err != nil {
@@ -34,15 +37,16 @@ func TestMixAgainstDirgate(t *testing.T) {
 	if n := rep.All.ErrorCount(); n != 0 || rep.All.Wrong != 0 {
 		t.Fatalf("errors %v, wrong %d: %q", rep.All.Errors, rep.All.Wrong, rep.All.Examples)
 	}
-	rm, list := rep.Classes["remove"], rep.Classes["list"]
-	if rm == nil || rm.Requests == 0 || list == nil {
-		t.Fatalf("classes %v: want removals and listings", rep.Classes)
+	rm, add, list := rep.Classes["remove"], rep.Classes["add"], rep.Classes["list"]
+	if rm == nil || rm.Requests == 0 || add == nil || add.Requests != rm.Requests || list == nil {
+		t.Fatalf("classes %v: want removals, as many additions, and listings", rep.Classes)
 	}
 	if list.Cache["hit"] == 0 {
 		t.Errorf("cache %v: want hits", list.Cache)
 	}
-	// Every cycle lists the group after removing; the other listings are the mix's.
-	if list.Requests < rm.Requests {
+	// Every cycle lists the group after removing and after adding back; the other
+	// listings are the mix's.
+	if list.Requests < 2*rm.Requests {
 		t.Errorf("%d listings for %d removals", list.Requests, rm.Requests)
 	}
 }
@@ -53,7 +57,7 @@ func TestBareReplaysCapture(t *testing.T) {
 	w := g.Setup.MixWorkload().Listings()
 	w.Callers = g.Setup.Callers
 	c := expectDemo(t, w)
-	bodies, err := NewHTTPTarget("dirgate", g.URL, w, c, nil).Capture(t.Context(), w)
+	bodies, err := NewHTTPTarget("dirgate", g.URL, w, c).Capture(t.Context(), w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +66,7 @@ func TestBareReplaysCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bare.Close()
-	rep, err := Run(t.Context(), NewHTTPTarget("bare", bare.URL, w, c, nil), w, runOpts(3, 300))
+	rep, err := Run(t.Context(), NewHTTPTarget("bare", bare.URL, w, c), w, runOpts(3, 300))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +88,7 @@ func TestWrongAnswersAreCounted(t *testing.T) {
 		{Name: "helpdesk", Caller: CallerHelpdesk, Query: q, Weight: 1},
 	}}
 	c := expectDemo(t, w)
-	captured, err := NewHTTPTarget("dirgate", g.URL, w, c, nil).Capture(t.Context(), w)
+	captured, err := NewHTTPTarget("dirgate", g.URL, w, c).Capture(t.Context(), w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +143,7 @@ func TestWrongAnswersAreCounted(t *testing.T) {
 				rw.Write(b)
 			}))
 			defer fake.Close()
-			rep, err := Run(t.Context(), NewHTTPTarget("fake", fake.URL, w, c, nil), w, runOpts(2, 40))
+			rep, err := Run(t.Context(), NewHTTPTarget("fake", fake.URL, w, c), w, runOpts(2, 40))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,46 +174,104 @@ func equalCounts(a, b map[string]int) bool {
 	return true
 }
 
-// A gateway that acknowledges a removal but keeps listing the member (a stale cache)
-// gives a wrong answer on the listing that follows each removal; one whose removal
-// answer says nothing changed gives a wrong removal answer.
-func TestStaleListingAfterRemovalIsWrong(t *testing.T) {
+// A gateway that acknowledges a removal but keeps listing the member (a stale
+// cache), or acknowledges an addition but keeps listing the group without it, gives a
+// wrong answer on the listing that follows; one whose answer says nothing changed
+// gives a wrong removal or addition answer. An exact one gives none.
+func TestStaleListingAfterChangeIsWrong(t *testing.T) {
 	g := startGateway(t)
 	s := g.Setup
 	w := Workload{Name: "cycles", Callers: s.Callers, Removals: s.Removals[:1],
 		Ops: []Op{{Name: "cycle", Kind: OpRemoveCycle, Caller: CallerAdmin, Weight: 1}}}
 	c := expectDemo(t, w)
-	full := Workload{Callers: s.Callers, Ops: []Op{{Caller: CallerAdmin, Query: Query{Group: s.Removals[0].Group}, Weight: 1}}}
-	captured, err := NewHTTPTarget("dirgate", g.URL, full, c, nil).Capture(t.Context(), full)
-	if err != nil {
-		t.Fatal(err)
+	group := s.Removals[0].Group
+	do := func(req *http.Request) []byte {
+		t.Helper()
+		req.Header.Set(TokenHeader, s.Callers[CallerAdmin].Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %s %v", req.Method, req.URL, resp.StatusCode, b, err)
+		}
+		return b
 	}
+	capture := func() []byte {
+		req, _ := http.NewRequest(http.MethodGet, g.URL+"?"+Query{Group: group}.RawQuery(), nil)
+		return do(req)
+	}
+	// The group's listing with every member, and without each member in turn: taken
+	// out and put back through the gateway (which the cycle does too).
+	with, without := capture(), map[string][]byte{}
+	for _, m := range s.Removals[0].Members {
+		for _, method := range []string{http.MethodDelete, http.MethodPost} {
+			var req *http.Request
+			if method == http.MethodDelete {
+				req, _ = http.NewRequest(method, g.URL+"?group="+url.QueryEscape(group)+"&member="+url.QueryEscape(m), nil)
+			} else {
+				body, _ := json.Marshal(map[string]string{"group": group, "newMember": m})
+				req, _ = http.NewRequest(method, g.URL, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+			}
+			do(req)
+			if method == http.MethodDelete {
+				without[dnKey(m)] = capture()
+			}
+		}
+	}
+	const changed = `{"resultType":0,"innerMessages":[],"exception":null,"actualObjectDN":"x","noChanges":false,"extraInfo":{}}`
+	const unchanged = `{"resultType":0,"innerMessages":[],"exception":null,"actualObjectDN":"x","noChanges":true,"extraInfo":{}}`
 	tests := []struct {
-		name         string
-		removal      string // the DELETE answer
-		wantWrongRm  int
-		wantWrongLst int
+		name                     string
+		answer                   string // the DELETE and POST answers
+		staleAfterRemove         bool   // GET after DELETE still lists the member
+		staleAfterAdd            bool   // GET after POST still lacks the member
+		wantRm, wantAdd, wantLst int    // wrong answers per class
 	}{
-		{"stale listing", `{"resultType":0,"innerMessages":[],"exception":null,"actualObjectDN":"x","noChanges":false,"extraInfo":{}}`, 0, 5},
-		{"no change reported", `{"resultType":0,"innerMessages":[],"exception":null,"actualObjectDN":"x","noChanges":true,"extraInfo":{}}`, 5, 5},
+		{"exact", changed, false, false, 0, 0, 0},
+		{"stale after removal", changed, true, false, 0, 0, 5},
+		{"stale after addition", changed, false, true, 0, 0, 5},
+		{"no change reported", unchanged, false, false, 5, 5, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			absent := "" // DN key of the member the fake's directory lacks
 			fake := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-				if r.Method == http.MethodDelete {
-					rw.Write([]byte(tt.removal))
-					return
+				mu.Lock()
+				defer mu.Unlock()
+				switch r.Method {
+				case http.MethodDelete:
+					if !tt.staleAfterRemove {
+						absent = dnKey(r.URL.Query().Get("member"))
+					}
+					rw.Write([]byte(tt.answer))
+				case http.MethodPost:
+					if !tt.staleAfterAdd {
+						absent = ""
+					}
+					rw.Write([]byte(tt.answer))
+				default:
+					if absent == "" {
+						rw.Write(with)
+					} else {
+						rw.Write(without[absent])
+					}
 				}
-				rw.Write(captured[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)])
 			}))
 			defer fake.Close()
-			rep, err := Run(t.Context(), NewHTTPTarget("fake", fake.URL, w, c, g.Dir), w, runOpts(1, 5))
+			rep, err := Run(t.Context(), NewHTTPTarget("fake", fake.URL, w, c), w, runOpts(1, 5))
 			if err != nil {
 				t.Fatal(err)
 			}
-			rm, list := rep.Classes["remove"], rep.Classes["list"]
-			if rm == nil || list == nil || rm.Requests != 5 || list.Requests != 5 || rm.Wrong != tt.wantWrongRm || list.Wrong != tt.wantWrongLst {
-				t.Errorf("classes %+v %+v: want 5 removals (%d wrong) and 5 listings (%d wrong)", rm, list, tt.wantWrongRm, tt.wantWrongLst)
+			rm, add, list := rep.Classes["remove"], rep.Classes["add"], rep.Classes["list"]
+			if rm == nil || add == nil || list == nil || rm.Requests != 5 || add.Requests != 5 || list.Requests != 10 ||
+				rm.Wrong != tt.wantRm || add.Wrong != tt.wantAdd || list.Wrong != tt.wantLst {
+				t.Errorf("classes %+v %+v %+v: want 5 removals (%d wrong), 5 additions (%d wrong), 10 listings (%d wrong)",
+					rm, add, list, tt.wantRm, tt.wantAdd, tt.wantLst)
 			}
 		})
 	}

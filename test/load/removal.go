@@ -1,24 +1,17 @@
 package load
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 )
 
 // RemovalGroup is a group whose members the workload removes through the gateway and
-// re-adds through the directory. Its members must be plain members (no nested
+// adds back through the gateway (POST). Its members must be plain members (no nested
 // groups, no primary-group members), so that removing one takes exactly that object
 // out of every listing of the group.
 type RemovalGroup struct {
 	Group   string   // DN
 	Members []string // DNs of the members cycled, all present at the start
-}
-
-// ReAdder puts a removed member back behind the gateway's back, as another tool
-// would: through LDAP on a domain controller.
-type ReAdder interface {
-	ReAdd(ctx context.Context, group, member string) error
 }
 
 // removals tracks what each removal group's listing may show, so that a listing is
@@ -32,10 +25,9 @@ type ReAdder interface {
 //   - after DELETE m was answered 200: m absent, and nothing else is right. This is
 //     dirgate's guarantee (docs/cache.md): a removal made through dirgate is never
 //     followed by a listing that still shows the member;
-//   - from the moment m is re-added through LDAP: m absent or present. The re-add
-//     bypasses dirgate, so its cache may serve the listing without m until the entry
-//     expires (docs/cache.md, "What it does not cover"); the next DELETE through
-//     dirgate invalidates it, which ends this state.
+//   - while POST m (the addition that puts it back) is in flight: m absent or present;
+//   - after POST m was answered 200: every member present, and nothing else is right:
+//     the same guarantee for additions.
 //
 // A listing is right if it matches a state the group was in at any moment between
 // the request being sent and its answer being read: each change of state takes a

@@ -158,13 +158,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		fmt.Fprintf(stdout, "dirgate pid %d serving %s\n\n", dg.cmd.Process.Pid, url)
 	}
 
-	admin, err := lc.Dial(true)
-	if err != nil {
-		return err
-	}
-	defer admin.Close()
-	readder := &load.LDAPReAdder{Conn: admin}
-	dgTarget := load.NewHTTPTarget("dirgate", url, all, checker, readder)
+	dgTarget := load.NewHTTPTarget("dirgate", url, all, checker)
 	bodies, err := dgTarget.Capture(ctx, all.Listings())
 	if err != nil {
 		return err
@@ -176,7 +170,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	defer bare.Close()
 	targets := map[string]load.Target{
 		"dirgate": dgTarget,
-		"bare":    load.NewHTTPTarget("bare", bare.URL, all, checker, nil),
+		"bare":    load.NewHTTPTarget("bare", bare.URL, all, checker),
 		"ldap":    &load.LDAPTarget{Config: lc, Checker: checker},
 	}
 
