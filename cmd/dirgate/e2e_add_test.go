@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +22,15 @@ import (
 // post sends a POST with a JSON body, as the product's clients do.
 func post(t *testing.T, u, token, contentType, body string) response {
 	t.Helper()
+	r, err := tryPost(u, token, contentType, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// tryPost is post for goroutines other than the test's.
+func tryPost(u, token, contentType, body string) (response, error) {
 	req, _ := http.NewRequest("POST", u, strings.NewReader(body))
 	req.Header.Set("Adm-Authorization", token)
 	req.Header.Set("Accept", "application/json")
@@ -29,11 +39,11 @@ func post(t *testing.T, u, token, contentType, body string) response {
 	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return response{}, err
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{res.StatusCode, res.Header, b}
+	b, err := io.ReadAll(res.Body)
+	return response{res.StatusCode, res.Header, b}, err
 }
 
 func addBody(group, member string) string {
@@ -140,4 +150,77 @@ func TestEndToEndAddLDAP(t *testing.T) {
 		}
 	}
 	sameSet(t, "after the refusals", ldapsearchDNs(t, dc, child, "base", "(objectClass=*)", "member"), []string{fixture.NeverExpiresDN, fixture.RegularDN, extra})
+}
+
+// TestConcurrentAddAndRemoveLDAP: an addition and a removal of the same member race
+// through two instances sharing Redis. Their answers must fit one order of the two
+// changes, and afterwards the directory and both instances' listings must be in the
+// state of the change that order puts last.
+func TestConcurrentAddAndRemoveLDAP(t *testing.T) {
+	dc := sambatest.Env(t)
+	srv := redistest.Start(t)
+	a := startLDAP(t, dc, "--redis-addr", srv.Addr())
+	b := startLDAP(t, dc, "--redis-addr", srv.Addr())
+	admin := dc.DialAdmin(t)
+	group := fmt.Sprintf("CN=dirgate race %d,OU=Groups,%s", os.Getpid(), dc.BaseDN)
+	req := goldap.NewAddRequest(group, nil)
+	req.Attribute("objectClass", []string{"top", "group"})
+	req.Attribute("member", []string{fixture.NeverExpiresDN})
+	if err := admin.Add(req); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Del(goldap.NewDelRequest(group, nil)) })
+	member := fixture.RegularDN
+	del := "?group=" + url.QueryEscape(group) + "&member=" + url.QueryEscape(member)
+
+	change := func(r response) dirgate.OperationResult {
+		var res dirgate.OperationResult
+		if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.ResultType != 0 {
+			t.Fatalf("answer %d %s", r.status, r.body)
+		}
+		return res
+	}
+	present := false
+	orders := map[string]int{}
+	defer func() { t.Logf("orders seen: %v", orders) }()
+	for round := range 20 {
+		for _, base := range []string{a, b} { // both instances cache the state before the race
+			listAs(t, base, "e2e-admin", group, "")
+		}
+		var added response
+		var postErr error
+		done := make(chan struct{})
+		go func() { // the addition through one instance, the removal through the other
+			defer close(done)
+			added, postErr = tryPost([]string{a, b}[round%2], "e2e-admin", "application/json", addBody(group, member))
+		}()
+		removed := call(t, "DELETE", []string{b, a}[round%2]+del, "e2e-admin")
+		<-done
+		if postErr != nil {
+			t.Fatal(postErr)
+		}
+		add, rm := change(added), change(removed)
+		// The two orders, and the answers each would give from the state before.
+		addFirst := add.NoChanges == present && rm.NoChanges == false
+		removeFirst := rm.NoChanges == !present && add.NoChanges == false
+		switch {
+		case addFirst && !removeFirst:
+			present = false // the removal came last
+			orders["removal last"]++
+		case removeFirst && !addFirst:
+			present = true // the addition came last
+			orders["addition last"]++
+		default:
+			t.Fatalf("round %d: from present=%v, addition noChanges=%v and removal noChanges=%v fit no order", round, present, add.NoChanges, rm.NoChanges)
+		}
+		inDir := slices.ContainsFunc(ldapsearchDNs(t, dc, group, "base", "(objectClass=*)", "member"), func(d string) bool { return strings.EqualFold(d, member) })
+		if inDir != present {
+			t.Fatalf("round %d: the directory has the member: %v; the answers say %v", round, inDir, present)
+		}
+		for _, base := range []string{a, b} {
+			if got := listed(listAs(t, base, "e2e-admin", group, ""), member); got != present {
+				t.Fatalf("round %d: %s lists the member: %v; the answers say %v", round, base, got, present)
+			}
+		}
+	}
 }
