@@ -264,10 +264,15 @@ func TestTracesLDAP(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	base := startLDAPWith(t, dc, func(m *Main) { m.spanExporter = exp }, "--redis-addr", srv.Addr())
 
-	traceOf := func(method, u string) spanTree {
+	// traceOf sends one request (with a JSON body when body is not empty) and returns
+	// the spans of its trace.
+	traceOf := func(method, u, body string) spanTree {
 		t.Helper()
 		exp.Reset()
-		req, _ := http.NewRequest(method, u, nil)
+		req, _ := http.NewRequest(method, u, strings.NewReader(body))
+		if body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
 		req.Header.Set("Adm-Authorization", "e2e-admin")
 		// A client's W3C trace context is continued, not replaced.
 		req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
@@ -311,7 +316,7 @@ func TestTracesLDAP(t *testing.T) {
 	}
 
 	list := base + "?group=" + url.QueryEscape(fixture.ITDepartmentDN) + "&includeIndirect=true"
-	miss := traceOf("GET", list)
+	miss := traceOf("GET", list, "")
 	root := miss.one(t, "GET /restApi/api/directoryObjects/groupMembers", server(miss))
 	miss.one(t, "authenticate", root)
 	cl := miss.one(t, "cache listing", root)
@@ -333,7 +338,7 @@ func TestTracesLDAP(t *testing.T) {
 		}
 	}
 
-	hit := traceOf("GET", list)
+	hit := traceOf("GET", list, "")
 	cl = hit.one(t, "cache listing", server(hit))
 	if attr(cl, "dirgate.cache") != "hit" || len(hit.named("upstream members")) != 0 {
 		t.Fatalf("second listing: cache %q, upstream member reads %d", attr(cl, "dirgate.cache"), len(hit.named("upstream members")))
@@ -349,9 +354,16 @@ func TestTracesLDAP(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { admin.Del(goldap.NewDelRequest(groupDN, nil)) })
-	rm := traceOf("DELETE", base+"?group="+url.QueryEscape(groupDN)+"&member="+url.QueryEscape(fixture.RegularDN))
+	rm := traceOf("DELETE", base+"?group="+url.QueryEscape(groupDN)+"&member="+url.QueryEscape(fixture.RegularDN), "")
 	root = server(rm)
 	rm.one(t, "policy remove decision", root)
 	rm.one(t, "upstream remove_member", root)
 	rm.one(t, "cache invalidate", root)
+
+	// Addition: the same steps, under the POST's server span.
+	ad := traceOf("POST", base, addBody(groupDN, fixture.RegularDN))
+	root = ad.one(t, "POST /restApi/api/directoryObjects/groupMembers", server(ad))
+	ad.one(t, "policy add decision", root)
+	ad.one(t, "upstream add_member", root)
+	ad.one(t, "cache invalidate", root)
 }
