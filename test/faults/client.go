@@ -80,6 +80,18 @@ func (c *Client) Do(ctx context.Context, method, u, token string) Result {
 	return c.Send(req)
 }
 
+// Add POSTs {"group", "newMember"} to base, as the product's clients add a member.
+func (c *Client) Add(ctx context.Context, base, group, member, token string) Result {
+	body, _ := json.Marshal(map[string]string{"group": group, "newMember": member})
+	req, err := http.NewRequestWithContext(ctx, "POST", base, bytes.NewReader(body))
+	if err != nil {
+		return Result{Err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Adm-Authorization", token)
+	return c.Send(req)
+}
+
 // Send sends a prepared request.
 func (c *Client) Send(req *http.Request) Result {
 	start := time.Now()

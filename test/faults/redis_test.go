@@ -50,7 +50,7 @@ func newPhased() *phased {
 }
 
 // TestRedisFaultUnderLoad takes Redis away while four clients list cached groups
-// (direct and nested) and one removal is made, then gives it back. Redis sits behind
+// (direct and nested) and one removal and one addition are made, then gives it back. Redis sits behind
 // a fault proxy. Two faults: Redis killed with SIGKILL and restarted empty on the same
 // port (a crash), and Redis hung (the proxy relays nothing, so every operation runs
 // into DIRGATE_REDIS_TIMEOUT) then released.
@@ -59,7 +59,9 @@ func newPhased() *phased {
 // and after the fault (bypassed requests read the DC); the outage is noticed
 // (X-Dirgate-Cache: bypass) and the cache resumes by itself afterwards (hit); the
 // member removed while Redis was away is never listed by a request that started after
-// the removal was answered (docs/cache.md's guarantee); and no Redis connection is
+// the removal was answered, and the member added is listed by every request that
+// started after the addition was answered (docs/cache.md's guarantee); and no Redis
+// connection is
 // leaked (the proxy holds no more than before).
 func TestRedisFaultUnderLoad(t *testing.T) {
 	for _, tc := range []struct {
@@ -101,7 +103,7 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	t.Logf("cache warm in %v", time.Since(warm).Round(time.Millisecond))
 
 	ph := newPhased()
-	var removedAt atomic.Int64 // unix nanos when the removal was answered
+	var removedAt, addedAt atomic.Int64 // unix nanos when the removal and the addition were answered
 	load := func(ctx context.Context) {
 		Drive(ctx, 4, 0, func(ctx context.Context, i int) {
 			phase, start := ph.phase.Load(), time.Now().UnixNano()
@@ -113,6 +115,8 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 				why = "listing failed"
 			case u == urls[0] && removedAt.Load() != 0 && start > removedAt.Load() && containsFold(listedDNs(r.Body), fixture.RegularDN):
 				why = "the removed member is still listed"
+			case u == urls[0] && addedAt.Load() != 0 && start > addedAt.Load() && !containsFold(listedDNs(r.Body), fixture.DisabledDN):
+				why = "the added member is not listed"
 			}
 			ph.tallies[phase].Add(r, why)
 			time.Sleep(5 * time.Millisecond) // bounded load: the DC and this machine are shared
@@ -140,6 +144,11 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 		t.Errorf("removal while Redis is away: %s", r)
 	}
 	removedAt.Store(time.Now().UnixNano())
+	r = c.Add(ctx, p.Base, group, fixture.DisabledDN, tok)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"noChanges":false`) {
+		t.Errorf("addition while Redis is away: %s", r)
+	}
+	addedAt.Store(time.Now().UnixNano())
 	time.Sleep(time.Second)
 
 	ph.phase.Store(2)
@@ -151,7 +160,7 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	stopLoad()
 	wg.Wait()
 
-	expect := "every listing 200; the removed member never listed after the removal"
+	expect := "every listing 200; the removed member never listed after the removal, the added one always after the addition"
 	lost := 0
 	for i, name := range []string{"before", "during", "after"} {
 		t.Logf("Redis %s: %s", name, ph.tallies[i].Summary(expect))
@@ -161,8 +170,8 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	if lost != 0 {
 		t.Errorf("%d requests lost across the Redis fault", lost)
 	}
-	if got := Members(t, dc, group); containsFold(got, fixture.RegularDN) || len(got) != 1 {
-		t.Errorf("the DC's members after the removal: %v", got)
+	if got := Members(t, dc, group); containsFold(got, fixture.RegularDN) || !containsFold(got, fixture.DisabledDN) || len(got) != 2 {
+		t.Errorf("the DC's members after the removal and the addition: %v", got)
 	}
 	fillPool(t, c, p, lpx, tok, &seq)
 	after := quiesce(t, c, p, rpx, lpx)
