@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +23,8 @@ import (
 // environment, which beats the file, which beats the default.
 type Config struct {
 	Listen          string
+	TLSCertFile     string
+	TLSKeyFile      string
 	BasePath        string
 	TokensFile      string
 	Upstream        string
@@ -82,6 +85,8 @@ type Config struct {
 // configuration table is this list (TestREADMEListsEverySetting keeps them in step).
 func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free port)")
+	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain: serve HTTPS (TLS 1.2 or later) on --listen; reloaded when it changes")
+	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&c.BasePath, "base-path", "/restApi", "path prefix of the API, matched case-insensitively; \"\" serves at /api/...")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", "YAML file of access tokens (docs/auth.md); empty with the demo directory uses the demo tokens")
 	fs.StringVar(&c.Upstream, "upstream", "memory", "directory to serve: memory (an LDIF file, or the embedded demo) or ldap")
@@ -237,6 +242,13 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "must be host:port: %v", err)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		bad("tls-cert-file", "and tls-key-file must be set together")
+	} else if c.TLSCertFile != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCertFile, c.TLSKeyFile); err != nil {
+			bad("tls-cert-file", "%v", err)
+		}
 	}
 	if c.BasePath != "" && (!strings.HasPrefix(c.BasePath, "/") || strings.HasSuffix(c.BasePath, "/")) {
 		bad("base-path", "must start with / and not end with /, or be empty")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -30,6 +31,7 @@ type Main struct {
 	stderr io.Writer
 
 	ln     net.Listener
+	scheme string // http, or https with a certificate
 	srv    *http.Server
 	cancel context.CancelFunc
 	// requests is the context of every request; see BaseContext.
@@ -41,10 +43,12 @@ type Main struct {
 	ready          *readiness
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
-	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*.
+	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;
+	// onCertReload is told each TLS certificate reload's outcome.
 	wrapDirectory func(dirgate.Directory) dirgate.Directory
 	spanExporter  sdktrace.SpanExporter
 	getenv        func(string) string
+	onCertReload  func(error)
 }
 
 // NewMain returns a program for cfg that logs to stderr.
@@ -113,6 +117,20 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	m.scheme = "http"
+	if m.Config.TLSCertFile != "" {
+		certs, err := newCertReloader(m.Config.TLSCertFile, m.Config.TLSKeyFile, m.Logger)
+		if err != nil {
+			m.ln.Close()
+			return err
+		}
+		certs.onReload = m.onCertReload
+		if err := certs.watch(ctx); err != nil {
+			m.ln.Close()
+			return err
+		}
+		m.ln, m.scheme = tls.NewListener(m.ln, certs.config()), "https"
+	}
 	m.srv = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -126,7 +144,7 @@ func (m *Main) Run(ctx context.Context) error {
 	m.requests, m.cancelRequests = context.WithCancel(context.WithoutCancel(ctx))
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
-	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "base_path", m.Config.BasePath,
+	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "scheme", m.scheme, "base_path", m.Config.BasePath,
 		"upstream", m.Config.Upstream, "tracing", m.telemetry.Tracing)
 	if m.Config.IsDemo() {
 		m.printDemo()
@@ -172,7 +190,7 @@ func (m *Main) Close() error {
 
 // printDemo tells a newcomer how to talk to the demo gateway.
 func (m *Main) printDemo() {
-	base := "http://" + m.Addr() + m.Config.BasePath + "/api/directoryObjects/groupMembers"
+	base := m.scheme + "://" + m.Addr() + m.Config.BasePath + "/api/directoryObjects/groupMembers"
 	group := url.QueryEscape("CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com")
 	fmt.Fprintf(m.stdout, `
 dirgate is serving the embedded demo directory at %s
