@@ -103,7 +103,7 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		return
 	}
 	nAllowed := 0
-	var denied []any
+	var denied []string // not []any: boxing each GUID was an allocation per denied object
 	truncated := false
 	decided := ld.stats.decided
 	for i, ok := range ld.allowed[:decided] {
@@ -117,7 +117,7 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		}
 	}
 	if denied == nil {
-		denied = []any{}
+		denied = []string{}
 	}
 	result := map[string]any{
 		"allowed":         nAllowed,

@@ -37,7 +37,7 @@ func (a tokenAuth) Authenticate(_ context.Context, token string) (dirgate.Princi
 
 // policyWithRole writes the bundled policy to a directory with one more role: the
 // trustee views the objects below the subtrees.
-func policyWithRole(t *testing.T, trustee string, subtrees ...string) string {
+func policyWithRole(t testing.TB, trustee string, subtrees ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	err := fs.WalkDir(bundled.FS, ".", func(p string, d fs.DirEntry, err error) error {
