@@ -88,7 +88,7 @@ func TestWrongAnswersAreCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := func(caller int) []byte { return captured[bareKey(s.Callers[caller].Token, q.RawQuery())] }
+	body := func(caller int) []byte { return captured[bareKey(s.Callers[caller].Token, q.RawQuery())].Body }
 	objects := func(caller int) []json.RawMessage {
 		var objs []json.RawMessage
 		if err := json.Unmarshal(body(caller), &objs); err != nil {
@@ -200,7 +200,7 @@ func TestStaleListingAfterRemovalIsWrong(t *testing.T) {
 					rw.Write([]byte(tt.removal))
 					return
 				}
-				rw.Write(captured[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)])
+				rw.Write(captured[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)].Body)
 			}))
 			defer fake.Close()
 			rep, err := Run(t.Context(), NewHTTPTarget("fake", fake.URL, w, c, g.Dir), w, runOpts(1, 5))
