@@ -86,6 +86,16 @@ func (r *ListingReport) SetEncoded(e *EncodedListing) {
 	r.encoded = e
 }
 
+// Encoded returns the encoded listing recorded by SetEncoded, nil when none was.
+func (r *ListingReport) Encoded() *EncodedListing {
+	if r == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.encoded
+}
+
 // AppendJSON appends objs as a JSON array to dst, exactly as json.Marshal would,
 // reusing the recorded encoding of every object that is unchanged from the cached
 // listing.

@@ -29,6 +29,17 @@ type Authorizer interface {
 	AllowAdd(ctx context.Context, p Principal, group, member Object) error
 }
 
+// ViewSelector is an Authorizer that decides a listing by choosing some of its
+// objects, unaltered, which it reports as a Selection of their positions. A listing
+// decided this way is answered with a body rendered once per listing, selection
+// and size limit, and shared between the callers it is the answer for
+// (MemberService.ListBody).
+type ViewSelector interface {
+	// SelectView returns the positions of objs that p may view. With limit > 0 it
+	// may stop deciding once limit objects are allowed, and selects at most limit.
+	SelectView(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object, limit int) (Selection, error)
+}
+
 // MemberService implements the API's semantics once, over any Directory:
 // nested expansion, deduplication, ordering, cycle handling, permission filtering
 // before the size limit, and the removal result.
@@ -45,6 +56,9 @@ type MemberService struct {
 	// the breadth-first expansion (AD's in-chain matching rule: an option, as it is
 	// slow on Samba and on large AD domains).
 	Transitive TransitiveLister
+	// Bodies, when set, keeps rendered listing bodies for ListBody to share between
+	// requests. nil renders every body for its request.
+	Bodies *BodyCache
 }
 
 // TransitiveLister lists every object below a group, nested groups and primary-group
@@ -57,12 +71,21 @@ type TransitiveLister interface {
 // List resolves groupID and returns, in listing order, at most opts.SizeLimit objects
 // that p may view.
 func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) ([]Object, error) {
-	group, err := s.resolve(ctx, groupID, "group")
+	group, objs, err := s.listing(ctx, groupID, opts)
 	if err != nil {
 		return nil, err
 	}
+	return s.filter(ctx, p, group, opts, objs)
+}
+
+// listing resolves groupID and returns its unfiltered listing.
+func (s *MemberService) listing(ctx context.Context, groupID Identifier, opts ListOptions) (Object, []Object, error) {
+	group, err := s.resolve(ctx, groupID, "group")
+	if err != nil {
+		return Object{}, nil, err
+	}
 	if !group.IsGroup() {
-		return nil, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
+		return Object{}, nil, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
 	}
 	lister := s.Listings
 	if lister == nil {
@@ -70,8 +93,14 @@ func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifie
 	}
 	objs, err := lister.Listing(ctx, group, opts)
 	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
+		return Object{}, nil, fmt.Errorf("list members: %w", err)
 	}
+	return group, objs, nil
+}
+
+// filter applies the authorizer, then the size limit.
+func (s *MemberService) filter(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object) ([]Object, error) {
+	var err error
 	if s.Authz != nil {
 		if objs, err = s.Authz.FilterView(ctx, p, group, opts, objs); err != nil {
 			return nil, fmt.Errorf("filter listing: %w", err)
@@ -81,6 +110,55 @@ func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifie
 		objs = objs[:opts.SizeLimit]
 	}
 	return objs, nil
+}
+
+// ListBody is List rendered as the response's JSON. When the listing comes with its
+// objects' encodings (from a cache) and the authorizer is a ViewSelector (or there
+// is none), the body is the one rendered for the same listing and the same selection
+// of its objects, sizeLimit applied, kept in Bodies: two callers share a body only
+// when they receive exactly the same objects of the same listing. Otherwise it is
+// rendered from List's result.
+func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (*Body, error) {
+	rep := ListingReportFrom(ctx)
+	if rep == nil {
+		ctx, rep = WithListingReport(ctx)
+	}
+	group, objs, err := s.listing(ctx, groupID, opts)
+	if err != nil {
+		return nil, err
+	}
+	e := rep.Encoded()
+	sel, selects := s.Authz.(ViewSelector)
+	if e == nil || e.frags == nil || !sameListing(e.objs, objs) || (s.Authz != nil && !selects) {
+		objs, err := s.filter(ctx, p, group, opts, objs)
+		if err != nil {
+			return nil, err
+		}
+		b, err := rep.AppendJSON(nil, objs)
+		if err != nil {
+			return nil, WrapError(EINTERNAL, "", fmt.Errorf("encode response: %w", err))
+		}
+		return NewBody(b), nil
+	}
+	var chosen Selection
+	if s.Authz == nil {
+		chosen = AllSelected(len(objs), opts.SizeLimit)
+	} else {
+		if chosen, err = sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit); err != nil {
+			return nil, fmt.Errorf("filter listing: %w", err)
+		}
+		if chosen.Len() != len(objs) {
+			return nil, WrapError(EINTERNAL, "", fmt.Errorf("filter listing: a selection over %d objects for a listing of %d", chosen.Len(), len(objs)))
+		}
+		chosen.Limit(opts.SizeLimit)
+	}
+	var key [256]byte
+	return s.Bodies.body(e, chosen, key[:0]), nil
+}
+
+// sameListing reports whether objs is the very slice a (not a copy).
+func sameListing(a, objs []Object) bool {
+	return len(a) == len(objs) && (len(a) == 0 || &a[0] == &objs[0])
 }
 
 // Listing expands group's members from the directory: with IncludeIndirect, the nested

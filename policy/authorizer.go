@@ -234,16 +234,51 @@ func (a *Authorizer) Revision() string { return a.current.Load().revision }
 // FilterView returns the objects of a listing that p may view, in their order.
 // Objects whose decision is not the boolean true are omitted.
 func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
+	allowed, n, err := a.decideView(ctx, p, group, opts, objs, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirgate.Object, 0, n)
+	for i, ok := range allowed {
+		if ok {
+			out = append(out, objs[i])
+		}
+	}
+	return out, nil
+}
+
+var _ dirgate.ViewSelector = (*Authorizer)(nil)
+
+// SelectView is FilterView reporting the positions of the allowed objects instead
+// of copying them. With limit > 0, deciding stops once limit objects are allowed,
+// and the decision log counts the objects after them as undecided.
+func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) (dirgate.Selection, error) {
+	allowed, _, err := a.decideView(ctx, p, group, opts, objs, limit)
+	if err != nil {
+		return dirgate.Selection{}, err
+	}
+	sel := dirgate.NewSelection(len(objs))
+	for i, ok := range allowed {
+		if ok {
+			sel.Set(i)
+		}
+	}
+	return sel, nil
+}
+
+// decideView decides a listing for p, records the decisions (trace, metrics,
+// decision log) and returns them with the number allowed.
+func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) ([]bool, int, error) {
 	start := time.Now()
 	ctx, span := tracer().Start(ctx, "policy filter", trace.WithAttributes(attribute.Int("dirgate.objects", len(objs))))
 	defer span.End()
 	v := a.current.Load()
 	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
 	allowed := make([]bool, len(objs))
-	st, err := v.filterView(ctx, a.logger, in, objs, allowed)
+	st, err := v.filterView(ctx, a.logger, in, objs, allowed, limit)
 	if err != nil {
 		span.SetStatus(codes.Error, "evaluation ended")
-		return nil, fmt.Errorf("policy: %w", err)
+		return nil, 0, fmt.Errorf("policy: %w", err)
 	}
 	n := 0
 	for _, ok := range allowed {
@@ -251,18 +286,13 @@ func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group 
 			n++
 		}
 	}
+	denied := st.decided - n
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
-		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", len(objs)-n))
+		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
 	a.metrics.decisions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "allow")))
-	a.metrics.decisions.Add(ctx, int64(len(objs)-n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "deny")))
-	out := make([]dirgate.Object, 0, n)
-	for i, ok := range allowed {
-		if ok {
-			out = append(out, objs[i])
-		}
-	}
+	a.metrics.decisions.Add(ctx, int64(denied), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "deny")))
 	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, stats: st, elapsed: time.Since(start)})
-	return out, nil
+	return allowed, n, nil
 }
 
 // AllowRemove returns an EFORBIDDEN error unless the policy allows p to remove
@@ -346,7 +376,7 @@ func (a *Authorizer) Decide(ctx context.Context, input Input) (Decision, error) 
 		listed := make([]bool, 1)
 		base := in
 		base.Object = nil
-		if _, err := v.filterView(ctx, a.logger, base, []dirgate.Object{*in.Object}, listed); err != nil {
+		if _, err := v.filterView(ctx, a.logger, base, []dirgate.Object{*in.Object}, listed, 0); err != nil {
 			return d, err
 		}
 		if listed[0] != allowed {

@@ -102,13 +102,16 @@ func BenchmarkFilterView(b *testing.B) {
 			if err != nil || len(got) == 0 || len(got) == n {
 				b.Fatalf("%d of %d visible, err %v: the benchmark must filter", len(got), n, err)
 			}
-			// Two listings with the same objects in turn: every request decides every
-			// object (a plan remembers only the listing it decided last).
-			lists := [2][]dirgate.Object{objs, append([]dirgate.Object(nil), objs...)}
+			// More listings with the same objects in turn than a plan remembers: every
+			// request decides every object.
+			lists := make([][]dirgate.Object, 16) // a plan remembers 8
+			for j := range lists {
+				lists[j] = append([]dirgate.Object(nil), objs...)
+			}
 			i := 0
 			for b.Loop() {
 				i++
-				if _, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, lists[i%2]); err != nil {
+				if _, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, lists[i%len(lists)]); err != nil {
 					b.Fatal(err)
 				}
 			}

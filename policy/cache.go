@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+	"weak"
 
 	"github.com/dirgate/dirgate"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -22,16 +23,42 @@ type plan struct {
 	queries int
 	// why the residual was not translated ("" when pred is set).
 	why string
-	// last remembers the predicate's decisions for the listing it decided last.
-	last atomic.Pointer[decided]
+	// recent remembers the predicate's decisions for the listings it decided lately
+	// (a caller lists a few groups in turn), in a ring written at next.
+	recent [recentListings]atomic.Pointer[decided]
+	next   atomic.Uint32
 }
 
-// decided is one listing's decisions. It holds the listing itself: cached listings
-// are shared and never modified, and holding the slice keeps its address from being
-// reused by another listing while the entry is remembered.
+// recentListings is how many listings' decisions a plan remembers.
+const recentListings = 8
+
+// decided is one listing's complete decisions. Cached listings are shared and never
+// modified, so a listing is known by its first object's address and its length. The
+// address is held weakly: remembering decisions does not keep a listing alive, and
+// a weak pointer never equals one made from another listing allocated later at the
+// same address.
 type decided struct {
-	objs    []dirgate.Object
+	first   weak.Pointer[dirgate.Object]
+	n       int
 	allowed []bool
+}
+
+// reused copies the remembered decisions of objs into allowed, if there are some.
+func (p *plan) reused(objs []dirgate.Object, allowed []bool) bool {
+	first := weak.Make(&objs[0])
+	for i := range p.recent {
+		if d := p.recent[i].Load(); d != nil && d.n == len(objs) && d.first == first {
+			copy(allowed, d.allowed)
+			return true
+		}
+	}
+	return false
+}
+
+// remember keeps the complete decisions of objs.
+func (p *plan) remember(objs []dirgate.Object, allowed []bool) {
+	d := &decided{first: weak.Make(&objs[0]), n: len(objs), allowed: append([]bool(nil), allowed...)}
+	p.recent[(p.next.Add(1)-1)%recentListings].Store(d)
 }
 
 // planCache keeps the most recently used plans of one policy version; it is

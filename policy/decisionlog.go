@@ -103,9 +103,10 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		return
 	}
 	nAllowed := 0
-	var denied []any
+	var denied []string // not []any: boxing each GUID was an allocation per denied object
 	truncated := false
-	for i, ok := range ld.allowed {
+	decided := ld.stats.decided
+	for i, ok := range ld.allowed[:decided] {
 		switch {
 		case ok:
 			nAllowed++
@@ -116,16 +117,20 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		}
 	}
 	if denied == nil {
-		denied = []any{}
+		denied = []string{}
 	}
 	result := map[string]any{
 		"allowed":         nAllowed,
-		"denied":          len(ld.allowed) - nAllowed,
+		"denied":          decided - nAllowed,
 		"deniedGuids":     denied,
 		"deniedTruncated": truncated,
 	}
 	if ld.stats.errors > 0 {
 		result["errors"] = ld.stats.errors
+	}
+	if u := len(ld.allowed) - decided; u > 0 {
+		// The size limit was reached before them: they were not decided, and are not shown.
+		result["undecided"] = u
 	}
 	ev := d.event(ctx, ld.revision, ld.in, result, ld.elapsed)
 	ev["engine"] = map[string]any{"mode": ld.stats.mode, "cachedPlan": ld.stats.cached, "reusedDecisions": ld.stats.reused}

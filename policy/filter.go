@@ -28,6 +28,9 @@ type filterStats struct {
 	cached bool
 	reused bool // the decisions of the same listing's previous request were reused
 	errors int
+	// decided is how many objects, from the first, were decided: all of them unless
+	// a size limit was reached first.
+	decided int
 }
 
 // filterView decides every object of a listing for one caller, marking the allowed
@@ -44,10 +47,20 @@ type filterStats struct {
 //  4. if that evaluation fails (a conflict or another error for some object), each
 //     object is evaluated on its own.
 //
-// An object whose evaluation fails is denied.
+// An object whose evaluation fails is denied. With limit > 0 the predicate stops
+// once limit objects are allowed; the objects after it are left undecided (false),
+// which stats.decided tells.
 //
 // The only error returned is the request's context ending.
-func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
+func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool, limit int) (filterStats, error) {
+	st, err := v.decideListing(ctx, logger, in, objs, allowed, limit)
+	if st.decided == 0 {
+		st.decided = len(objs)
+	}
+	return st, err
+}
+
+func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool, limit int) (filterStats, error) {
 	if len(objs) == 0 {
 		return filterStats{mode: modeNone}, nil
 	}
@@ -83,15 +96,20 @@ func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input,
 	// A caller listing the same cached listing again (the same shared slice, which
 	// the cache never modifies) gets the same decisions from a deterministic
 	// predicate: reuse them rather than visiting every object again.
-	if d := p.last.Load(); d != nil && len(d.objs) == len(objs) && &d.objs[0] == &objs[0] {
-		copy(allowed, d.allowed)
+	if p.reused(objs, allowed) {
 		return filterStats{mode: modePredicate, cached: cached, reused: true}, nil
 	}
 	e := p.pred.newEnv()
+	n := 0
 	for i := range objs {
-		allowed[i] = p.pred.allow(e, &objs[i])
+		if allowed[i] = p.pred.allow(e, &objs[i]); allowed[i] {
+			if n++; n == limit && i+1 < len(objs) {
+				// Enough for the size limit: the rest cannot be shown.
+				return filterStats{mode: modePredicate, cached: cached, decided: i + 1}, nil
+			}
+		}
 	}
-	p.last.Store(&decided{objs: objs, allowed: append([]bool(nil), allowed...)})
+	p.remember(objs, allowed)
 	return filterStats{mode: modePredicate, cached: cached}, nil
 }
 

@@ -1,10 +1,10 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync"
 
 	"github.com/dirgate/dirgate"
 )
@@ -49,31 +49,43 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 	}
 	rec.group = q.Group.Canonical()
 	ctx, report := dirgate.WithListingReport(r.Context())
-	objs, err := s.cfg.Service.List(ctx, p, q.Group, q.Options)
+	body, err := s.listBody(ctx, p, q)
 	if err != nil {
-		Error(w, r, fmt.Errorf("list group members: %w", err))
-		return
-	}
-	// Joined from the cache's pre-encoded objects where it has them; "[]", never
-	// "null", for an empty listing.
-	buf := bodyPool.Get().(*[]byte)
-	defer func() {
-		// A rare huge listing must not pin its buffer in the pool for ever.
-		if cap(*buf) <= maxPooledBody {
-			bodyPool.Put(buf)
-		}
-	}()
-	body, err := report.AppendJSON((*buf)[:0], objs)
-	*buf = body
-	if err != nil {
-		Error(w, r, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err)))
+		Error(w, r, err)
 		return
 	}
 	if st := report.CacheStatus(); st != "" {
 		rec.cache = string(st)
 		w.Header().Set(CacheHeader, string(st))
 	}
-	writeJSON(w, http.StatusOK, body)
+	writeListing(w, r, body)
+}
+
+// bodyLister is a Service that renders listings itself, sharing bodies between
+// requests (*dirgate.MemberService).
+type bodyLister interface {
+	ListBody(ctx context.Context, p dirgate.Principal, group dirgate.Identifier, opts dirgate.ListOptions) (*dirgate.Body, error)
+}
+
+func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery) (*dirgate.Body, error) {
+	if bl, ok := s.cfg.Service.(bodyLister); ok {
+		body, err := bl.ListBody(ctx, p, q.Group, q.Options)
+		if err != nil {
+			return nil, fmt.Errorf("list group members: %w", err)
+		}
+		return body, nil
+	}
+	objs, err := s.cfg.Service.List(ctx, p, q.Group, q.Options)
+	if err != nil {
+		return nil, fmt.Errorf("list group members: %w", err)
+	}
+	// Joined from the cache's pre-encoded objects where it has them; "[]", never
+	// "null", for an empty listing.
+	b, err := dirgate.ListingReportFrom(ctx).AppendJSON(nil, objs)
+	if err != nil {
+		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
+	}
+	return dirgate.NewBody(b), nil
 }
 
 // CacheHeader tells how a listing was served: hit, miss, stale or bypass
@@ -131,11 +143,3 @@ func writeOK(w http.ResponseWriter, r *http.Request, v any) {
 	}
 	writeJSON(w, http.StatusOK, body)
 }
-
-// bodyPool recycles listing bodies: a cached 1,000-member listing is a 400 KB body,
-// and allocating one per request was a large share of the garbage collector's work
-// under load (docs/benchmarks.md).
-var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
-
-// maxPooledBody bounds the buffers kept for reuse.
-const maxPooledBody = 4 << 20

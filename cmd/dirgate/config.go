@@ -130,7 +130,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Minute, "how long a cached listing is fresh")
 	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
 	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
-	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store)")
+	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")

@@ -88,7 +88,9 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	svc := &dirgate.MemberService{Dir: cached, Listings: cached}
+	// Rendered bodies are kept beside the decoded listings, in a quarter of their
+	// bound (docs/cache.md, "Rendered bodies").
+	svc := &dirgate.MemberService{Dir: cached, Listings: cached, Bodies: dirgate.NewBodyCache(m.Config.CacheMaxBytes / 4)}
 
 	if err := m.openPolicy(ctx, svc); err != nil {
 		return err

@@ -38,7 +38,7 @@ func startGateway(t *testing.T) *gateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: openPolicy(t)}
+	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: openPolicy(t), Bodies: dirgate.NewBodyCache(16 << 20)}
 
 	s := DemoSetup(fixture.Demo())
 	var yaml strings.Builder

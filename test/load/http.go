@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -28,6 +29,9 @@ type HTTPTarget struct {
 	Workload Workload
 	Checker  *Checker
 	Client   *http.Client
+	// AcceptEncoding is sent as the Accept-Encoding header when not empty; answers in
+	// a content coding are decoded before they are checked.
+	AcceptEncoding string
 
 	rem *removals
 }
@@ -50,11 +54,13 @@ func (t *HTTPTarget) NewWorker(context.Context) (Worker, error) { return &httpWo
 func (t *HTTPTarget) Close() { t.Client.CloseIdleConnections() }
 
 type httpWorker struct {
-	t   *HTTPTarget
-	buf bytes.Buffer
+	t     *HTTPTarget
+	buf   bytes.Buffer // the body as received
+	plain []byte       // the body decoded, when it came in a content coding
+	dec   decoders
 }
 
-func (w *httpWorker) Close() {}
+func (w *httpWorker) Close() { w.dec.close() }
 
 func (w *httpWorker) Do(ctx context.Context, op *Op, rec *Recorder) {
 	if op.Kind == OpRemoveCycle {
@@ -74,7 +80,11 @@ func (w *httpWorker) list(ctx context.Context, caller int, q Query, rec *Recorde
 	o := Outcome{Status: status, Want: http.StatusOK, Err: err, Cache: hdr.Get(CacheHeader), Bytes: w.buf.Len()}
 	if status == http.StatusOK {
 		states := w.t.rem.statesOf(q.Group, from, w.t.rem.now())
-		o.Wrong = w.t.Checker.CheckListing(caller, q, states, w.buf.Bytes())
+		if body, err := w.body(hdr); err != nil {
+			o.Wrong = err.Error()
+		} else {
+			o.Wrong = w.t.Checker.CheckListing(caller, q, states, body)
+		}
 	} else if err == nil {
 		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
 	}
@@ -97,25 +107,29 @@ func (w *httpWorker) cycle(ctx context.Context, op *Op, rec *Recorder) {
 	rem.set(s, append(rem.current(s), mk)...)
 	raw := "group=" + url.QueryEscape(s.Group) + "&member=" + url.QueryEscape(member)
 	start := time.Now()
-	status, _, err := w.send(ctx, http.MethodDelete, raw, nil, op.Caller)
-	w.change(rec, "remove", time.Since(start), status, err, func() { rem.set(s, mk) })
+	status, hdr, err := w.send(ctx, http.MethodDelete, raw, nil, op.Caller)
+	w.change(rec, "remove", time.Since(start), status, hdr, err, func() { rem.set(s, mk) })
 	w.list(ctx, op.Caller, Query{Group: s.Group}, rec)
 
 	rem.set(s, mk, "")
 	body, _ := json.Marshal(map[string]string{"group": s.Group, "newMember": member})
 	start = time.Now()
-	status, _, err = w.send(ctx, http.MethodPost, "", body, op.Caller)
-	w.change(rec, "add", time.Since(start), status, err, func() { rem.set(s, "") })
+	status, hdr, err = w.send(ctx, http.MethodPost, "", body, op.Caller)
+	w.change(rec, "add", time.Since(start), status, hdr, err, func() { rem.set(s, "") })
 	w.list(ctx, op.Caller, Query{Group: s.Group}, rec)
 }
 
 // change records a removal's or an addition's answer; done runs on a 200, which must
 // report a change made (the member was present, or absent, as the cycle left it).
-func (w *httpWorker) change(rec *Recorder, name string, lat time.Duration, status int, err error, done func()) {
+func (w *httpWorker) change(rec *Recorder, name string, lat time.Duration, status int, hdr http.Header, err error, done func()) {
 	o := Outcome{Status: status, Want: http.StatusOK, Err: err}
 	if status == http.StatusOK {
 		done()
-		o.Wrong = checkChange(name, w.buf.Bytes())
+		if body, err := w.body(hdr); err != nil {
+			o.Wrong = err.Error()
+		} else {
+			o.Wrong = checkChange(name, body)
+		}
 	} else if err == nil {
 		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
 	}
@@ -157,6 +171,9 @@ func (w *httpWorker) send(ctx context.Context, method, rawQuery string, body []b
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set(TokenHeader, w.t.Workload.Callers[caller].Token)
+	if w.t.AcceptEncoding != "" {
+		req.Header.Set("Accept-Encoding", w.t.AcceptEncoding)
+	}
 	resp, err := w.t.Client.Do(req)
 	if err != nil {
 		return 0, nil, err
@@ -169,28 +186,54 @@ func (w *httpWorker) send(ctx context.Context, method, rawQuery string, body []b
 	return resp.StatusCode, resp.Header, nil
 }
 
+// body returns the answer in the worker's buffer, decoded from its content coding.
+func (w *httpWorker) body(hdr http.Header) ([]byte, error) {
+	enc := hdr.Get("Content-Encoding")
+	if enc == "" {
+		return w.buf.Bytes(), nil
+	}
+	if !asked(w.t.AcceptEncoding, enc) {
+		return nil, fmt.Errorf("answer in content coding %q, Accept-Encoding %q", enc, w.t.AcceptEncoding)
+	}
+	var err error
+	w.plain, err = w.dec.decode(enc, w.buf.Bytes(), w.plain[:0])
+	return w.plain, err
+}
+
+// Captured is one answer as it was sent: the bare server replays it byte for byte.
+type Captured struct {
+	Body     []byte
+	Encoding string // its Content-Encoding, "" for none
+}
+
 // Capture issues every listing of w once, checks each answer, and returns the bodies
 // keyed as the bare server looks them up. It is also how a run warms a cache.
-func (t *HTTPTarget) Capture(ctx context.Context, w Workload) (map[string][]byte, error) {
+func (t *HTTPTarget) Capture(ctx context.Context, w Workload) (map[string]Captured, error) {
 	wk := &httpWorker{t: t}
-	out := map[string][]byte{}
+	defer wk.Close()
+	out := map[string]Captured{}
 	var errs []error
 	for i := range w.Ops {
 		op := &w.Ops[i]
 		if op.Kind != OpList {
 			continue
 		}
-		status, _, err := wk.send(ctx, http.MethodGet, op.Query.RawQuery(), nil, op.Caller)
+		status, hdr, err := wk.send(ctx, http.MethodGet, op.Query.RawQuery(), nil, op.Caller)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", op.Name, err))
 		case status != http.StatusOK:
 			errs = append(errs, fmt.Errorf("%s: status %d: %.200q", op.Name, status, wk.buf.Bytes()))
 		default:
-			if wrong := t.Checker.CheckListing(op.Caller, op.Query, nil, wk.buf.Bytes()); wrong != "" {
+			body, err := wk.body(hdr)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", op.Name, err))
+				continue
+			}
+			if wrong := t.Checker.CheckListing(op.Caller, op.Query, nil, body); wrong != "" {
 				errs = append(errs, fmt.Errorf("%s: wrong answer: %s", op.Name, wrong))
 			}
-			out[bareKey(w.Callers[op.Caller].Token, op.Query.RawQuery())] = bytes.Clone(wk.buf.Bytes())
+			out[bareKey(w.Callers[op.Caller].Token, op.Query.RawQuery())] = Captured{bytes.Clone(wk.buf.Bytes()), hdr.Get("Content-Encoding")}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -207,12 +250,12 @@ func bareKey(token, rawQuery string) string { return token + "\x00" + rawQuery }
 type BareServer struct {
 	URL    string
 	srv    *http.Server
-	bodies map[string][]byte
+	bodies map[string]Captured
 	served chan error
 }
 
 // StartBare serves bodies on a free loopback port.
-func StartBare(bodies map[string][]byte) (*BareServer, error) {
+func StartBare(bodies map[string]Captured) (*BareServer, error) {
 	b := &BareServer{bodies: bodies, served: make(chan error, 1)}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -225,15 +268,18 @@ func StartBare(bodies map[string][]byte) (*BareServer, error) {
 }
 
 func (b *BareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, ok := b.bodies[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)]
+	c, ok := b.bodies[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)]
 	if !ok {
 		http.Error(w, "not captured", http.StatusNotFound)
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")
-	h.Set("Content-Length", fmt.Sprint(len(body)))
-	w.Write(body)
+	h.Set("Content-Length", fmt.Sprint(len(c.Body)))
+	if c.Encoding != "" {
+		h.Set("Content-Encoding", c.Encoding)
+	}
+	w.Write(c.Body)
 }
 
 // Close stops the server.
@@ -245,4 +291,18 @@ func (b *BareServer) Close() error {
 		return fmt.Errorf("bare server: %w", err)
 	}
 	return nil
+}
+
+// asked reports whether the Accept-Encoding value accept names coding enc with a
+// weight above 0 (the tool sends plain lists: "*" is not offered).
+func asked(accept, enc string) bool {
+	for _, item := range strings.Split(accept, ",") {
+		name, params, _ := strings.Cut(item, ";")
+		if !strings.EqualFold(strings.TrimSpace(name), enc) {
+			continue
+		}
+		_, q, ok := strings.Cut(params, "=")
+		return !ok || strings.Trim(strings.TrimSpace(q), "0.") != ""
+	}
+	return false
 }

@@ -155,6 +155,9 @@ type Options struct {
 	Requests    int64         // 0: only Duration bounds the run
 	Warmup      time.Duration // run unrecorded first (fills caches, opens connections)
 	Seed        uint64
+	// Processes are read from /proc before and after the measured part; the report
+	// gives each one's CPU time per request.
+	Processes []Process
 }
 
 // Run drives target with w's operations from opts.Concurrency clients until the
@@ -203,13 +206,29 @@ func Run(ctx context.Context, target Target, w Workload, opts Options) (*Report,
 	for i := range recs {
 		recs[i] = &Recorder{}
 	}
+	before, err := cpuSnapshot(opts.Processes)
+	if err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	drive(ctx, stop, workers, w, opts.Seed, opts.Requests, recs)
 	elapsed := time.Since(start)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return newReport(target.Name(), w.Name, opts.Concurrency, elapsed, recs), nil
+	after, err := cpuSnapshot(opts.Processes)
+	if err != nil {
+		return nil, err
+	}
+	rep := newReport(target.Name(), w.Name, opts.Concurrency, elapsed, recs)
+	for i, p := range opts.Processes {
+		pc := ProcessCPU{Name: p.Name, CPU: after[i] - before[i]}
+		if rep.All.Requests > 0 {
+			pc.PerRequest = float64(pc.CPU.Microseconds()) / float64(rep.All.Requests)
+		}
+		rep.CPU = append(rep.CPU, pc)
+	}
+	return rep, nil
 }
 
 // drive runs every worker until stop ends or limit operations (when positive) have

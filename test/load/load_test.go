@@ -92,7 +92,7 @@ func TestWrongAnswersAreCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := func(caller int) []byte { return captured[bareKey(s.Callers[caller].Token, q.RawQuery())] }
+	body := func(caller int) []byte { return captured[bareKey(s.Callers[caller].Token, q.RawQuery())].Body }
 	objects := func(caller int) []json.RawMessage {
 		var objs []json.RawMessage
 		if err := json.Unmarshal(body(caller), &objs); err != nil {

@@ -113,7 +113,24 @@ type Report struct {
 	// All is every request; Classes splits them by kind (list, remove).
 	All     Stats             `json:"all"`
 	Classes map[string]*Stats `json:"classes"`
+	// CPU is each process's CPU time during the run (Options.Processes).
+	CPU []ProcessCPU `json:"cpu,omitempty"`
 }
+
+// ServerCPU is the CPU per request, in microseconds, of the processes that serve
+// (every one but the load generator, "client"), and whether any was read.
+func (r *Report) ServerCPU() (float64, bool) {
+	sum, ok := 0.0, false
+	for _, c := range r.CPU {
+		if c.Name != ClientProcess {
+			sum, ok = sum+c.PerRequest, true
+		}
+	}
+	return sum, ok
+}
+
+// ClientProcess names the load generator's own CPU in a report.
+const ClientProcess = "client"
 
 // Stats summarise a set of requests. Latencies are in milliseconds in JSON.
 type Stats struct {
@@ -216,7 +233,7 @@ func percentile(sorted []time.Duration, p int) Millis {
 // errors by status, wrong answers and how dirgate's cache served the listings.
 func WriteTable(w io.Writer, reports []*Report) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "target\tworkload\tclass\tclients\trequests\treq/s\tKB/req\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\twrong\tcache\t")
+	fmt.Fprintln(tw, "target\tworkload\tclass\tclients\trequests\treq/s\tKB/req\tp50 ms\tp95 ms\tp99 ms\tmax ms\terrors\twrong\tcache\tcpu µs/req\t")
 	for _, r := range reports {
 		names := slices.Sorted(maps.Keys(r.Classes))
 		rows := []string{"all"}
@@ -228,8 +245,16 @@ func WriteTable(w io.Writer, reports []*Report) error {
 			if name != "all" {
 				s = r.Classes[name]
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", r.Target, r.Workload, name,
-				r.Concurrency, s.Requests, s.Throughput, s.KBPerRequest, s.P50, s.P95, s.P99, s.Max, counts(s.Errors), s.Wrong, counts(s.Cache))
+			cpu := "-"
+			if name == "all" && len(r.CPU) > 0 {
+				var parts []string
+				for _, c := range r.CPU {
+					parts = append(parts, fmt.Sprintf("%s:%.0f", c.Name, c.PerRequest))
+				}
+				cpu = strings.Join(parts, " ")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%.0f\t%.0f\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t\n", r.Target, r.Workload, name,
+				r.Concurrency, s.Requests, s.Throughput, s.KBPerRequest, s.P50, s.P95, s.P99, s.Max, counts(s.Errors), s.Wrong, counts(s.Cache), cpu)
 		}
 	}
 	if err := tw.Flush(); err != nil {

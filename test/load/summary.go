@@ -22,6 +22,13 @@ type Summary struct {
 	Requests   int     `json:"requests"` // over all runs
 	Errors     int     `json:"errors"`   // over all runs
 	Wrong      int     `json:"wrong"`    // over all runs
+	// KBPerRequest is the median of the runs' mean answer size, as sent (compressed
+	// when the answers were).
+	KBPerRequest float64 `json:"kbPerRequest"`
+	// ServerCPU is the median of the runs' server CPU per request in microseconds
+	// (Report.ServerCPU), 0 when no process was read; CPU is each process's median.
+	ServerCPU float64            `json:"serverCpuUsPerRequest,omitempty"`
+	CPU       map[string]float64 `json:"cpuUsPerRequest,omitempty"`
 }
 
 // Summarize groups reports by workload and target, in order of first appearance, and
@@ -41,16 +48,30 @@ func Summarize(reports []*Report) []Summary {
 	for _, k := range order {
 		rs := groups[k]
 		s := Summary{Workload: k.w, Target: k.t, Runs: len(rs)}
-		var tp []float64
+		var tp, kb, server []float64
 		var p50, p95, p99 []time.Duration
+		procs := map[string][]float64{}
 		for _, r := range rs {
 			tp = append(tp, r.All.Throughput)
+			kb = append(kb, r.All.KBPerRequest)
+			if c, ok := r.ServerCPU(); ok {
+				server = append(server, c)
+			}
+			for _, c := range r.CPU {
+				procs[c.Name] = append(procs[c.Name], c.PerRequest)
+			}
 			p50, p95, p99 = append(p50, time.Duration(r.All.P50)), append(p95, time.Duration(r.All.P95)), append(p99, time.Duration(r.All.P99))
 			s.Requests += r.All.Requests
 			s.Errors += r.All.ErrorCount()
 			s.Wrong += r.All.Wrong
 		}
-		s.Throughput = median(tp)
+		s.Throughput, s.KBPerRequest, s.ServerCPU = median(tp), median(kb), median(server)
+		for name, v := range procs {
+			if s.CPU == nil {
+				s.CPU = map[string]float64{}
+			}
+			s.CPU[name] = median(v)
+		}
 		s.P50, s.P95, s.P99 = Millis(median(p50)), Millis(median(p95)), Millis(median(p99))
 		out = append(out, s)
 	}
@@ -82,23 +103,34 @@ func Find(sums []Summary, workload, target string) (Summary, bool) {
 	return Summary{}, false
 }
 
-// WriteSummary prints the medians, and for each workload dirgate's throughput as a
-// share of the bare server's and as a multiple of the direct LDAP path's.
+// WriteSummary prints the medians, and for each workload dirgate's figures against
+// the bare server's (throughput as a share, server CPU per request and p99 as
+// factors) and its throughput as a multiple of the direct LDAP path's.
 func WriteSummary(w io.Writer, sums []Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "workload\ttarget\truns\treq/s\tp50 ms\tp95 ms\tp99 ms\trequests\terrors\twrong\tvs bare\tvs ldap\t")
+	fmt.Fprintln(tw, "workload\ttarget\truns\treq/s\tp50 ms\tp95 ms\tp99 ms\tKB/req\tcpu µs/req\trequests\terrors\twrong\tvs bare\tcpu × bare\tp99 × bare\tvs ldap\t")
 	for _, s := range sums {
-		vsBare, vsLDAP := "", ""
+		vsBare, cpuBare, p99Bare, vsLDAP := "", "", "", ""
 		if s.Target == "dirgate" {
 			if b, ok := Find(sums, s.Workload, "bare"); ok && b.Throughput > 0 {
 				vsBare = fmt.Sprintf("%.0f%%", 100*s.Throughput/b.Throughput)
+				if b.ServerCPU > 0 && s.ServerCPU > 0 {
+					cpuBare = fmt.Sprintf("%.2f", s.ServerCPU/b.ServerCPU)
+				}
+				if b.P99 > 0 {
+					p99Bare = fmt.Sprintf("%.2f", float64(s.P99)/float64(b.P99))
+				}
 			}
 			if l, ok := Find(sums, s.Workload, "ldap"); ok && l.Throughput > 0 {
 				vsLDAP = fmt.Sprintf("%.0fx", s.Throughput/l.Throughput)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t\n", s.Workload, s.Target, s.Runs,
-			s.Throughput, s.P50, s.P95, s.P99, s.Requests, s.Errors, s.Wrong, vsBare, vsLDAP)
+		cpu := "-"
+		if s.ServerCPU > 0 {
+			cpu = fmt.Sprintf("%.0f", s.ServerCPU)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%s\t%s\t%s\t%.0f\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", s.Workload, s.Target, s.Runs,
+			s.Throughput, s.P50, s.P95, s.P99, s.KBPerRequest, cpu, s.Requests, s.Errors, s.Wrong, vsBare, cpuBare, p99Bare, vsLDAP)
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write summary: %w", err)

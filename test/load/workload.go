@@ -18,7 +18,14 @@ const (
 	CallerAdmin    = 0 // views and removes everything (Directory Admins)
 	CallerHelpdesk = 1 // views users and computers of the staff and workstation OUs
 	CallerNobody   = 2 // holds no role: every listing is empty
+	// CallerHalf views the objects below HalfSubtrees (about half of every load
+	// group) through the one role Setup.WritePolicy adds; LargeSetup only.
+	CallerHalf = 3
 )
+
+// HalfSubtrees are the OUs CallerHalf may view: two of the four staff OUs, which the
+// load groups' users are spread over evenly.
+var HalfSubtrees = []string{fixture.FinanceOU, fixture.HROU}
 
 // GroupSpec is a group the run creates (or corrects) with exactly these members.
 type GroupSpec struct {
@@ -48,7 +55,7 @@ type Setup struct {
 // The large group is the fixture's All Staff (2,061 users, flat).
 func LargeSetup(org *fixture.Org) (Setup, error) {
 	pool := plainStaff(org)
-	need := 3 + 9 + 199 + 999 + 4*20 + 1
+	need := 3 + 9 + 199 + 999 + 4*20 + 2
 	if len(pool) < need {
 		return Setup{}, fmt.Errorf("load: the organisation has %d plain staff users, %d needed", len(pool), need)
 	}
@@ -72,6 +79,7 @@ func LargeSetup(org *fixture.Org) (Setup, error) {
 		s.Removals = append(s.Removals, RemovalGroup{Group: rg.DN, Members: rg.Members})
 	}
 	s.Callers = callers(take(1)[0])
+	s.Callers = append(s.Callers, Caller{Name: "half", Subject: take(1)[0]})
 	return s, nil
 }
 
@@ -127,6 +135,13 @@ func hasSuffixKey(dn, parent string) bool {
 	return len(k) > len(p) && k[len(k)-len(p)-1:] == ","+p
 }
 
+// OneCaller is the direct listing of group, without properties, by one caller.
+func (s Setup) OneCaller(name, group string, caller int) Workload {
+	return Workload{Name: name, Callers: s.Callers, Ops: []Op{
+		{Name: name, Kind: OpList, Caller: caller, Query: Query{Group: group}, Weight: 1},
+	}}
+}
+
 // ThousandWorkload is the target workload: the cached 1,000-member listing, direct,
 // without properties, by the two callers that see it (the administrator all 1,000
 // objects, the help desk the 999 users).
@@ -147,7 +162,7 @@ func (s Setup) MixWorkload() Workload {
 	for _, grp := range []struct{ name, dn string }{{"small", s.Small}, {"medium", s.Medium}, {"large", s.Large}} {
 		for _, indirect := range []bool{false, true} {
 			for _, props := range [][]string{nil, Properties} {
-				for ci, c := range s.Callers {
+				for ci, c := range s.Callers[:min(len(s.Callers), CallerNobody+1)] {
 					q := Query{Group: grp.dn, Indirect: indirect, Properties: props}
 					name := fmt.Sprintf("%s indirect=%t props=%t as %s", grp.name, indirect, props != nil, c.Name)
 					w.Ops = append(w.Ops, Op{Name: name, Kind: OpList, Caller: ci, Query: q, Weight: 10})

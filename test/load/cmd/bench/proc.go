@@ -40,7 +40,7 @@ type dirgateProc struct {
 
 // startDirgate builds (unless -dirgate-bin) and starts dirgate on a free loopback
 // port against the DC, with tokens for callers (their Token fields are set here).
-func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfig, callers []load.Caller) (*dirgateProc, error) {
+func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfig, policyDir string, callers []load.Caller) (*dirgateProc, error) {
 	bin := o.bin
 	if bin == "" {
 		bin = filepath.Join(work, "dirgate")
@@ -65,7 +65,7 @@ func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfi
 		"DIRGATE_LISTEN": "127.0.0.1:0", "DIRGATE_UPSTREAM": "ldap", "DIRGATE_TOKENS_FILE": tokens,
 		"DIRGATE_LDAP_URL": lc.URL, "DIRGATE_LDAP_BIND_DN": lc.BindDN, "DIRGATE_LDAP_PASSWORD_FILE": lc.PasswordFile,
 		"DIRGATE_LDAP_BASE_DN": lc.BaseDN, "DIRGATE_LDAP_CA_FILE": lc.CAFile,
-		"DIRGATE_DECISION_LOG": filepath.Join(work, "decisions.log"),
+		"DIRGATE_DECISION_LOG": filepath.Join(work, "decisions.log"), "DIRGATE_POLICY_DIR": policyDir,
 	}
 	if bytes.Contains(help, []byte("cache-ttl")) {
 		// Entries outlive the run: an expiry in the middle would measure a directory

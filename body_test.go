@@ -1,0 +1,267 @@
+package dirgate_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+)
+
+func TestSelection(t *testing.T) {
+	for _, n := range []int{0, 1, 63, 64, 65, 130} {
+		for _, limit := range []int{-1, 0, 1, 2, 63, 64, 65, 200} {
+			s := dirgate.AllSelected(n, limit)
+			want := n
+			if limit > 0 && limit < n {
+				want = limit
+			}
+			if s.Count() != want || s.Len() != n {
+				t.Errorf("AllSelected(%d, %d): %d of %d selected, want %d of %d", n, limit, s.Count(), s.Len(), want, n)
+			}
+			for i := range n {
+				if s.Has(i) != (i < want) {
+					t.Fatalf("AllSelected(%d, %d): position %d selected %v", n, limit, i, s.Has(i))
+				}
+			}
+		}
+	}
+	// Limit keeps the first selected positions, whichever words they are in.
+	s := dirgate.NewSelection(200)
+	var set []int
+	for i := 0; i < 200; i += 3 {
+		s.Set(i)
+		set = append(set, i)
+	}
+	for _, limit := range []int{0, 1, 21, 22, 23, 60, 67, 68, 100} {
+		c := dirgate.NewSelection(200)
+		for _, i := range set {
+			c.Set(i)
+		}
+		c.Limit(limit)
+		want := set
+		if limit > 0 && limit < len(set) {
+			want = set[:limit]
+		}
+		var got []int
+		for i := range 200 {
+			if c.Has(i) {
+				got = append(got, i)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("Limit(%d): %v, want %v", limit, got, want)
+		}
+	}
+}
+
+// everyOther is a ViewSelector (and FilterView for List) that lets a caller see the
+// objects whose position has the caller's parity, or all for an empty subject.
+type everyOther struct{ calls, limits []int }
+
+func parity(p dirgate.Principal) int {
+	switch p.DN {
+	case "":
+		return -1
+	case "even":
+		return 0
+	}
+	return 1
+}
+
+func (a *everyOther) SelectView(_ context.Context, p dirgate.Principal, _ dirgate.Object, _ dirgate.ListOptions, objs []dirgate.Object, limit int) (dirgate.Selection, error) {
+	s := dirgate.NewSelection(len(objs))
+	for i := range objs {
+		if par := parity(p); par < 0 || i%2 == par {
+			s.Set(i)
+		}
+	}
+	return s, nil
+}
+
+func (a *everyOther) FilterView(ctx context.Context, p dirgate.Principal, g dirgate.Object, o dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
+	var out []dirgate.Object
+	for i := range objs {
+		if par := parity(p); par < 0 || i%2 == par {
+			out = append(out, objs[i])
+		}
+	}
+	return out, nil
+}
+
+func (a *everyOther) AllowRemove(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
+	return nil
+}
+
+func (a *everyOther) AllowAdd(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
+	return nil
+}
+
+// encodedLister serves a listing with its encodings, as the cache does.
+type encodedLister struct{ e *dirgate.EncodedListing }
+
+func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.ListOptions) ([]dirgate.Object, error) {
+	dirgate.ListingReportFrom(ctx).SetEncoded(l.e)
+	return l.e.Objects(), nil
+}
+
+func bigDir(t *testing.T, n int) (*fakeDir, []dirgate.Object) {
+	t.Helper()
+	names := []string{"top:group"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("m%04d:user", i))
+	}
+	d := newFakeDir(names...)
+	var members []string
+	for i := range n {
+		members = append(members, fmt.Sprintf("m%04d", i))
+	}
+	d.add("top", members...)
+	objs, err := (&dirgate.MemberService{Dir: d}).Listing(context.Background(), d.objs[guidOf("top")], dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, objs
+}
+
+// ListBody gives exactly List's answer, encoded, whatever serves it: a shared body
+// from a listing with encodings, or a rendered one without.
+func TestListBodyIsList(t *testing.T) {
+	d, objs := bigDir(t, 150)
+	enc, err := dirgate.EncodeListing(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := map[string]*dirgate.MemberService{
+		"selector, shared":     {Dir: d, Listings: encodedLister{enc}, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"selector, not kept":   {Dir: d, Listings: encodedLister{enc}, Authz: &everyOther{}},
+		"no authorizer":        {Dir: d, Listings: encodedLister{enc}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"filter only":          {Dir: d, Listings: encodedLister{enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"no encodings":         {Dir: d, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"no encodings, no cap": {Dir: d},
+	}
+	for name, svc := range services {
+		for _, who := range []string{"", "even", "odd"} {
+			for _, limit := range []int{0, 1, 2, 70, 75, 76, 149, 150, 151} {
+				p := dirgate.Principal{DN: who}
+				opts := dirgate.ListOptions{SizeLimit: limit}
+				id := dirgate.MustParseIdentifier("CN=top,DC=x")
+				want, err := svc.List(context.Background(), p, id, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantJSON, _ := json.Marshal(append([]dirgate.Object{}, want...))
+				body, err := svc.ListBody(context.Background(), p, id, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(body.JSON()) != string(wantJSON) {
+					t.Fatalf("%s, caller %q, limit %d: body differs from List's answer (%d vs %d bytes)", name, who, limit, len(body.JSON()), len(wantJSON))
+				}
+			}
+		}
+	}
+}
+
+// Callers who receive the same objects of the same listing share one body; any
+// difference in what they receive (decisions, size limit) or in the listing (a new
+// fill) is another body.
+func TestListBodySharing(t *testing.T) {
+	d, objs := bigDir(t, 100)
+	enc, _ := dirgate.EncodeListing(objs)
+	bodies := dirgate.NewBodyCache(1 << 20)
+	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc}, Authz: &everyOther{}, Bodies: bodies}
+	id := dirgate.MustParseIdentifier("CN=top,DC=x")
+	get := func(who string, limit int) *dirgate.Body {
+		b, err := svc.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{SizeLimit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if get("even", 0) != get("even", 0) {
+		t.Error("the same caller got two bodies for one listing")
+	}
+	// Two principals with equal decisions ("odd" and any other DN) share.
+	if get("odd", 0) != get("someone else", 0) {
+		t.Error("callers with equal decisions got two bodies")
+	}
+	if get("even", 0) == get("odd", 0) {
+		t.Error("callers with different decisions share a body")
+	}
+	// A size limit that cuts the selection is another body; one beyond it is not.
+	if get("even", 10) == get("even", 0) || get("even", 50) != get("even", 0) {
+		t.Error("size limit not keyed by the objects it leaves")
+	}
+	if n := bodies.Len(); n != 3 {
+		t.Errorf("%d bodies kept, want 3 (even, odd, even limited to 10)", n)
+	}
+	// A new fill of the same objects is a new listing: its own bodies.
+	enc2, _ := dirgate.EncodeListing(slices.Clone(objs))
+	svc2 := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc2}, Authz: &everyOther{}, Bodies: bodies}
+	b2, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2 == get("even", 0) {
+		t.Error("a new listing was served another listing's body")
+	}
+}
+
+// The cache holds at most its bound, variants included, and a body it dropped still
+// serves the request that holds it.
+func TestBodyCacheBound(t *testing.T) {
+	d, objs := bigDir(t, 100)
+	enc, _ := dirgate.EncodeListing(objs)
+	whole, _ := json.Marshal(objs)
+	bound := int64(len(whole) * 4) // a body of everything fits, four do not
+	bodies := dirgate.NewBodyCache(bound)
+	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc}, Bodies: bodies}
+	id := dirgate.MustParseIdentifier("CN=top,DC=x")
+	var kept []*dirgate.Body
+	for limit := 100; limit > 80; limit-- {
+		b, err := svc.ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{SizeLimit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Variant("half", func(j []byte) []byte { return j[:len(j)/2] })
+		kept = append(kept, b)
+		if bodies.Bytes() > bound {
+			t.Fatalf("%d bytes kept, bound %d", bodies.Bytes(), bound)
+		}
+	}
+	if bodies.Len() == 0 || bodies.Len() >= len(kept) {
+		t.Errorf("%d bodies kept of %d", bodies.Len(), len(kept))
+	}
+	if want, _ := json.Marshal(objs); string(kept[0].JSON()) != string(want) {
+		t.Error("an evicted body changed")
+	}
+}
+
+// A variant is made once however many requests ask for it at once.
+func TestBodyVariantOnce(t *testing.T) {
+	b := dirgate.NewBody([]byte(`[{"a":1}]`))
+	var mu sync.Mutex
+	made := 0
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			v := b.Variant("x", func(j []byte) []byte {
+				mu.Lock()
+				made++
+				mu.Unlock()
+				return append([]byte("x"), j...)
+			})
+			if string(v) != `x[{"a":1}]` {
+				t.Errorf("variant %q", v)
+			}
+		})
+	}
+	wg.Wait()
+	if made != 1 {
+		t.Errorf("variant made %d times", made)
+	}
+}

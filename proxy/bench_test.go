@@ -1,0 +1,97 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+// discardWriter is a ResponseWriter that counts the bytes written and keeps none, so
+// that the benchmark measures the handler, not a recorder's copy.
+type discardWriter struct {
+	h     http.Header
+	code  int
+	bytes int
+}
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) WriteHeader(code int)        { w.code = code }
+func (w *discardWriter) Write(b []byte) (int, error) { w.bytes += len(b); return len(b), nil }
+
+// BenchmarkCachedListing is the hot path of a cached listing through the handler as
+// deployed: token to principal (a map here), the group's resolution and its listing
+// from the cache's first level with the version check in Redis (one GET to a real
+// redis-server), the bundled policy plus one role, the shared body, and its coding.
+// The group is the large fixture's All Staff cut to n members; "all" is the
+// administrator, "half" a caller who may view the Finance and HR OUs (about half).
+func BenchmarkCachedListing(b *testing.B) {
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authz, err := policy.Open(ctx, policy.Config{Dir: policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU), Logger: quiet,
+		DecisionLog: io.Discard})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer authz.Close()
+	redis := redistest.Start(b)
+	for _, n := range []int{1000, 2000} {
+		org := fixture.Large()
+		all := org.MustObject(fixture.AllStaffDN)
+		all.Members = all.Members[:n]
+		dir, err := memory.Load("large", fixture.Export(org))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c, err := cache.Config{Logger: quiet, Redis: cache.RedisConfig{Addrs: []string{redis.Addr()}, KeyPrefix: fmt.Sprintf("bench%d:", n)}}.Open(ctx, dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: dirgate.NewBodyCache(64 << 20)}
+		auth := tokenAuth{}
+		for name, dn := range map[string]string{"all": fixture.DemoAdminDN, "half": fixture.FutureExpiryDN} {
+			if auth[name], err = svc.Principal(ctx, dirgate.MustParseIdentifier(dn)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		target := api + "?group=" + url.QueryEscape(fixture.AllStaffDN)
+		for _, caller := range []string{"all", "half"} {
+			for _, coding := range []string{"identity", "gzip", "zstd"} {
+				b.Run(fmt.Sprintf("members=%d/caller=%s/coding=%s", n, caller, coding), func(b *testing.B) {
+					r, _ := http.NewRequest(http.MethodGet, target, nil)
+					r.Header.Set(proxy.HeaderToken, caller)
+					r.Header.Set("Accept-Encoding", coding)
+					w := &discardWriter{h: http.Header{}}
+					h.ServeHTTP(w, r) // fills the cache and the body
+					if w.code != http.StatusOK || w.h.Get(proxy.CacheHeader) != "miss" && w.h.Get(proxy.CacheHeader) != "hit" {
+						b.Fatalf("status %d, cache %q", w.code, w.h.Get(proxy.CacheHeader))
+					}
+					for b.Loop() {
+						w = &discardWriter{h: http.Header{}}
+						h.ServeHTTP(w, r)
+						if w.code != http.StatusOK || w.h.Get(proxy.CacheHeader) != "hit" {
+							b.Fatalf("status %d, cache %q", w.code, w.h.Get(proxy.CacheHeader))
+						}
+					}
+					b.ReportMetric(float64(w.bytes), "body-bytes")
+				})
+			}
+		}
+	}
+}

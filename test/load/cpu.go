@@ -1,0 +1,75 @@
+package load
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Process is a server process whose CPU time a run reads from /proc: what a request
+// costs the server itself, whatever share of the machine the load generator takes.
+type Process struct {
+	Name string // dirgate, redis, bare; "client" is the load generator itself
+	PID  int    // 0 reads this process (/proc/self)
+}
+
+// ProcessCPU is the CPU time one process used during a run's measured part.
+type ProcessCPU struct {
+	Name string        `json:"name"`
+	CPU  time.Duration `json:"cpuNs"`
+	// PerRequest is CPU divided by the run's requests, in microseconds.
+	PerRequest float64 `json:"perRequestUs"`
+}
+
+// userHZ is the unit of the times in /proc/<pid>/stat: USER_HZ, 100 on Linux
+// whatever the kernel's own tick (it is part of the ABI).
+const userHZ = 100
+
+// readCPU returns the user plus system time of every thread of pid, living and
+// exited, from /proc/<pid>/stat (fields 14 and 15). A resolution of 10 ms is ample
+// over runs of seconds.
+func readCPU(pid int) (time.Duration, error) {
+	path := "/proc/self/stat"
+	if pid > 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/stat"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("load: cpu time: %w", err)
+	}
+	// The command name (field 2) is in parentheses and may hold spaces and ")": the
+	// fields that follow start after its last ")".
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("load: cpu time: %s is not a stat line", path)
+	}
+	f := bytes.Fields(b[i+1:])
+	// f[0] is field 3 (state); utime and stime are fields 14 and 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("load: cpu time: %s has %d fields", path, len(f)+2)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("load: cpu time: %s: field %q", path, s)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// cpuSnapshot reads every process at once.
+func cpuSnapshot(procs []Process) ([]time.Duration, error) {
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		d, err := readCPU(p.PID)
+		if err != nil {
+			return nil, fmt.Errorf("%s (pid %d): %w", p.Name, p.PID, err)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
