@@ -439,3 +439,46 @@ func TestChangeFeedDeletionsLDAP(t *testing.T) {
 		return code == http.StatusNotFound, fmt.Sprintf("%d %s", code, st)
 	})
 }
+
+// TestChangeFeedMemoryLDIF: the memory upstream watches its LDIF file; an edit shows
+// in cached listings without a restart.
+func TestChangeFeedMemoryLDIF(t *testing.T) {
+	demo, err := os.ReadFile("../../upstream/memory/demo.ldif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ldif, tokens := filepath.Join(dir, "dir.ldif"), filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(ldif, demo, 0o644)
+	os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"), 0o600)
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
+		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	primed(t, []string{base}, adminTok, helpDesk, "")
+	hugoLine := "member: " + hugo + "\n"
+	if !strings.Contains(string(demo), hugoLine) {
+		t.Fatal("the demo changed: Hugo is no longer a member of Help Desk")
+	}
+	tmp := ldif + ".new"
+	os.WriteFile(tmp, []byte(strings.Replace(string(demo), hugoLine, "", 1)), 0o644)
+	if err := os.Rename(tmp, ldif); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "Hugo removed from Help Desk in the file", []string{base}, func(b string) (bool, string) {
+		objs, st, code := listing(t, b, adminTok, helpDesk, "")
+		for _, o := range objs {
+			if strings.EqualFold(o.DN, hugo) {
+				return false, st
+			}
+		}
+		return code == http.StatusOK, fmt.Sprintf("%d %s", code, st)
+	})
+}
