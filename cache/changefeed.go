@@ -99,7 +99,14 @@ type Feed struct {
 	// checked every coverageInterval.
 	coverage  atomic.Pointer[string]
 	coveredAt time.Time
+	// failures counts reads that failed in a row; the next is not tried before
+	// retryAt, so that a directory that is down is not dialled every interval.
+	failures int
+	retryAt  time.Time
 }
+
+// maxFeedBackoff bounds the wait between reads of a directory that keeps failing.
+const maxFeedBackoff = 5 * time.Second
 
 const coverageInterval = 10 * time.Minute
 
@@ -248,11 +255,23 @@ func (f *Feed) tick(ctx context.Context) {
 	} else {
 		f.leader.Store(true)
 	}
-	if err := f.readOnce(ctx); err != nil {
-		f.setErr(err)
-		log.Warn("cache: change feed read failed; retrying", "error", err)
+	if f.c.now().Before(f.retryAt) {
 		return
 	}
+	if err := f.readOnce(ctx); err != nil {
+		f.setErr(err)
+		f.failures++
+		backoff := min(f.cfg.Interval<<min(f.failures, 16), maxFeedBackoff)
+		f.retryAt = f.c.now().Add(backoff)
+		if f.failures == 1 {
+			log.Warn("cache: change feed read failed; retrying with backoff (logged once until it succeeds)", "error", err, "max_backoff", maxFeedBackoff)
+		}
+		return
+	}
+	if f.failures > 0 {
+		log.Info("cache: change feed reads again", "failures", f.failures)
+	}
+	f.failures, f.retryAt = 0, time.Time{}
 	f.setErr(nil)
 }
 

@@ -301,3 +301,24 @@ func FuzzParseEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestFeedBacksOff: a directory that keeps failing is read with a growing pause (not
+// every interval), and the feed recovers by itself.
+func TestFeedBacksOff(t *testing.T) {
+	in := newInstance(t, demo(t), Config{})
+	src := &fakeSource{fail: dirgate.Errorf(dirgate.EUNAVAILABLE, "down (test)")}
+	f := startFeed(t, in, src, FeedConfig{Interval: 10 * time.Millisecond})
+	time.Sleep(500 * time.Millisecond)
+	src.mu.Lock()
+	reads := len(src.asked)
+	src.fail = nil
+	src.mu.Unlock()
+	// 50 intervals passed; with the pause doubling from 20 ms, about 5 reads.
+	if reads > 15 {
+		t.Fatalf("%d reads of a failing directory in 50 intervals", reads)
+	}
+	if f.Ready(t.Context()) == nil {
+		t.Fatal("ready without a position")
+	}
+	waitFor(t, "recovery", func() bool { return f.Ready(t.Context()) == nil })
+}
