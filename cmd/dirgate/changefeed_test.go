@@ -40,7 +40,7 @@ type feedFixture struct {
 
 func (f *feedFixture) dn(cn string) string { return "CN=" + cn + "," + f.ou }
 
-func (f *feedFixture) add(t *testing.T, dn string, attrs map[string][]string) {
+func (f *feedFixture) add(t testing.TB, dn string, attrs map[string][]string) {
 	t.Helper()
 	a := goldap.NewAddRequest(dn, nil)
 	for k, v := range attrs {
@@ -51,7 +51,7 @@ func (f *feedFixture) add(t *testing.T, dn string, attrs map[string][]string) {
 	}
 }
 
-func (f *feedFixture) modify(t *testing.T, dn string, op func(*goldap.ModifyRequest)) {
+func (f *feedFixture) modify(t testing.TB, dn string, op func(*goldap.ModifyRequest)) {
 	t.Helper()
 	m := goldap.NewModifyRequest(dn, nil)
 	op(m)
@@ -83,7 +83,7 @@ func deleteTree(c *goldap.Conn, dn string) {
 	}
 }
 
-func newFeedFixture(t *testing.T) *feedFixture {
+func newFeedFixture(t testing.TB) *feedFixture {
 	t.Helper()
 	dc := sambatest.Env(t)
 	f := &feedFixture{dc: dc, adm: dc.DialAdmin(t), guids: map[string]string{}}
@@ -115,7 +115,7 @@ func newFeedFixture(t *testing.T) *feedFixture {
 // startFeedInstance runs the program bound as bindDN, with a tokens file and a
 // policy that lets "feed-admin" (the DC's administrator) view everything and
 // "feed-caller" view the OU only through the group "rights".
-func startFeedInstance(t *testing.T, f *feedFixture, bindDN, bindPassword string, extra ...string) (*Main, string) {
+func startFeedInstance(t testing.TB, f *feedFixture, bindDN, bindPassword string, extra ...string) (*Main, string) {
 	t.Helper()
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "password")
