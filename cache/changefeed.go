@@ -89,9 +89,10 @@ type Feed struct {
 	lastErr atomic.Pointer[string]
 	pos     *dirgate.ChangePosition // the leader's position (reader goroutine only)
 
-	metrics feedMetrics
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	metrics   feedMetrics
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 
 	// forced asks the reader to resync on its next read (tests, operators).
 	forced atomic.Bool
@@ -150,6 +151,11 @@ func (c *Cache) StartFeed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 // Close stops the feed and gives up the lease, so that another instance takes over
 // at once.
 func (f *Feed) Close() error {
+	f.closeOnce.Do(f.close)
+	return nil
+}
+
+func (f *Feed) close() {
 	f.cancel()
 	f.wg.Wait()
 	if f.metrics.reg != nil {
@@ -161,7 +167,6 @@ func (f *Feed) Close() error {
 		_ = f.shared.release(ctx, f.id)
 	}
 	f.leader.Store(false)
-	return nil
 }
 
 // Resync makes the next read invalidate everything (an operator's or a test's
@@ -181,18 +186,21 @@ func (f *Feed) Ready(context.Context) error {
 	bound := max(10*f.cfg.Interval, 30*time.Second)
 	switch {
 	case p == nil:
-		if e := f.lastErr.Load(); e != nil {
-			return errors.New("no position yet: " + *e)
-		}
-		return errors.New("no position yet")
+		return errors.New("no position yet" + f.failing())
 	case f.c.now().Sub(p.Time) > bound:
-		msg := fmt.Sprintf("behind by %s; changes made in the directory are seen within the cache TTL", f.c.now().Sub(p.Time).Round(time.Second))
-		if e := f.lastErr.Load(); e != nil {
-			msg += " (" + *e + ")"
-		}
-		return errors.New(msg)
+		return fmt.Errorf("behind by %s; changes made in the directory are seen within the cache TTL%s",
+			f.c.now().Sub(p.Time).Round(time.Second), f.failing())
 	}
 	return nil
+}
+
+// failing says that reads fail, without the error's text: /readyz needs no token,
+// and errors name addresses (the log has them).
+func (f *Feed) failing() string {
+	if f.lastErr.Load() != nil {
+		return " (reads fail: see the log)"
+	}
+	return ""
 }
 
 // readLoop reads every interval while this instance leads.
