@@ -53,6 +53,13 @@ type Cache struct {
 
 	metrics cacheMetrics
 
+	// feed, once started, follows the directory's changes (changefeed.go); dropMu and
+	// dropGen keep a resolution it dropped from being added back by a read that
+	// began before.
+	feed    atomic.Pointer[Feed]
+	dropMu  sync.RWMutex
+	dropGen atomic.Uint64
+
 	stop chan struct{}
 	done chan struct{}
 
@@ -132,12 +139,16 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 	return ch
 }
 
-// Close stops retrying invalidations and closes the connection to Redis.
+// Close stops the change feed and retrying invalidations and closes the connection
+// to Redis.
 func (c *Cache) Close() error {
 	select {
 	case <-c.stop:
 		return nil
 	default:
+	}
+	if f := c.feed.Load(); f != nil {
+		f.Close()
 	}
 	close(c.stop)
 	<-c.done
@@ -175,6 +186,7 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 	e, status, err := c.get(ctx, request{
 		key: key, check: check, root: group.GUID, frags: true,
 		fill: func(ctx context.Context, rec *recorder) ([]dirgate.Object, error) {
+			c.trackFeed(ctx, rec)
 			if showsMembership(props) {
 				c.track(ctx, rec, anyMembershipChange)
 			}
@@ -207,8 +219,11 @@ func (c *Cache) Lookup(ctx context.Context, id dirgate.Identifier, props []strin
 	}
 	key, check := c.keys.lookup(id)
 	e, status, err := c.get(ctx, request{
-		key: key, check: check,
-		fill: func(ctx context.Context, _ *recorder) ([]dirgate.Object, error) {
+		key: key, check: check, followed: c.following(),
+		fill: func(ctx context.Context, rec *recorder) ([]dirgate.Object, error) {
+			if c.following() {
+				return c.lookupFollowed(ctx, rec, id)
+			}
 			o, err := c.dir.Lookup(ctx, id, nil)
 			if err != nil {
 				return nil, err

@@ -21,6 +21,10 @@ type request struct {
 	root string
 	// frags keeps the objects' JSON encodings (listings, which are written to clients).
 	frags bool
+	// followed entries (identifier resolutions while the change feed runs) are
+	// served from the first level without reading their tokens: the feed's events
+	// drop them there (changefeed.go). Their tokens are checked in the store.
+	followed bool
 	// fill computes the value from the directory; rec, when not nil, must be given the
 	// version of every group before its members are read.
 	fill func(ctx context.Context, rec *recorder) ([]dirgate.Object, error)
@@ -33,9 +37,10 @@ type request struct {
 func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStatus, error) {
 	now := c.now()
 	usable := c.usable()
+	gen := c.dropGen.Load()
 	var stale *entry // a valid entry past its freshness, for stale-if-error
 	if e := c.l1.get(req.key); e != nil && now.Sub(e.filled) <= c.storeTTL {
-		valid := len(e.deps) == 0
+		valid := len(e.deps) == 0 || req.followed
 		if !valid && usable {
 			ok, err := c.valid(ctx, e)
 			switch {
@@ -55,7 +60,7 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		}
 	}
 	if !usable {
-		e, _, err := c.fillShared(ctx, req, false)
+		e, _, err := c.fillShared(ctx, req, false, gen)
 		if err != nil && c.serveStale(err, stale, now) {
 			return stale, dirgate.CacheStale, nil
 		}
@@ -66,8 +71,15 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 	// version comes in the same round trip (same hash tag, same node), so a direct
 	// listing is checked without a second one.
 	keys := []string{req.key}
+	var known []string // groups whose versions come in the same round trip
 	if req.root != "" {
-		keys = append(keys, c.keys.version(req.root))
+		known = append(known, req.root)
+	}
+	if c.following() {
+		known = append(known, epoch)
+	}
+	for _, g := range known {
+		keys = append(keys, c.keys.version(g))
 	}
 	var vals []string
 	rctx, span := tracer().Start(ctx, "cache read")
@@ -85,17 +97,17 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		if err != nil {
 			c.cfg.Logger.Warn("cache: ignoring an entry that does not decode", "key", req.key, "error", err)
 		} else if stale == nil || e.filled.After(stale.filled) {
-			known := map[string]string{}
-			if req.root != "" {
-				known[req.root] = vals[1]
+			versions := map[string]string{}
+			for i, g := range known {
+				versions[g] = vals[1+i]
 			}
-			ok, err := c.validKnown(ctx, e, known)
+			ok, err := c.validKnown(ctx, e, versions)
 			if err != nil {
 				return c.bypass(ctx, req, stale, now)
 			}
 			if ok && now.Sub(e.filled) <= c.storeTTL {
 				if now.Before(e.fresh) {
-					c.l1.add(req.key, e)
+					c.l1add(req, e, gen)
 					return e, dirgate.CacheHit, nil
 				}
 				stale = e
@@ -103,7 +115,7 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 		}
 	}
 
-	e, stored, err := c.fillShared(ctx, req, true)
+	e, stored, err := c.fillShared(ctx, req, true, gen)
 	if err != nil {
 		if c.serveStale(err, stale, now) {
 			return stale, dirgate.CacheStale, nil
@@ -121,7 +133,8 @@ func (c *Cache) bypass(ctx context.Context, req request, stale *entry, now time.
 	if stale != nil && len(stale.deps) > 0 {
 		stale = nil // validated before the store failed, but it cannot be checked again now
 	}
-	e, _, err := c.fillShared(ctx, req, false)
+	gen := c.dropGen.Load()
+	e, _, err := c.fillShared(ctx, req, false, gen)
 	if err != nil && c.serveStale(err, stale, now) {
 		return stale, dirgate.CacheStale, nil
 	}
@@ -204,7 +217,7 @@ func (c *Cache) decode(v string, req request) (*entry, error) {
 // fillShared fills req once per instance however many requests miss it at once
 // (singleflight). tracked fills record versions and store their result; untracked
 // ones (bypass) do neither. stored reports whether the entry went to the store.
-func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *entry, stored bool, err error) {
+func (c *Cache) fillShared(ctx context.Context, req request, tracked bool, gen uint64) (e *entry, stored bool, err error) {
 	key := c.flightKey(req.key, tracked)
 	type result struct {
 		e        *entry
@@ -218,7 +231,7 @@ func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *e
 		// not cancel it for the others. It keeps the leader's deadline.
 		fctx, cancel := detach(ctx)
 		defer cancel()
-		e, stored, complete, err := c.fill(fctx, req, tracked)
+		e, stored, complete, err := c.fill(fctx, req, tracked, gen)
 		return result{e, stored, complete}, err
 	})
 	if c.testHookJoined != nil {
@@ -239,11 +252,11 @@ func (c *Cache) fillShared(ctx context.Context, req request, tracked bool) (e *e
 		// follows; its versions tell. If they cannot vouch or are no longer current,
 		// read afresh.
 		if !r.complete {
-			e, stored, _, err := c.fill(ctx, req, tracked)
+			e, stored, _, err := c.fill(ctx, req, tracked, gen)
 			return e, stored, err
 		}
 		if ok, err := c.valid(ctx, r.e); err != nil || !ok {
-			e, stored, _, err := c.fill(ctx, req, tracked)
+			e, stored, _, err := c.fill(ctx, req, tracked, gen)
 			return e, stored, err
 		}
 	}
@@ -262,7 +275,7 @@ func detach(ctx context.Context) (context.Context, context.CancelFunc) {
 // before its members, and stores the result only if the listed group's version is
 // still the one read (atomically, in the store) and the nested groups' are too; a
 // removal in between makes the result unstorable, and were it stored, invalid.
-func (c *Cache) fill(ctx context.Context, req request, tracked bool) (e *entry, stored, complete bool, err error) {
+func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64) (e *entry, stored, complete bool, err error) {
 	var rec *recorder
 	if tracked {
 		rec = &recorder{}
@@ -294,7 +307,7 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool) (e *entry, 
 	if !complete || len(blob) > maxValueBytes || !c.put(ctx, req, e, blob) {
 		return e, false, complete, nil
 	}
-	c.l1.add(req.key, e)
+	c.l1add(req, e, gen)
 	return e, true, true, nil
 }
 

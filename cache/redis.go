@@ -17,6 +17,8 @@ import (
 // stay inside this file (the cache sees the store interface only).
 type redisStore struct {
 	client redis.UniversalClient
+	// cluster: keys of one request may live on several nodes (no MGET).
+	cluster bool
 }
 
 // setIfScript stores ARGV[1] under KEYS[1] for ARGV[3] ms if KEYS[2] holds ARGV[2].
@@ -48,7 +50,7 @@ func newRedisStore(cfg RedisConfig, timeout time.Duration, log *slog.Logger) (*r
 		client.Close()
 		return nil, fmt.Errorf("cache: redis metrics: %w", err)
 	}
-	return &redisStore{client: client}, nil
+	return &redisStore{client: client, cluster: cfg.Mode == ModeCluster}, nil
 }
 
 var setLoggerOnce sync.Once
@@ -59,10 +61,30 @@ func (l debugLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "cache: redis client", "message", fmt.Sprintf(format, v...))
 }
 
-// get reads keys with one pipelined GET each: a Cluster spreads them over slots,
-// where MGET would fail, and go-redis sends one batch per node.
+// get reads keys with one MGET, or on a Cluster with one pipelined GET each: a
+// Cluster spreads them over slots, where MGET would fail, and go-redis sends one
+// batch per node.
 func (r *redisStore) get(ctx context.Context, keys ...string) ([]string, error) {
 	out := make([]string, len(keys))
+	if len(keys) > 1 && !r.cluster {
+		vals, err := r.client.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("redis get: %w", err)
+		}
+		if len(vals) != len(keys) {
+			return nil, fmt.Errorf("redis get: %d values for %d keys", len(vals), len(keys))
+		}
+		for i, v := range vals {
+			switch v := v.(type) {
+			case string:
+				out[i] = v
+			case nil:
+			default:
+				return nil, fmt.Errorf("redis get: unexpected %T", v)
+			}
+		}
+		return out, nil
+	}
 	if len(keys) == 1 {
 		v, err := r.client.Get(ctx, keys[0]).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {

@@ -258,4 +258,19 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 	return p, nil
 }
 
+// Expire makes every cached principal for which match is true be resolved again on
+// its next use (the change feed calls it when a caller's groups may have changed).
+// The principal is kept for the stale fallback during a directory outage.
+func (f *File) Expire(match func(dirgate.Principal) bool) {
+	now := f.now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for k, c := range f.cache {
+		if now.Before(c.expires) && match(c.p) {
+			c.expires = now
+			f.cache[k] = c
+		}
+	}
+}
+
 var _ dirgate.Authenticator = (*File)(nil)

@@ -70,6 +70,8 @@ type Config struct {
 	CacheTTLJitter            float64
 	CacheMaxStale             time.Duration
 	CacheMaxBytes             int64
+	ChangeFeed                bool
+	ChangeFeedInterval        time.Duration
 
 	PolicyDir            string
 	DecisionLog          string
@@ -131,6 +133,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
 	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
 	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
+	fs.BoolVar(&c.ChangeFeed, "changefeed", true, "follow changes made in the directory itself (LDAP: one reader per deployment polls uSNChanged; memory: the LDIF file is watched); off: such changes are seen after cache-ttl and principal-ttl")
+	fs.DurationVar(&c.ChangeFeedInterval, "changefeed-interval", time.Second, "how often the change feed reads the directory")
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
@@ -280,6 +284,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheMaxBytes <= 0 {
 		bad("cache-max-bytes", "must be positive")
+	}
+	if c.ChangeFeedInterval < 10*time.Millisecond || c.ChangeFeedInterval > time.Hour {
+		bad("changefeed-interval", "must be between 10ms and 1h")
 	}
 	if c.CacheTTLJitter < 0 || c.CacheTTLJitter > 0.99 {
 		bad("cache-ttl-jitter", "must be between 0 and 0.99")

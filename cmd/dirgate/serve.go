@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/tokenfile"
+	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -41,6 +42,11 @@ type Main struct {
 	served         chan error
 	telemetry      *telemetry.Telemetry
 	ready          *readiness
+	// changes is the upstream's change source (nil: none); changesPerInstance says
+	// that every instance reads its own (the memory upstream's file). feed runs it.
+	changes            dirgate.ChangeSource
+	changesPerInstance bool
+	feed               *cache.Feed
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;
@@ -109,6 +115,9 @@ func (m *Main) Run(ctx context.Context) error {
 		if err := tokens.Watch(ctx, nil); err != nil {
 			return fmt.Errorf("tokens: %w", err)
 		}
+	}
+	if err := m.startFeed(ctx, cached, tokens); err != nil {
+		return err
 	}
 
 	handler, err := m.handler(tokens, svc)

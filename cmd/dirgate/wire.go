@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/upstream/breaker"
@@ -21,6 +22,10 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		d, err := memory.Config{LDIF: m.Config.MemoryLDIF}.Open()
 		if err != nil {
 			return nil, fmt.Errorf("memory upstream: %w", err)
+		}
+		if m.Config.MemoryLDIF != "" {
+			// Each instance watches its own file: no election.
+			m.changes, m.changesPerInstance = d, true
 		}
 		return d, nil
 	case "ldap":
@@ -41,6 +46,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			return nil, fmt.Errorf("ldap upstream: %w", err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
+		m.changes = d
 		return m.withBreaker("ldap", d), nil
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
@@ -145,4 +151,31 @@ func (c *Config) cacheConfig(m *Main) cache.Config {
 		cfg.Logger = m.Logger
 	}
 	return cfg
+}
+
+// startFeed follows changes made in the directory itself (docs/cache.md): listings
+// through the cache's tokens, callers' principals through tokens' expiry.
+func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.File) error {
+	if !m.Config.ChangeFeed || m.changes == nil {
+		return nil
+	}
+	f, err := c.StartFeed(ctx, cache.FeedConfig{
+		Source: m.changes, Interval: m.Config.ChangeFeedInterval, PerInstance: m.changesPerInstance,
+		OnEvent: func(ev cache.FeedEvent) {
+			// A group's members changed: any caller's groups (or their nesting) may
+			// have. Otherwise only the changed objects themselves.
+			changed := make(map[string]bool, len(ev.GUIDs))
+			for _, g := range ev.GUIDs {
+				changed[g] = true
+			}
+			tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("change feed: %w", err)
+	}
+	m.feed = f
+	// Reported, not gating: without the feed, entries still expire by their TTL.
+	m.ready.add("changefeed", f.Ready)
+	return nil
 }

@@ -34,6 +34,8 @@ type Directory struct {
 	pageASQ atomic.Bool
 
 	metrics metric.Registration // the pool's gauges, removed at Close
+
+	changes changeState // what ReadChanges learnt (changes.go)
 }
 
 var _ dirgate.Directory = (*Directory)(nil)

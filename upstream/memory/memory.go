@@ -40,6 +40,8 @@ type Directory struct {
 	bySID     map[string][]*record // several objects may carry one SID (well-known SIDs)
 	byPrimary map[string][]*record // SID of the primary group -> its primary members
 	now       func() time.Time
+
+	watch watchState // the file and what was loaded from it (watch.go)
 }
 
 var _ dirgate.Directory = (*Directory)(nil)
@@ -102,11 +104,20 @@ func WithClock(now func() time.Time) Option { return func(o *options) { o.now = 
 
 // Open loads the AD export at path.
 func Open(path string, opts ...Option) (*Directory, error) {
+	st, err := stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	return Load(path, data, opts...)
+	d, err := Load(path, data, opts...)
+	if err != nil {
+		return nil, err
+	}
+	d.watch = watchState{path: path, loaded: st}
+	return d, nil
 }
 
 // Demo loads the embedded demo organisation (test/fixture at demo scale).

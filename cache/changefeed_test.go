@@ -1,0 +1,324 @@
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+)
+
+// fakeSource is a directory's change log: each change gets the next USN, and a read
+// returns every change after the position it is given.
+type fakeSource struct {
+	mu     sync.Mutex
+	usn    uint64
+	log    []dirgate.Change // log[i] has USN i+1
+	resync string
+	asked  []dirgate.ChangePosition
+	fail   error
+}
+
+func (s *fakeSource) ReadChanges(ctx context.Context, pos dirgate.ChangePosition, max int) (dirgate.ChangeBatch, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.asked = append(s.asked, pos)
+	if s.fail != nil {
+		return dirgate.ChangeBatch{}, s.fail
+	}
+	b := dirgate.ChangeBatch{Position: dirgate.ChangePosition{Source: "fake", USN: s.usn, Time: time.Now()}}
+	switch {
+	case pos.Source == "":
+		b.Resync = dirgate.ResyncNoPosition
+	case s.resync != "":
+		b.Resync, s.resync = s.resync, ""
+	case pos.USN < s.usn:
+		b.Changes = append(b.Changes, s.log[pos.USN:]...)
+		if len(b.Changes) > max {
+			b.Changes, b.Resync = nil, dirgate.ResyncBurst
+		}
+	}
+	return b, nil
+}
+
+func (s *fakeSource) change(ch dirgate.Change) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.usn++
+	s.log = append(s.log, ch)
+}
+
+func (s *fakeSource) setResync(reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resync = reason
+}
+
+func (s *fakeSource) lastAsked() dirgate.ChangePosition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked[len(s.asked)-1]
+}
+
+func startFeed(t *testing.T, in instance, src dirgate.ChangeSource, cfg FeedConfig) *Feed {
+	t.Helper()
+	cfg.Source = src
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Millisecond
+	}
+	if cfg.Lease == 0 {
+		cfg.Lease = 300 * time.Millisecond
+	}
+	f, err := in.c.StartFeed(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// served lists group and returns how it was served.
+func served(t *testing.T, in instance, group string, opts dirgate.ListOptions) dirgate.CacheStatus {
+	t.Helper()
+	_, st := in.list(t, group, opts)
+	return st
+}
+
+var nested = dirgate.ListOptions{IncludeIndirect: true}
+
+// TestFeedInvalidatesExactly: a changed object invalidates the listings of the groups
+// it belongs to and of their ancestors, on every instance, and nothing else.
+func TestFeedInvalidatesExactly(t *testing.T) {
+	backends := append([]struct {
+		name string
+		cfg  func(t *testing.T) Config
+	}{{"in-process", func(*testing.T) Config { return Config{} }}}, sharedBackends()...)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			dir := demo(t)
+			cfg := b.cfg(t)
+			a := newInstance(t, dir, cfg)
+			ins := []instance{a}
+			if len(cfg.Redis.Addrs) > 0 {
+				ins = append(ins, newInstance(t, dir, cfg))
+			}
+			src := &fakeSource{}
+			feeds := make([]*Feed, len(ins))
+			for i, in := range ins {
+				feeds[i] = startFeed(t, in, src, FeedConfig{})
+			}
+			waitFor(t, "a position", func() bool { return feeds[0].Ready(t.Context()) == nil })
+			// Desktop Engineers is the innermost of the chain; Project Alpha is unrelated.
+			outer, inner := fixture.ChainDNs[0], fixture.DesktopEngineersDN
+			for _, in := range ins {
+				for range 2 {
+					served(t, in, outer, nested)
+					served(t, in, inner, dirgate.ListOptions{})
+					served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
+				}
+			}
+			member := memberOf(t, dir, inner)
+			src.change(dirgate.Change{Kind: dirgate.ChangeObject, GUID: member.GUID, GroupsKnown: true,
+				Groups: []string{object(t, dir, inner).GUID}})
+			waitFor(t, "the inner group's listing to be refilled", func() bool {
+				return served(t, a, inner, dirgate.ListOptions{}) == dirgate.CacheMiss
+			})
+			// The outermost group's nested listing recorded the inner group's token.
+			if st := served(t, a, outer, nested); st != dirgate.CacheMiss {
+				t.Fatalf("outer nested listing after the change: %s", st)
+			}
+			for _, in := range ins {
+				// Refilled by the first instance, in the shared store: current everywhere.
+				if st := served(t, in, inner, dirgate.ListOptions{}); st != dirgate.CacheHit {
+					t.Fatalf("inner: %s", st)
+				}
+				if st := served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
+					t.Fatalf("an unrelated listing was invalidated: %s", st)
+				}
+			}
+		})
+	}
+}
+
+// TestFeedResyncInvalidatesEverything: a position that cannot be trusted (here an
+// unparseable entry, as the LDAP source reports it) or a burst larger than a batch
+// invalidates every listing once; the feed keeps running.
+func TestFeedResyncInvalidatesEverything(t *testing.T) {
+	for _, reason := range []string{dirgate.ResyncUnparseable, dirgate.ResyncBurst} {
+		t.Run(reason, func(t *testing.T) {
+			dir := demo(t)
+			in := newInstance(t, dir, Config{})
+			src := &fakeSource{}
+			f := startFeed(t, in, src, FeedConfig{MaxBatch: 3})
+			waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
+			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
+			if st := served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
+				t.Fatalf("not cached: %s", st)
+			}
+			if reason == dirgate.ResyncBurst {
+				for range 10 {
+					src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: "0a0a0a0a-0000-0000-0000-000000000000", GroupsKnown: true})
+				}
+			} else {
+				src.setResync(reason)
+			}
+			waitFor(t, "everything invalidated", func() bool {
+				return served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+			})
+			// Still following: a later change is applied.
+			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
+			src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: object(t, dir, fixture.ProjectAlphaDN).GUID, GroupsKnown: true})
+			waitFor(t, "a later change", func() bool {
+				return served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+			})
+		})
+	}
+}
+
+// TestFeedDropsResolutions: identifier resolutions kept in the first level are not
+// checked against tokens per request; the feed drops them when their object changes.
+func TestFeedDropsResolutions(t *testing.T) {
+	dir := &countingDir{Directory: demo(t)}
+	in := newInstance(t, dir, Config{})
+	src := &fakeSource{}
+	f := startFeed(t, in, src, FeedConfig{})
+	waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
+	id := dirgate.MustParseIdentifier(fixture.ProjectAlphaDN)
+	o, err := in.c.Lookup(t.Context(), id, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := dir.lookups.Load()
+	for range 3 {
+		if _, err := in.c.Lookup(t.Context(), id, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dir.lookups.Load() != before {
+		t.Fatal("a cached resolution reached the directory")
+	}
+	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: o.GUID, GroupsKnown: true})
+	waitFor(t, "the resolution dropped", func() bool {
+		in.c.Lookup(t.Context(), id, nil)
+		return dir.lookups.Load() > before
+	})
+}
+
+// TestFeedOneReaderTakesOver: instances sharing Redis elect one reader; when it
+// stops, another takes over from the stored position, so a change made meanwhile is
+// not missed; resolutions are dropped on every instance through the event stream.
+func TestFeedOneReaderTakesOver(t *testing.T) {
+	dir := demo(t)
+	cfg := Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
+	src := &fakeSource{}
+	var ins []instance
+	var feeds []*Feed
+	var mu sync.Mutex
+	events := map[int]int{}
+	for i := range 3 {
+		in := newInstance(t, dir, cfg)
+		ins = append(ins, in)
+		feeds = append(feeds, startFeed(t, in, src, FeedConfig{OnEvent: func(FeedEvent) {
+			mu.Lock()
+			events[i]++
+			mu.Unlock()
+		}}))
+	}
+	leaders := func() (n, idx int) {
+		for i, f := range feeds {
+			if f.Leader() {
+				n, idx = n+1, i
+			}
+		}
+		return n, idx
+	}
+	waitFor(t, "one leader", func() bool { n, _ := leaders(); return n == 1 })
+	_, first := leaders()
+	g := object(t, dir, fixture.ProjectAlphaDN)
+	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
+	waitFor(t, "every instance told", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return events[0] > 0 && events[1] > 0 && events[2] > 0
+	})
+	for _, in := range ins {
+		served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
+	}
+	feeds[first].Close()
+	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
+	waitFor(t, "another leader", func() bool { n, idx := leaders(); return n == 1 && idx != first })
+	other := ins[(first+1)%3]
+	waitFor(t, "the change made while nobody read", func() bool {
+		return served(t, other, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+	})
+	if p := src.lastAsked(); p.Source != "fake" || p.USN < 1 {
+		t.Fatalf("the new reader did not continue from the stored position: %+v", p)
+	}
+}
+
+func TestDecodePosition(t *testing.T) {
+	p := dirgate.ChangePosition{Source: "x", USN: 7, Time: time.Unix(100, 0).UTC()}
+	b, _ := json.Marshal(p)
+	got, err := decodePosition(string(b))
+	if err != nil || *got != p {
+		t.Fatalf("%+v %v", got, err)
+	}
+	for _, bad := range []string{"{", `{"source":""}`, `{"source":"x"}`, `{"source":"x","usn":-1,"time":"2020-01-01T00:00:00Z"}`} {
+		if _, err := decodePosition(bad); err == nil {
+			t.Errorf("%s decoded", bad)
+		}
+	}
+}
+
+func FuzzDecodePosition(f *testing.F) {
+	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z"}`)
+	f.Add(`{"source":1}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := decodePosition(s)
+		if err == nil && p != nil && (p.Source == "" || p.Time.IsZero()) {
+			t.Fatal("incomplete position accepted")
+		}
+	})
+}
+
+func FuzzParseEvent(f *testing.F) {
+	f.Add("1", "0", "1", "0a0a0a0a-0000-0000-0000-000000000000,0b0a0a0a-0000-0000-0000-000000000000")
+	f.Add("x", "0", "0", "")
+	f.Add("2", "0", "0", "NOT-A-GUID")
+	f.Fuzz(func(t *testing.T, seq, all, groups, ids string) {
+		e := parseEvent("1-0", map[string]any{"seq": seq, "all": all, "groups": groups, "guids": ids})
+		if e.ev.All && len(e.ev.GUIDs) > 0 {
+			t.Fatal("an event that drops everything also names objects")
+		}
+		for _, g := range e.ev.GUIDs {
+			if !canonicalGUID(g) {
+				t.Fatalf("accepted %q", g)
+			}
+		}
+	})
+}
+
+// TestFeedBacksOff: a directory that keeps failing is read with a growing pause (not
+// every interval), and the feed recovers by itself.
+func TestFeedBacksOff(t *testing.T) {
+	in := newInstance(t, demo(t), Config{})
+	src := &fakeSource{fail: dirgate.Errorf(dirgate.EUNAVAILABLE, "down (test)")}
+	f := startFeed(t, in, src, FeedConfig{Interval: 10 * time.Millisecond})
+	time.Sleep(500 * time.Millisecond)
+	src.mu.Lock()
+	reads := len(src.asked)
+	src.fail = nil
+	src.mu.Unlock()
+	// 50 intervals passed; with the pause doubling from 20 ms, about 5 reads.
+	if reads > 15 {
+		t.Fatalf("%d reads of a failing directory in 50 intervals", reads)
+	}
+	if f.Ready(t.Context()) == nil {
+		t.Fatal("ready without a position")
+	}
+	waitFor(t, "recovery", func() bool { return f.Ready(t.Context()) == nil })
+}
