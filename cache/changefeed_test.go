@@ -252,7 +252,15 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	feeds[first].cancel()
 	feeds[first].wg.Wait()
 	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
-	waitFor(t, "another leader", func() bool { n, idx := leaders(); return n == 1 && idx != first })
+	waitFor(t, "another leader", func() bool {
+		n := 0
+		for i, f := range feeds {
+			if i != first && f.Leader() {
+				n++
+			}
+		}
+		return n == 1
+	})
 	other := ins[(first+1)%3]
 	waitFor(t, "the change made while nobody read", func() bool {
 		return served(t, other, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
