@@ -256,6 +256,7 @@ func (f *Feed) tick(ctx context.Context) {
 		f.leader.Store(lead)
 		if !lead {
 			if err == nil {
+				f.setErr(nil)
 				f.followPosition(ctx)
 			}
 			return

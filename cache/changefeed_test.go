@@ -209,7 +209,7 @@ func TestFeedDropsResolutions(t *testing.T) {
 }
 
 // TestFeedOneReaderTakesOver: instances sharing Redis elect one reader; when it
-// stops, another takes over from the stored position, so a change made meanwhile is
+// dies (its lease lapses), another takes over from the stored position, so a change made meanwhile is
 // not missed; resolutions are dropped on every instance through the event stream.
 func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
@@ -248,9 +248,19 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	for _, in := range ins {
 		served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
 	}
-	feeds[first].Close()
+	// The reader dies without giving up its lease: another takes over once it lapses.
+	feeds[first].cancel()
+	feeds[first].wg.Wait()
 	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
-	waitFor(t, "another leader", func() bool { n, idx := leaders(); return n == 1 && idx != first })
+	waitFor(t, "another leader", func() bool {
+		n := 0
+		for i, f := range feeds {
+			if i != first && f.Leader() {
+				n++
+			}
+		}
+		return n == 1
+	})
 	other := ins[(first+1)%3]
 	waitFor(t, "the change made while nobody read", func() bool {
 		return served(t, other, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss

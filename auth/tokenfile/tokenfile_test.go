@@ -220,3 +220,31 @@ func TestStalePrincipalDuringOutage(t *testing.T) {
 		t.Fatalf("deleted subject: %v", err)
 	}
 }
+
+// TestExpire: a principal the change feed names is resolved again on its next use;
+// others stay cached; an expired principal still stands in while the directory fails.
+func TestExpire(t *testing.T) {
+	r := &fakeResolver{}
+	f, err := Open(Config{Data: []byte("- token: t\n  subject: " + adminDN + "\n"), Resolver: r, Logger: quiet(),
+		PrincipalTTL: time.Hour, PrincipalMaxStale: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	f.Authenticate(ctx, "t")
+	f.Expire(func(p dirgate.Principal) bool { return p.GUID == "someone else" })
+	f.Authenticate(ctx, "t")
+	if n := r.calls.Load(); n != 1 {
+		t.Fatalf("resolver called %d times, want 1", n)
+	}
+	f.Expire(func(p dirgate.Principal) bool { return p.DN == adminDN })
+	f.Authenticate(ctx, "t")
+	if n := r.calls.Load(); n != 2 {
+		t.Fatalf("resolver called %d times after Expire, want 2", n)
+	}
+	f.Expire(func(dirgate.Principal) bool { return true })
+	r.err = dirgate.Errorf(dirgate.EUNAVAILABLE, "down")
+	if p, err := f.Authenticate(ctx, "t"); err != nil || p.DN != adminDN {
+		t.Fatalf("expired principal not used while the directory fails: %v", err)
+	}
+}
