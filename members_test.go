@@ -330,7 +330,8 @@ func TestRemove(t *testing.T) {
 	}
 }
 
-// A principal carries its transitive groups once each, in DN order, through cycles.
+// TestAdd: an addition resolves both objects, asks the policy before the directory,
+// and reports "already a member" as no changes; errors name the body's field.
 func TestAdd(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -385,6 +386,7 @@ func TestAdd(t *testing.T) {
 	}
 }
 
+// A principal carries its transitive groups once each, in DN order, through cycles.
 func TestPrincipal(t *testing.T) {
 	s := &dirgate.MemberService{Dir: nested()}
 	p, err := s.Principal(context.Background(), dirgate.MustParseIdentifier("CN=B2,DC=x"))

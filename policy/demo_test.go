@@ -212,8 +212,11 @@ func TestDemoAdditions(t *testing.T) {
 		// Not a group, and not to another group.
 		{"help desk may not add a group to the newsletter", hugoDN, newsletter, dirAdmin, dirgate.EFORBIDDEN},
 		{"help desk may not add to another group", hugoDN, financeTeam, hazel, dirgate.EFORBIDDEN},
-		// Workstation admins (the help desk, through nesting) add computers anywhere.
-		{"help desk adds a computer through Workstation Admins", hugoDN, financeTeam, "CN=WS-0002,OU=Workstations,DC=corp,DC=example,DC=com", ""},
+		// Workstation admins (the help desk, through nesting) add computers to Mixed
+		// Members only: never to a group whose rights the computer would then hold.
+		{"help desk adds a computer through Workstation Admins", hugoDN, mixedMembers, "CN=WS-0002,OU=Workstations,DC=corp,DC=example,DC=com", ""},
+		{"help desk may not add a computer to another group", hugoDN, financeTeam, "CN=WS-0002,OU=Workstations,DC=corp,DC=example,DC=com", dirgate.EFORBIDDEN},
+		{"help desk may not add a computer to Directory Admins", hugoDN, dirAdmin, "CN=WS-0002,OU=Workstations,DC=corp,DC=example,DC=com", dirgate.EFORBIDDEN},
 		// The admin adds anything; a caller without roles nothing.
 		{"admin adds a group to a group", danaDN, financeTeam, dirAdmin, ""},
 		{"no role may add nothing", bellaDN, newsletter, caleb, dirgate.EFORBIDDEN},

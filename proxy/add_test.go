@@ -1,12 +1,16 @@
 package proxy_test
 
 import (
+	"bufio"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
@@ -68,6 +72,11 @@ func TestAddBodyAccepted(t *testing.T) {
 		"whitespace":     "\r\n\t {  \"group\" : \"" + groupDN + "\" ,\n \"newMember\":\"" + memberSID + "\"\n}\n",
 		"escapes":        `{"group":"CN\u003dSales,OU=Groups,DC=corp,DC=com","newMember":"S-1-5-21-1-2-3-1105"}`,
 	}
+	// An escaped backslash before "ufffd" is no escape, and a real U+FFFD is a character.
+	e := newEnv(t, nil)
+	if w := e.post(`{"group":"CN=x\\\\ufffd\ufffd,DC=y","newMember":"`+memberSID+`"}`, nil); w.Code != 200 || e.svc.group.Canonical() != "CN=x\\\\ufffd\uFFFD,DC=y" {
+		t.Errorf("a U+FFFD after an escaped backslash: status %d %s, group %q", w.Code, w.Body.String(), e.svc.group.Canonical())
+	}
 	for name, body := range tests {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nil)
@@ -104,6 +113,13 @@ func TestAddBodyRefused(t *testing.T) {
 		{"NUL escape", `{"group":"CN=a\u0000b,DC=x",` + ok + `}`, "group", ""},
 		{"escaped NUL in DN", `{"group":"CN=a\\00b,DC=x",` + ok + `}`, "group", ""},
 		{"lone surrogate", `{"group":"CN=\ud800,DC=x",` + ok + `}`, "group", "escape"},
+		{"lone low surrogate", `{"group":"CN=\udc00,DC=x",` + ok + `}`, "group", "escape"},
+		{"reversed surrogates", `{"group":"CN=\udc00\ud800,DC=x",` + ok + `}`, "group", "escape"},
+		{"surrogate after an escaped backslash", `{"group":"CN=a\\\\ufffd\ud800,DC=x",` + ok + `}`, "group", "escape"},
+		// The body as a whole comes first: a truncated body is not judged by its fields.
+		{"truncated after a bad field", `{"group":5`, "body", "not valid JSON"},
+		{"truncated after a duplicate", `{"group":"` + groupDN + `","group":"x"`, "body", "not valid JSON"},
+		{"duplicate then trailing data", `{"group":"` + groupDN + `","group":"x"} x`, "body", "nothing after"},
 		{"too long", `{"group":"CN=` + strings.Repeat("a", dirgate.MaxIdentifierLength) + `,DC=x",` + ok + `}`, "group", "longer than"},
 		{"filter injection", `{"group":"` + groupDN + `","newMember":"*)(objectClass=*"}`, "newMember", ""},
 		{"GUID form", `{"group":"<GUID=0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0>",` + ok + `}`, "group", ""},
@@ -199,10 +215,14 @@ func TestAddBodyTooLarge(t *testing.T) {
 // the query string.
 func TestAddOrderOfChecks(t *testing.T) {
 	e := newEnv(t, nil)
-	if w := e.post("not json", map[string]string{proxy.HeaderToken: ""}); w.Code != 401 {
-		t.Errorf("no token and a bad body: status %d, want 401", w.Code)
+	var read bool
+	r := httptest.NewRequest("POST", api, nil)
+	r.Body = io.NopCloser(errReader{&read})
+	r.Header.Set("Content-Type", "application/json")
+	if w := e.serve(r); w.Code != 401 || read {
+		t.Errorf("no token: status %d, body read %v; want 401 without reading", w.Code, read)
 	}
-	r := httptest.NewRequest("POST", api+"?x=%zz", strings.NewReader("[]"))
+	r = httptest.NewRequest("POST", api+"?x=%zz", strings.NewReader("[]"))
 	r.Header.Set(proxy.HeaderToken, goodToken)
 	r.Header.Set("Content-Type", "application/json")
 	if b := errorBody(t, e.serve(r)); b.ModelState["body"] == nil {
@@ -247,5 +267,43 @@ func TestAddServiceErrors(t *testing.T) {
 		if strings.Contains(w.Body.String(), "boom") {
 			t.Errorf("detail leaked: %s", w.Body.String())
 		}
+	}
+}
+
+// A client that sends its headers and then trickles the body, or stops, gets its
+// answer once Config.BodyReadTimeout has passed, whatever the answer is: one read
+// by the handler (a JSON body), one refused before it is read (415, or 413 on the
+// declared length, which net/http would otherwise wait to drain).
+func TestAddSlowBody(t *testing.T) {
+	e := newEnv(t, func(c *proxy.Config) { c.BodyReadTimeout = 200 * time.Millisecond })
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	for _, tt := range []struct {
+		name, contentType string
+		length, status    int
+	}{
+		{"JSON", "application/json", 100, 400},
+		{"wrong type", "text/plain", 100, 415},
+		{"over the bound", "application/json", 64 << 10, 413},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\n%s: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n{\"group\":",
+				api, proxy.HeaderToken, goodToken, tt.contentType, tt.length)
+			// Far beyond the server's bound: only a server that never answers fails.
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer to a stalled body: %v", err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.status {
+				t.Errorf("status %d, want %d", res.StatusCode, tt.status)
+			}
+		})
 	}
 }

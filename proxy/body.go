@@ -20,9 +20,10 @@ const (
 	// identifiers at dirgate.MaxIdentifierLength with every byte written as a \u
 	// escape (6 bytes each), and for a few unknown fields besides.
 	MaxBodyLength = 32 << 10
-	// BodyReadTimeout bounds the time a client may take to send the body once its
-	// headers have arrived, so that a slow sender cannot hold a request open.
-	BodyReadTimeout = 10 * time.Second
+	// DefaultBodyReadTimeout bounds the time a client may take to send a body once
+	// its headers have arrived (Config.BodyReadTimeout), so that a slow sender cannot
+	// hold a request open.
+	DefaultBodyReadTimeout = 10 * time.Second
 )
 
 // Field names of the addition's body (compat.md), matched without regard to ASCII
@@ -40,17 +41,15 @@ type addBody struct {
 }
 
 // readJSONBody checks the Content-Type and reads a body of at most MaxBodyLength
-// bytes within BodyReadTimeout. It reads nothing when the type is wrong or the
-// declared length is over the bound.
-func readJSONBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+// bytes (within the read deadline serveGroupMembers set). It reads nothing when the
+// type is wrong or the declared length is over the bound.
+func readJSONBody(r *http.Request) ([]byte, error) {
 	if !isJSONContentType(r.Header.Values("Content-Type")) {
 		return nil, dirgate.Errorf(dirgate.EMEDIATYPE, "The request body must be JSON in UTF-8, sent with Content-Type: application/json.")
 	}
 	if r.ContentLength > MaxBodyLength {
 		return nil, dirgate.Errorf(dirgate.ETOOLARGE, "The request body is longer than %d bytes.", MaxBodyLength)
 	}
-	// A writer that cannot set deadlines (a test recorder) just reads without one.
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(BodyReadTimeout))
 	b, err := io.ReadAll(io.LimitReader(r.Body, MaxBodyLength+1))
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EINVALID, "The request body could not be read.", err)
@@ -81,7 +80,8 @@ func isJSONContentType(values []string) bool {
 // and newMember are non-empty strings naming a DN, GUID or SID. Field names match
 // without regard to ASCII letter case; a field given twice is refused, as a
 // parameter given twice is; other fields are ignored, as the product ignores them.
-// A leading UTF-8 byte order mark is skipped.
+// A leading UTF-8 byte order mark is skipped. The body as a whole is checked first,
+// so that a broken body is reported as such, never as one of its fields.
 func parseAddBody(b []byte) (addBody, error) {
 	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
 	if !utf8.Valid(b) {
@@ -98,7 +98,8 @@ func parseAddBody(b []byte) (addBody, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return addBody{}, dirgate.InvalidParam(fieldBody, "The request body must be a JSON object with group and newMember.")
 	}
-	vals := map[string]string{}
+	raws := map[string]json.RawMessage{}
+	dup := ""
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
@@ -113,14 +114,10 @@ func parseAddBody(b []byte) (addBody, error) {
 		if !known {
 			continue
 		}
-		if _, dup := vals[name]; dup {
-			return addBody{}, dirgate.InvalidParam(name, "The %s field is given more than once.", name)
+		if _, seen := raws[name]; seen && dup == "" {
+			dup = name
 		}
-		v, err := stringField(name, raw)
-		if err != nil {
-			return addBody{}, err
-		}
-		vals[name] = v
+		raws[name] = raw
 	}
 	if _, err := dec.Token(); err != nil { // the closing brace
 		return addBody{}, malformed()
@@ -128,11 +125,14 @@ func parseAddBody(b []byte) (addBody, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return addBody{}, dirgate.InvalidParam(fieldBody, "The request body must hold one JSON object and nothing after it.")
 	}
+	if dup != "" {
+		return addBody{}, dirgate.InvalidParam(dup, "The %s field is given more than once.", dup)
+	}
 	var out addBody
-	if out.Group, err = bodyIdentifier(vals, fieldGroup); err != nil {
+	if out.Group, err = bodyIdentifier(raws, fieldGroup); err != nil {
 		return addBody{}, err
 	}
-	if out.NewMember, err = bodyIdentifier(vals, fieldNewMember); err != nil {
+	if out.NewMember, err = bodyIdentifier(raws, fieldNewMember); err != nil {
 		return addBody{}, err
 	}
 	return out, nil
@@ -143,9 +143,8 @@ func malformed() error {
 }
 
 // stringField decodes a field's value, which must be a string (null counts as
-// missing). encoding/json turns an unpaired \ud800-style escape into U+FFFD without
-// an error; such a value is refused rather than silently altered, so every U+FFFD
-// in the result must have been in the body, literally or as \ufffd.
+// missing). encoding/json turns an unpaired UTF-16 surrogate escape (\ud800) into
+// U+FFFD without an error; such a value is refused rather than silently altered.
 func stringField(name string, raw json.RawMessage) (string, error) {
 	if string(raw) == "null" {
 		return "", nil
@@ -154,11 +153,8 @@ func stringField(name string, raw json.RawMessage) (string, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return "", dirgate.InvalidParam(name, "The %s field must be a string.", name)
 	}
-	if n := strings.Count(s, "\uFFFD"); n > 0 {
-		given := bytes.Count(raw, []byte("\uFFFD")) + bytes.Count(bytes.ToLower(raw), []byte(`\ufffd`))
-		if n != given {
-			return "", dirgate.InvalidParam(name, "The %s field contains an invalid \\u escape.", name)
-		}
+	if !validSurrogates(raw) {
+		return "", dirgate.InvalidParam(name, "The %s field contains an invalid \\u escape.", name)
 	}
 	if len(s) > dirgate.MaxIdentifierLength {
 		return "", dirgate.InvalidParam(name, "The %s field is longer than %d bytes.", name, dirgate.MaxIdentifierLength)
@@ -166,8 +162,59 @@ func stringField(name string, raw json.RawMessage) (string, error) {
 	return s, nil
 }
 
-func bodyIdentifier(vals map[string]string, name string) (dirgate.Identifier, error) {
-	v := vals[name]
+// validSurrogates walks the escapes of a JSON string literal that encoding/json has
+// accepted and reports whether every \u escape of a UTF-16 surrogate is a high one
+// followed at once by a low one, the only form that stands for a character.
+func validSurrogates(lit []byte) bool {
+	unit := func(i int) (rune, bool) { // the \uXXXX escape at lit[i], if there is one
+		if i+6 > len(lit) || lit[i] != '\\' || lit[i+1] != 'u' {
+			return 0, false
+		}
+		var r rune
+		for _, c := range lit[i+2 : i+6] {
+			switch {
+			case '0' <= c && c <= '9':
+				r = r<<4 | rune(c-'0')
+			case 'a' <= c && c <= 'f':
+				r = r<<4 | rune(c-'a'+10)
+			case 'A' <= c && c <= 'F':
+				r = r<<4 | rune(c-'A'+10)
+			default:
+				return 0, false
+			}
+		}
+		return r, true
+	}
+	for i := 0; i < len(lit); i++ {
+		if lit[i] != '\\' {
+			continue
+		}
+		r, ok := unit(i)
+		switch {
+		case !ok:
+			i++ // a two-byte escape such as \\ or \n: skip its second byte
+		case 0xDC00 <= r && r <= 0xDFFF:
+			return false // a low surrogate without a high one before it
+		case 0xD800 <= r && r <= 0xDBFF:
+			if lo, ok := unit(i + 6); !ok || lo < 0xDC00 || lo > 0xDFFF {
+				return false
+			}
+			i += 11
+		default:
+			i += 5
+		}
+	}
+	return true
+}
+
+func bodyIdentifier(raws map[string]json.RawMessage, name string) (dirgate.Identifier, error) {
+	var v string
+	if raw, ok := raws[name]; ok {
+		var err error
+		if v, err = stringField(name, raw); err != nil {
+			return dirgate.Identifier{}, err
+		}
+	}
 	if v == "" {
 		return dirgate.Identifier{}, dirgate.InvalidParam(name, "The %s field is required.", name)
 	}

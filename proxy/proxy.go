@@ -59,6 +59,9 @@ type Config struct {
 	Mounts map[string]http.Handler
 	// Now is the clock of the throttle and of request durations. nil means time.Now.
 	Now func() time.Time
+	// BodyReadTimeout bounds the time from the handler's start to the end of the
+	// request body. 0 means DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 }
 
 // Validate reports every problem of the configuration at once, after defaults.
@@ -75,6 +78,9 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.Throttle.validate()...)
+	if c.BodyReadTimeout < 0 {
+		errs = append(errs, errors.New("proxy: BodyReadTimeout must not be negative"))
+	}
 	api := apiPath(c.BasePath)
 	for p, h := range c.Mounts {
 		switch {
@@ -103,6 +109,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.BodyReadTimeout == 0 {
+		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	c.Throttle = c.Throttle.withDefaults()
 	return c

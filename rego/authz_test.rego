@@ -108,8 +108,14 @@ test_helpdesk_does_not_add_to_other_groups_or_add_groups if {
 	not authz.allow with input as add(helpdesk, it_group, newsletter)
 }
 
-test_workstation_admins_add_computers_anywhere if {
-	authz.allow with input as add(helpdesk, computer, finance)
+mixed_members := directory_object("CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com", "group")
+
+directory_admins := directory_object("CN=Directory Admins,OU=Groups,DC=corp,DC=example,DC=com", "group")
+
+test_workstation_admins_add_computers_to_mixed_members_only if {
+	authz.allow with input as add(helpdesk, computer, mixed_members)
+	not authz.allow with input as add(helpdesk, computer, finance)
+	not authz.allow with input as add(helpdesk, computer, directory_admins)
 }
 
 test_viewing_or_removing_does_not_grant_adding if {

@@ -145,9 +145,11 @@ func (m *Main) Run(ctx context.Context) error {
 	m.srv = &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+		// A backstop: the handler bounds a body more tightly (proxy.DefaultBodyReadTimeout).
+		ReadTimeout:    time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
 		// Requests must outlive the signal that starts a graceful shutdown: their
 		// context is cancelled only once Shutdown has given up waiting for them.
 		BaseContext: func(net.Listener) context.Context { return m.requests },

@@ -24,11 +24,12 @@ import (
 // Run runs the suite against the directories newDir returns, which must hold org.
 //
 // newDir is called once for the read-only tests and once for each test that removes
-// or adds members. An in-memory directory should be loaded afresh each time. A directory
-// backed by one server may return the same one: the removals touch only
+// or adds members. An in-memory directory should be loaded afresh each time. A
+// directory backed by one server may return the same one: the removals touch only
 // fixture.RemovalDN and fixture.ConcurrentRemovalDN, which nothing else reads, each
-// once per run; the additions go to fixture.RemovalDN and are taken out again. Such a server must be reseeded before the next run; a second run
-// fails with a message saying so rather than passing on already-removed members.
+// once per run; the additions go to fixture.RemovalDN and are taken out again. Such a
+// server must be reseeded before the next run; a second run fails with a message
+// saying so rather than passing on already-removed members.
 func Run(t *testing.T, newDir func(t *testing.T) dirgate.Directory, org *fixture.Org) {
 	t.Run("Listing", func(t *testing.T) {
 		s := newSuite(t, newDir(t), org)

@@ -502,6 +502,10 @@ func TestAddMember(t *testing.T) {
 		// Both attempts fail on the network: EUPSTREAM, and nothing was written.
 		{"network twice", func(o *org) { o.srv.failNext.Store(2) },
 			func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EUPSTREAM, false},
+		// A retry's 68 for a primary-group member is not the first attempt's work:
+		// primaryGroupID is never written to member.
+		{"primary group on a retry", func(o *org) { o.srv.failNext.Store(1) },
+			func(o *org) *fakeObj { return o.du }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

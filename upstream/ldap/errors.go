@@ -12,8 +12,14 @@ import (
 
 // resultCodes is the one table that decides what every LDAP result code (and go-ldap's
 // client-side codes from 200 up) means to a dirgate client. Operations that give a
-// code a more precise meaning (53 on a member removal, 32 on a SID lookup) handle it
-// before consulting the table. A code missing here is EUPSTREAM.
+// code a more precise meaning handle it before consulting the table, and only these:
+//   - a member removal: 53 is "not a member" (or "primary group"; on a retry, done);
+//   - a member addition: 68 and 20 are "already a member" (on a retry, done), 53 is
+//     the directory's refusal of this addition (400), and any of the three for a
+//     member whose primary group this is is "already a member";
+//   - a SID lookup: 32 is "not found" in another form.
+//
+// A code missing here is EUPSTREAM.
 var resultCodes = map[uint16]string{
 	goldap.LDAPResultOperationsError:                    dirgate.EUPSTREAM,
 	goldap.LDAPResultProtocolError:                      dirgate.EUPSTREAM,

@@ -158,17 +158,20 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 		return modify(ctx, c, req)
 	})
 	rc, ok := resultCode(err)
+	primary := func() bool { rid, ok := d.domainRID(group.SID); return ok && member.PrimaryGroupID == rid }
 	switch {
 	case !ok:
+	case (rc == goldap.LDAPResultEntryAlreadyExists || rc == goldap.LDAPResultAttributeOrValueExists || rc == goldap.LDAPResultUnwillingToPerform) && primary():
+		// Never written, whatever the attempt: primaryGroupID is not a member value.
+		return fmt.Errorf("ldap: add member: %w (primary group: %v)", dirgate.ErrAlreadyMember, err)
 	case rc == goldap.LDAPResultEntryAlreadyExists || rc == goldap.LDAPResultAttributeOrValueExists:
 		if retried {
+			// Most likely the first attempt's own write; a member that was there
+			// before it is indistinguishable, and is then reported as a change too.
 			return nil
 		}
 		return fmt.Errorf("ldap: add member: %w (%v)", dirgate.ErrAlreadyMember, err)
 	case rc == goldap.LDAPResultUnwillingToPerform:
-		if rid, ok := d.domainRID(group.SID); ok && member.PrimaryGroupID == rid {
-			return fmt.Errorf("ldap: add member: %w (primary group: %v)", dirgate.ErrAlreadyMember, err)
-		}
 		return dirgate.WrapError(dirgate.EINVALID, "The directory refused to add this member to this group.", fmt.Errorf("ldap: add member: %w", err))
 	}
 	return wrap("add member", err)
