@@ -100,12 +100,42 @@ func (a *everyOther) AllowAdd(context.Context, dirgate.Principal, dirgate.Object
 	return nil
 }
 
-// encodedLister serves a listing with its encodings, as the cache does.
-type encodedLister struct{ e *dirgate.EncodedListing }
+// encodedLister serves a listing with its encodings, as the cache does, and reports
+// status when set.
+type encodedLister struct {
+	e      *dirgate.EncodedListing
+	status dirgate.CacheStatus
+}
 
 func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.ListOptions) ([]dirgate.Object, error) {
-	dirgate.ListingReportFrom(ctx).SetEncoded(l.e)
+	rep := dirgate.ListingReportFrom(ctx)
+	rep.SetEncoded(l.e)
+	if l.status != "" {
+		rep.SetCacheStatus(l.status)
+	}
 	return l.e.Objects(), nil
+}
+
+// A listing read past the cache (bypass) is not found again: its body is rendered for
+// the request and not kept.
+func TestListBodyBypassNotKept(t *testing.T) {
+	d, objs := bigDir(t, 20)
+	enc, _ := dirgate.EncodeListing(objs)
+	bodies := dirgate.NewBodyCache(1 << 20)
+	id := dirgate.MustParseIdentifier("CN=top,DC=x")
+	for _, st := range []dirgate.CacheStatus{dirgate.CacheBypass, dirgate.CacheHit} {
+		svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc, st}, Bodies: bodies}
+		b, err := svc.ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(objs); string(b.JSON()) != string(want) {
+			t.Fatalf("%s: body differs", st)
+		}
+		if want := map[dirgate.CacheStatus]int{dirgate.CacheBypass: 0, dirgate.CacheHit: 1}[st]; bodies.Len() != want {
+			t.Errorf("after a %s: %d bodies kept, want %d", st, bodies.Len(), want)
+		}
+	}
 }
 
 func bigDir(t *testing.T, n int) (*fakeDir, []dirgate.Object) {
@@ -136,10 +166,10 @@ func TestListBodyIsList(t *testing.T) {
 		t.Fatal(err)
 	}
 	services := map[string]*dirgate.MemberService{
-		"selector, shared":     {Dir: d, Listings: encodedLister{enc}, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
-		"selector, not kept":   {Dir: d, Listings: encodedLister{enc}, Authz: &everyOther{}},
-		"no authorizer":        {Dir: d, Listings: encodedLister{enc}, Bodies: dirgate.NewBodyCache(1 << 20)},
-		"filter only":          {Dir: d, Listings: encodedLister{enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"selector, shared":     {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"selector, not kept":   {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}},
+		"no authorizer":        {Dir: d, Listings: encodedLister{e: enc}, Bodies: dirgate.NewBodyCache(1 << 20)},
+		"filter only":          {Dir: d, Listings: encodedLister{e: enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}, Bodies: dirgate.NewBodyCache(1 << 20)},
 		"no encodings":         {Dir: d, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
 		"no encodings, no cap": {Dir: d},
 	}
@@ -173,7 +203,7 @@ func TestListBodySharing(t *testing.T) {
 	d, objs := bigDir(t, 100)
 	enc, _ := dirgate.EncodeListing(objs)
 	bodies := dirgate.NewBodyCache(1 << 20)
-	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc}, Authz: &everyOther{}, Bodies: bodies}
+	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}, Bodies: bodies}
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	get := func(who string, limit int) *dirgate.Body {
 		b, err := svc.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{SizeLimit: limit})
@@ -201,7 +231,7 @@ func TestListBodySharing(t *testing.T) {
 	}
 	// A new fill of the same objects is a new listing: its own bodies.
 	enc2, _ := dirgate.EncodeListing(slices.Clone(objs))
-	svc2 := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc2}, Authz: &everyOther{}, Bodies: bodies}
+	svc2 := &dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc2}, Authz: &everyOther{}, Bodies: bodies}
 	b2, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +249,7 @@ func TestBodyCacheBound(t *testing.T) {
 	whole, _ := json.Marshal(objs)
 	bound := int64(len(whole) * 4) // a body of everything fits, four do not
 	bodies := dirgate.NewBodyCache(bound)
-	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc}, Bodies: bodies}
+	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Bodies: bodies}
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	var kept []*dirgate.Body
 	for limit := 100; limit > 80; limit-- {

@@ -152,8 +152,14 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 		}
 		chosen.Limit(opts.SizeLimit)
 	}
+	bodies := s.Bodies
+	if rep.CacheStatus() == CacheBypass {
+		// Read for this request (and those that joined its read) and then dropped: no
+		// later request finds this listing, so its body is not worth keeping.
+		bodies = nil
+	}
 	var key [256]byte
-	return s.Bodies.body(e, chosen, key[:0]), nil
+	return bodies.body(e, chosen, key[:0]), nil
 }
 
 // sameListing reports whether objs is the very slice a (not a copy).

@@ -39,9 +39,11 @@ type Cache struct {
 	keys    keys
 	l1      *firstLevel
 	flights singleflight.Group
-	health  health
-	pending pending
-	now     func() time.Time
+	// versions shares the version reads of concurrent requests (versionreads.go).
+	versions versionReads
+	health   health
+	pending  pending
+	now      func() time.Time
 
 	// storeTTL is how long an entry is kept: fresh for TTL, then servable as stale
 	// until MaxStale after its fill. versionTTL outlives every entry that recorded a

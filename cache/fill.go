@@ -172,10 +172,14 @@ func (c *Cache) validKnown(ctx context.Context, e *entry, known map[string]strin
 	if len(ks) == 0 {
 		return true, nil
 	}
-	var cur []string
-	err := c.op(ctx, false, func(ctx context.Context) (err error) {
-		cur, err = c.store.get(ctx, ks...)
-		return err
+	// Shared with concurrent requests for the same groups, in a read sent after this
+	// one arrived (versionReads).
+	cur, err := c.versions.get(ks, func() (cur []string, err error) {
+		err = c.op(ctx, false, func(ctx context.Context) (err error) {
+			cur, err = c.store.get(ctx, ks...)
+			return err
+		})
+		return cur, err
 	})
 	if err != nil {
 		return false, err

@@ -59,6 +59,7 @@ type options struct {
 	keep        bool
 	encoding    string
 	writePolicy string
+	dirgateEnv  map[string]string
 }
 
 func main() {
@@ -86,6 +87,7 @@ func parse(args []string) (options, error) {
 	targets := fs.String("targets", "dirgate,bare,ldap", "targets to run, in the first repetition's order")
 	workloads := fs.String("workloads", "list1000,mix,mix-removals", "workloads: list1000, list1000-admin, list1000-helpdesk, list1000-half, list2000-admin, list2000-half, mix (listings), mix-removals (dirgate only)")
 	fs.StringVar(&o.encoding, "encoding", "", "Accept-Encoding of every request to dirgate and bare (gzip, zstd); empty asks for none")
+	dgEnv := fs.String("dirgate-env", "", "settings for the dirgate this run starts, NAME=value,... (after the tool's own: DIRGATE_DECISION_LOG=off measures without the decision log)")
 	fs.StringVar(&o.writePolicy, "write-policy", "", "write the run's policy (the bundled one plus the half caller's role) to this directory and exit: for -url")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
@@ -99,6 +101,16 @@ func parse(args []string) (options, error) {
 		return o, err
 	}
 	o.targets, o.workloads = strings.Split(*targets, ","), strings.Split(*workloads, ",")
+	if *dgEnv != "" {
+		o.dirgateEnv = map[string]string{}
+		for _, kv := range strings.Split(*dgEnv, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || !strings.HasPrefix(k, "DIRGATE_") {
+				return o, fmt.Errorf("-dirgate-env: %q is not DIRGATE_NAME=value", kv)
+			}
+			o.dirgateEnv[k] = v
+		}
+	}
 	if o.url != "" && o.tokens == "" {
 		return o, errors.New("-url needs -tokens")
 	}
@@ -373,5 +385,5 @@ func mark(ok bool) string {
 func (o options) public() map[string]any {
 	return map[string]any{"targets": o.targets, "workloads": o.workloads, "concurrency": o.concurrency,
 		"duration": o.duration.String(), "requests": o.requests, "warmup": o.warmup.String(), "repeat": o.repeat, "redis": o.redis,
-		"encoding": o.encoding}
+		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv}
 }

@@ -84,6 +84,9 @@ func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfi
 		env["DIRGATE_REDIS_ADDR"] = addr
 		p.cache = "redis " + addr + " with the in-process first level"
 	}
+	for k, v := range o.dirgateEnv {
+		env[k] = v
+	}
 	logPath := filepath.Join(work, "dirgate.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
