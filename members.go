@@ -80,12 +80,9 @@ func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifie
 
 // listing resolves groupID and returns its unfiltered listing.
 func (s *MemberService) listing(ctx context.Context, groupID Identifier, opts ListOptions) (Object, []Object, error) {
-	group, err := s.resolve(ctx, groupID, "group")
+	group, err := s.resolveGroup(ctx, groupID)
 	if err != nil {
 		return Object{}, nil, err
-	}
-	if !group.IsGroup() {
-		return Object{}, nil, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
 	}
 	lister := s.Listings
 	if lister == nil {
@@ -255,14 +252,7 @@ func SortObjects(objs []Object) {
 // a member that is not a direct member is "no changes", not an error.
 func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
 	ctx = WithFreshLookup(ctx)
-	group, err := s.resolve(ctx, groupID, "group")
-	if err != nil {
-		return OperationResult{}, err
-	}
-	if !group.IsGroup() {
-		return OperationResult{}, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
-	}
-	member, err := s.resolve(ctx, memberID, "member")
+	group, member, err := s.resolveChange(ctx, groupID, memberID, "member")
 	if err != nil {
 		return OperationResult{}, err
 	}
@@ -271,7 +261,7 @@ func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, member
 			return OperationResult{}, err
 		}
 	}
-	res := OperationResult{InnerMessages: []InnerMessage{}, ActualObjectDN: group.DN, ExtraInfo: map[string]string{}}
+	res := changeResult(group)
 	err = s.Dir.RemoveMember(ctx, group, member)
 	switch {
 	case err == nil:
@@ -292,14 +282,7 @@ func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, member
 // "no changes", not an error. The policy decides before the directory is touched.
 func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
 	ctx = WithFreshLookup(ctx)
-	group, err := s.resolve(ctx, groupID, "group")
-	if err != nil {
-		return OperationResult{}, err
-	}
-	if !group.IsGroup() {
-		return OperationResult{}, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
-	}
-	member, err := s.resolve(ctx, memberID, "newMember")
+	group, member, err := s.resolveChange(ctx, groupID, memberID, "newMember")
 	if err != nil {
 		return OperationResult{}, err
 	}
@@ -314,7 +297,7 @@ func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID 
 			return OperationResult{}, err
 		}
 	}
-	res := OperationResult{InnerMessages: []InnerMessage{}, ActualObjectDN: group.DN, ExtraInfo: map[string]string{}}
+	res := changeResult(group)
 	switch err := s.Dir.AddMember(ctx, group, member); {
 	case err == nil:
 		res.ResultType = ResultSucceeded
@@ -354,6 +337,36 @@ func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Prin
 	}
 	slices.SortFunc(p.Groups, func(a, b GroupRef) int { return strings.Compare(strings.ToLower(a.DN), strings.ToLower(b.DN)) })
 	return p, nil
+}
+
+// resolveGroup resolves id, which must name a group.
+func (s *MemberService) resolveGroup(ctx context.Context, id Identifier) (Object, error) {
+	group, err := s.resolve(ctx, id, "group")
+	if err != nil {
+		return Object{}, err
+	}
+	if !group.IsGroup() {
+		return Object{}, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
+	}
+	return group, nil
+}
+
+// resolveChange resolves both sides of a membership change, the member named in
+// errors as memberParam (the query's "member", the body's "newMember").
+func (s *MemberService) resolveChange(ctx context.Context, groupID, memberID Identifier, memberParam string) (group, member Object, err error) {
+	if group, err = s.resolveGroup(ctx, groupID); err != nil {
+		return Object{}, Object{}, err
+	}
+	if member, err = s.resolve(ctx, memberID, memberParam); err != nil {
+		return Object{}, Object{}, err
+	}
+	return group, member, nil
+}
+
+// changeResult is the result of a change to group before its outcome is known: the
+// collections empty, never null (compat.md).
+func changeResult(group Object) OperationResult {
+	return OperationResult{InnerMessages: []InnerMessage{}, ActualObjectDN: group.DN, ExtraInfo: map[string]string{}}
 }
 
 // resolve looks an identifier up and rewrites "not found" so the client learns which
