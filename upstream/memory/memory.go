@@ -244,21 +244,12 @@ func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 // memberOf. A member that belongs only through primaryGroupID gives ErrPrimaryGroup,
 // one that does not belong at all ErrNotMember.
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	g, err := d.record(group)
-	if err != nil {
-		return err
-	}
-	m, err := d.record(member)
-	if err != nil {
-		return err
-	}
+	return d.change(ctx, group, member, d.removeMember)
+}
+
+func (d *Directory) removeMember(g, m *record) error {
 	if !slices.Contains(g.members, m) {
-		if g.sid != "" && m.primarySID == g.sid {
+		if g.isPrimaryOf(m) {
 			return fmt.Errorf("remove member: %w", dirgate.ErrPrimaryGroup)
 		}
 		return fmt.Errorf("remove member: %w", dirgate.ErrNotMember)
@@ -281,6 +272,28 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 // ErrAlreadyMember (AD will not add a primary group's member either); a target that
 // is not a group is refused as AD refuses it (objectClassViolation).
 func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	return d.change(ctx, group, member, d.addMember)
+}
+
+func (d *Directory) addMember(g, m *record) error {
+	switch {
+	case !g.group:
+		return dirgate.Errorf(dirgate.EINVALID, "The directory rejected the request as invalid.")
+	case slices.Contains(g.members, m):
+		return fmt.Errorf("add member: %w", dirgate.ErrAlreadyMember)
+	case g.isPrimaryOf(m):
+		return fmt.Errorf("add member: %w (primary group)", dirgate.ErrAlreadyMember)
+	}
+	g.members = append(slices.Clip(g.members), m)
+	m.memberOf = append(slices.Clip(m.memberOf), g)
+	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), []byte(m.entry.DN))
+	m.syncMemberOf()
+	return nil
+}
+
+// change applies a membership change to the records of group and member, alone
+// under the lock.
+func (d *Directory) change(ctx context.Context, group, member dirgate.Object, apply func(g, m *record) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -294,20 +307,11 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 	if err != nil {
 		return err
 	}
-	switch {
-	case !g.group:
-		return dirgate.Errorf(dirgate.EINVALID, "The directory rejected the request as invalid.")
-	case slices.Contains(g.members, m):
-		return fmt.Errorf("add member: %w", dirgate.ErrAlreadyMember)
-	case g.sid != "" && m.primarySID == g.sid:
-		return fmt.Errorf("add member: %w (primary group)", dirgate.ErrAlreadyMember)
-	}
-	g.members = append(slices.Clip(g.members), m)
-	m.memberOf = append(slices.Clip(m.memberOf), g)
-	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), []byte(m.entry.DN))
-	m.syncMemberOf()
-	return nil
+	return apply(g, m)
 }
+
+// isPrimaryOf reports whether g is m's primary group.
+func (g *record) isPrimaryOf(m *record) bool { return g.sid != "" && m.primarySID == g.sid }
 
 // record finds the record of an object an earlier Lookup returned.
 func (d *Directory) record(o dirgate.Object) (*record, error) {
