@@ -121,13 +121,9 @@ func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Delete("member", []string{member.DN})
-	retried := false
-	err := d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
-		retried = attempt > 0
-		return modify(ctx, c, req)
-	})
+	retried, err := d.modifyMember(ctx, req)
 	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultUnwillingToPerform {
-		if rid, ok := d.domainRID(group.SID); ok && member.PrimaryGroupID == rid {
+		if d.isPrimaryGroup(group, member) {
 			return fmt.Errorf("ldap: remove member: %w", dirgate.ErrPrimaryGroup)
 		}
 		if retried {
@@ -152,16 +148,11 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Add("member", []string{member.DN})
-	retried := false
-	err := d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
-		retried = attempt > 0
-		return modify(ctx, c, req)
-	})
+	retried, err := d.modifyMember(ctx, req)
 	rc, ok := resultCode(err)
-	primary := func() bool { rid, ok := d.domainRID(group.SID); return ok && member.PrimaryGroupID == rid }
 	switch {
 	case !ok:
-	case (rc == goldap.LDAPResultEntryAlreadyExists || rc == goldap.LDAPResultAttributeOrValueExists || rc == goldap.LDAPResultUnwillingToPerform) && primary():
+	case (rc == goldap.LDAPResultEntryAlreadyExists || rc == goldap.LDAPResultAttributeOrValueExists || rc == goldap.LDAPResultUnwillingToPerform) && d.isPrimaryGroup(group, member):
 		// Never written, whatever the attempt: primaryGroupID is not a member value.
 		return fmt.Errorf("ldap: add member: %w (primary group: %v)", dirgate.ErrAlreadyMember, err)
 	case rc == goldap.LDAPResultEntryAlreadyExists || rc == goldap.LDAPResultAttributeOrValueExists:
@@ -175,6 +166,23 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 		return dirgate.WrapError(dirgate.EINVALID, "The directory refused to add this member to this group.", fmt.Errorf("ldap: add member: %w", err))
 	}
 	return wrap("add member", err)
+}
+
+// modifyMember sends a change of one member value, once more on a new connection
+// after a network error (changing one value is idempotent), and reports whether the
+// answer came from that retry.
+func (d *Directory) modifyMember(ctx context.Context, req *goldap.ModifyRequest) (retried bool, err error) {
+	err = d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
+		retried = attempt > 0
+		return modify(ctx, c, req)
+	})
+	return retried, err
+}
+
+// isPrimaryGroup reports whether group is member's primary group.
+func (d *Directory) isPrimaryGroup(group, member dirgate.Object) bool {
+	rid, ok := d.domainRID(group.SID)
+	return ok && member.PrimaryGroupID == rid
 }
 
 // dedupe keeps the first object of each GUID and drops skip.
