@@ -5,11 +5,10 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
+	"github.com/dirgate/dirgate/internal/filewatch"
 )
 
 // certReloader serves the certificate of a key pair on disk, reloading it when either
@@ -52,54 +51,22 @@ func (r *certReloader) config() *tls.Config {
 	}
 }
 
-// watch reloads the pair after each burst of changes in the files' directories (the
-// directories, not the files, so that replaced files and Kubernetes' symlink swaps
-// of mounted Secrets are seen), until ctx ends.
+// watch reloads the pair after each burst of changes to either file (a renewal
+// writes two), until ctx ends.
 func (r *certReloader) watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
+	err := filewatch.Watch(ctx, []string{r.certFile, r.keyFile}, 200*time.Millisecond, func() {
+		err := r.reload()
+		if err != nil {
+			r.log.Error("tls certificate reload failed; the previous certificate stays in service", "err", err)
+		} else {
+			r.log.Info("tls certificate reloaded", "cert_file", r.certFile)
+		}
+		if r.onReload != nil {
+			r.onReload(err)
+		}
+	}, func(err error) { r.log.Error("tls certificate watch failed", "err", err) })
 	if err != nil {
-		return fmt.Errorf("tls: watch: %w", err)
+		return fmt.Errorf("tls: %w", err)
 	}
-	for _, dir := range []string{filepath.Dir(r.certFile), filepath.Dir(r.keyFile)} {
-		if err := w.Add(dir); err != nil {
-			w.Close()
-			return fmt.Errorf("tls: watch %s: %w", dir, err)
-		}
-	}
-	names := map[string]bool{filepath.Base(r.certFile): true, filepath.Base(r.keyFile): true, "..data": true}
-	go func() {
-		defer w.Close()
-		// A renewal writes two files; reload once both have landed.
-		var debounce <-chan time.Time
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case ev, ok := <-w.Events:
-				if !ok {
-					return
-				}
-				if names[filepath.Base(ev.Name)] {
-					debounce = time.After(200 * time.Millisecond)
-				}
-			case err, ok := <-w.Errors:
-				if !ok {
-					return
-				}
-				r.log.Error("tls certificate watch failed", "err", err)
-			case <-debounce:
-				debounce = nil
-				err := r.reload()
-				if err != nil {
-					r.log.Error("tls certificate reload failed; the previous certificate stays in service", "err", err)
-				} else {
-					r.log.Info("tls certificate reloaded", "cert_file", r.certFile)
-				}
-				if r.onReload != nil {
-					r.onReload(err)
-				}
-			}
-		}
-	}()
 	return nil
 }
