@@ -5,12 +5,10 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dirgate/dirgate/proxy"
-	"github.com/dirgate/dirgate/test/faults"
 	"github.com/dirgate/dirgate/test/fixture"
 )
 
@@ -118,10 +116,7 @@ func TestHostileAdditions(t *testing.T) {
 
 func runAddCase(t *testing.T, e *target, tc addCase) {
 	t.Helper()
-	var sent int64
-	if e.px != nil {
-		sent = e.px.Stats().Up
-	}
+	sent := e.sentUp()
 	var body io.Reader = strings.NewReader(tc.body(e))
 	if tc.chunked {
 		body = io.MultiReader(body)
@@ -138,29 +133,5 @@ func runAddCase(t *testing.T, e *target, tc addCase) {
 	default:
 		req.Header.Set("Content-Type", tc.contentType)
 	}
-	r := client.Send(req)
-	if r.Err != nil {
-		t.Fatalf("no answer: %v", r.Err)
-	}
-	if !slices.Contains(tc.want, r.Status) {
-		t.Fatalf("status %d, want one of %v: %.300s", r.Status, tc.want, r.Body)
-	}
-	if e.px != nil && tc.noLDAP {
-		if n := e.px.Stats().Up - sent; n != 0 {
-			t.Errorf("%d bytes reached the directory for a request that must be refused before it", n)
-		}
-	}
-	eb, err := faults.CheckError(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Status == 400 && tc.noLDAP {
-		var got string
-		for p := range eb.ModelState {
-			got = p
-		}
-		if got != tc.param {
-			t.Errorf("modelState names %q, want %q: %s", got, tc.param, r.Body)
-		}
-	}
+	judge(t, e, client.Send(req), sent, tc.want, tc.param, tc.noLDAP, nil)
 }
