@@ -383,16 +383,59 @@ func TestMemberOfDanglingPrimary(t *testing.T) {
 	}
 }
 
+// memberChange is a case of TestRemoveMember or TestAddMember: the org's state, the
+// objects, the answer wanted (a sentinel, or nil with a code, "" for success) and
+// whether member is in group's member values afterwards.
+type memberChange struct {
+	name     string
+	setup    func(o *org)
+	group    func(o *org) *fakeObj
+	member   func(o *org) *fakeObj
+	want     error
+	wantCode string
+	inAfter  bool
+}
+
+// runMemberChanges runs each case's change against a fresh org.
+func runMemberChanges(t *testing.T, tests []memberChange, change func(d *Directory, g, m dirgate.Object) error) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOrg()
+			d := o.dir(t, Config{})
+			g, m := obj(t, d, tt.group(o).guid), obj(t, d, tt.member(o).guid)
+			if tt.setup != nil {
+				tt.setup(o)
+			}
+			err := change(d, g, m)
+			switch {
+			case tt.want != nil:
+				if !errors.Is(err, tt.want) {
+					t.Fatalf("err = %v, want %v", err, tt.want)
+				}
+			case tt.wantCode == "":
+				if err != nil {
+					t.Fatalf("err = %v", err)
+				}
+			default:
+				if code := dirgate.ErrorCode(err); code != tt.wantCode {
+					t.Fatalf("err = %v (%s), want %s", err, code, tt.wantCode)
+				}
+				if dirgate.ErrorMessage(err) == "" || strings.Contains(dirgate.ErrorMessage(err), "CN=") {
+					t.Errorf("client message %q", dirgate.ErrorMessage(err))
+				}
+			}
+			if got := contains(tt.group(o).member, tt.member(o).dn); got != tt.inAfter {
+				t.Errorf("member in group = %v, want %v", got, tt.inAfter)
+			}
+		})
+	}
+}
+
+// TestRemoveMember: the removal's answers, the member's place afterwards (inAfter:
+// still in the group).
 func TestRemoveMember(t *testing.T) {
-	tests := []struct {
-		name      string
-		setup     func(o *org)
-		group     func(o *org) *fakeObj
-		member    func(o *org) *fakeObj
-		want      error  // a sentinel, or nil with wantCode
-		wantCode  string // "" for success
-		wantAfter bool   // whether member remains in group
-	}{
+	runMemberChanges(t, []memberChange{
 		// The ordinary removal.
 		{"member", nil, func(o *org) *fakeObj { return o.g1 }, func(o *org) *fakeObj { return o.alice }, nil, "", false},
 		// 53 for a non-member.
@@ -418,50 +461,14 @@ func TestRemoveMember(t *testing.T) {
 		// Both attempts fail on the network: EUPSTREAM, and nothing was written.
 		{"network twice", func(o *org) { o.srv.failNext.Store(2) },
 			func(o *org) *fakeObj { return o.g1 }, func(o *org) *fakeObj { return o.alice }, nil, dirgate.EUPSTREAM, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := newOrg()
-			d := o.dir(t, Config{})
-			g, m := obj(t, d, tt.group(o).guid), obj(t, d, tt.member(o).guid)
-			if tt.setup != nil {
-				tt.setup(o)
-			}
-			err := d.RemoveMember(context.Background(), g, m)
-			switch {
-			case tt.want != nil:
-				if !errors.Is(err, tt.want) {
-					t.Fatalf("err = %v, want %v", err, tt.want)
-				}
-			case tt.wantCode == "":
-				if err != nil {
-					t.Fatalf("err = %v", err)
-				}
-			default:
-				if code := dirgate.ErrorCode(err); code != tt.wantCode {
-					t.Fatalf("err = %v (%s), want %s", err, code, tt.wantCode)
-				}
-				if dirgate.ErrorMessage(err) == "" || strings.Contains(dirgate.ErrorMessage(err), "CN=") {
-					t.Errorf("client message %q", dirgate.ErrorMessage(err))
-				}
-			}
-			if got := contains(tt.group(o).member, tt.member(o).dn); got != tt.wantAfter {
-				t.Errorf("member still in group = %v, want %v", got, tt.wantAfter)
-			}
-		})
-	}
+	}, func(d *Directory, g, m dirgate.Object) error {
+		return d.RemoveMember(context.Background(), g, m)
+	})
 }
 
+// TestAddMember: the addition's answers, the member's place afterwards.
 func TestAddMember(t *testing.T) {
-	tests := []struct {
-		name      string
-		setup     func(o *org)
-		group     func(o *org) *fakeObj
-		member    func(o *org) *fakeObj
-		want      error  // a sentinel, or nil with wantCode
-		wantCode  string // "" for success
-		wantAfter bool   // whether member is in group afterwards
-	}{
+	runMemberChanges(t, []memberChange{
 		// The ordinary addition.
 		{"new member", nil, func(o *org) *fakeObj { return o.g2 }, func(o *org) *fakeObj { return o.alice }, nil, "", true},
 		// 68 for a member already there.
@@ -506,38 +513,9 @@ func TestAddMember(t *testing.T) {
 		// primaryGroupID is never written to member.
 		{"primary group on a retry", func(o *org) { o.srv.failNext.Store(1) },
 			func(o *org) *fakeObj { return o.du }, func(o *org) *fakeObj { return o.alice }, dirgate.ErrAlreadyMember, "", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := newOrg()
-			d := o.dir(t, Config{})
-			g, m := obj(t, d, tt.group(o).guid), obj(t, d, tt.member(o).guid)
-			if tt.setup != nil {
-				tt.setup(o)
-			}
-			err := d.AddMember(context.Background(), g, m)
-			switch {
-			case tt.want != nil:
-				if !errors.Is(err, tt.want) {
-					t.Fatalf("err = %v, want %v", err, tt.want)
-				}
-			case tt.wantCode == "":
-				if err != nil {
-					t.Fatalf("err = %v", err)
-				}
-			default:
-				if code := dirgate.ErrorCode(err); code != tt.wantCode {
-					t.Fatalf("err = %v (%s), want %s", err, code, tt.wantCode)
-				}
-				if dirgate.ErrorMessage(err) == "" || strings.Contains(dirgate.ErrorMessage(err), "CN=") {
-					t.Errorf("client message %q", dirgate.ErrorMessage(err))
-				}
-			}
-			if got := contains(tt.group(o).member, tt.member(o).dn); got != tt.wantAfter {
-				t.Errorf("member in group = %v, want %v", got, tt.wantAfter)
-			}
-		})
-	}
+	}, func(d *Directory, g, m dirgate.Object) error {
+		return d.AddMember(context.Background(), g, m)
+	})
 }
 
 // TestReadRetry: a read that meets a broken connection is retried once on a newly
