@@ -3,11 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,7 +14,6 @@ import (
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/test/sambatest"
-	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // post sends a POST with a JSON body, as the product's clients do.
@@ -74,24 +71,9 @@ func TestEndToEndAddLDAP(t *testing.T) {
 	b := startLDAP(t, dc, "--redis-addr", srv.Addr())
 
 	// parent ⊃ child ⊃ Nora; extra holds Ada, and is added to child below.
-	admin := dc.DialAdmin(t)
-	name := func(n string) string {
-		return fmt.Sprintf("CN=dirgate add %s %d,OU=Groups,%s", n, os.Getpid(), dc.BaseDN)
-	}
-	parent, child, extra := name("parent"), name("child"), name("extra")
-	for _, g := range []struct{ dn, member string }{{extra, fixture.DisabledDN}, {child, fixture.NeverExpiresDN}, {parent, child}} {
-		req := goldap.NewAddRequest(g.dn, nil)
-		req.Attribute("objectClass", []string{"top", "group"})
-		req.Attribute("member", []string{g.member})
-		if err := admin.Add(req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		for _, g := range []string{parent, child, extra} {
-			admin.Del(goldap.NewDelRequest(g, nil))
-		}
-	})
+	extra := dc.TempGroup(t, "dirgate add extra", fixture.DisabledDN)
+	child := dc.TempGroup(t, "dirgate add child", fixture.NeverExpiresDN)
+	parent := dc.TempGroup(t, "dirgate add parent", child)
 
 	views := []struct{ group, extra string }{
 		{child, ""}, {child, "&properties=mail"},
@@ -161,15 +143,7 @@ func TestConcurrentAddAndRemoveLDAP(t *testing.T) {
 	srv := redistest.Start(t)
 	a := startLDAP(t, dc, "--redis-addr", srv.Addr())
 	b := startLDAP(t, dc, "--redis-addr", srv.Addr())
-	admin := dc.DialAdmin(t)
-	group := fmt.Sprintf("CN=dirgate race %d,OU=Groups,%s", os.Getpid(), dc.BaseDN)
-	req := goldap.NewAddRequest(group, nil)
-	req.Attribute("objectClass", []string{"top", "group"})
-	req.Attribute("member", []string{fixture.NeverExpiresDN})
-	if err := admin.Add(req); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Del(goldap.NewDelRequest(group, nil)) })
+	group := dc.TempGroup(t, "dirgate race", fixture.NeverExpiresDN)
 	member := fixture.RegularDN
 	del := "?group=" + url.QueryEscape(group) + "&member=" + url.QueryEscape(member)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -174,15 +173,7 @@ func TestEndToEndLDAP(t *testing.T) {
 	}
 
 	// Removal over HTTP changes the directory; a second removal changes nothing.
-	admin := dc.DialAdmin(t)
-	groupDN := fmt.Sprintf("CN=dirgate e2e %d,OU=Groups,%s", os.Getpid(), dc.BaseDN)
-	add := goldap.NewAddRequest(groupDN, nil)
-	add.Attribute("objectClass", []string{"top", "group"})
-	add.Attribute("member", []string{fixture.RegularDN, fixture.NeverExpiresDN})
-	if err := admin.Add(add); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Del(goldap.NewDelRequest(groupDN, nil)) })
+	groupDN := dc.TempGroup(t, "dirgate e2e", fixture.RegularDN, fixture.NeverExpiresDN)
 	del := base + "?group=" + url.QueryEscape(groupDN) + "&member=" + url.QueryEscape(fixture.RegularDN)
 	for i, wantNoChanges := range []bool{false, true} {
 		r := call(t, "DELETE", del, "e2e-admin")
@@ -345,15 +336,7 @@ func TestTracesLDAP(t *testing.T) {
 	}
 
 	// Removal: decided, written upstream, then the cache invalidated.
-	admin := dc.DialAdmin(t)
-	groupDN := fmt.Sprintf("CN=dirgate trace %d,OU=Groups,%s", os.Getpid(), dc.BaseDN)
-	add := goldap.NewAddRequest(groupDN, nil)
-	add.Attribute("objectClass", []string{"top", "group"})
-	add.Attribute("member", []string{fixture.RegularDN})
-	if err := admin.Add(add); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Del(goldap.NewDelRequest(groupDN, nil)) })
+	groupDN := dc.TempGroup(t, "dirgate trace", fixture.RegularDN)
 	rm := traceOf("DELETE", base+"?group="+url.QueryEscape(groupDN)+"&member="+url.QueryEscape(fixture.RegularDN), "")
 	root = server(rm)
 	rm.one(t, "policy remove decision", root)

@@ -110,39 +110,10 @@ func PropsFor(i int) string {
 	return "&properties=" + strings.Join(names, ",")
 }
 
-// TempGroup creates a group under OU=Groups holding members, as the DC's
-// administrator, and deletes it when the test ends. Removal tests use their own
-// groups so that they never change what other tests read.
+// TempGroup is sambatest's DC.TempGroup: a group of the test's own.
 func TempGroup(t testing.TB, dc sambatest.DC, name string, members ...string) string {
 	t.Helper()
-	admin := dc.DialAdmin(t)
-	dn := fmt.Sprintf("CN=%s %d,%s", goldap.EscapeDN(name), os.Getpid(), fixture.GroupsOU)
-	_ = admin.Del(goldap.NewDelRequest(dn, nil)) // left over by a killed run
-	add := goldap.NewAddRequest(dn, nil)
-	add.Attribute("objectClass", []string{"top", "group"})
-	if len(members) > 0 {
-		add.Attribute("member", members)
-	}
-	if err := admin.Add(add); err != nil {
-		t.Fatalf("faults: create %s: %v", dn, err)
-	}
-	t.Cleanup(func() {
-		// A fresh connection: the test's may have been idle for minutes.
-		c, err := goldap.DialURL(dc.URL, goldap.DialWithTLSConfig(dc.TLSConfig()))
-		if err != nil {
-			t.Errorf("faults: delete %s: %v", dn, err)
-			return
-		}
-		defer c.Close()
-		if err := c.Bind(dc.AdminDN, dc.AdminPassword); err != nil {
-			t.Errorf("faults: delete %s: %v", dn, err)
-			return
-		}
-		if err := c.Del(goldap.NewDelRequest(dn, nil)); err != nil {
-			t.Errorf("faults: delete %s: %v", dn, err)
-		}
-	})
-	return dn
+	return dc.TempGroup(t, name, members...)
 }
 
 // Members reads a group's member values as the administrator, sorted, lower-cased:

@@ -241,3 +241,38 @@ func (dc DC) DialAdmin(t testing.TB) *ldap.Conn {
 	t.Helper()
 	return dc.Dial(t, dc.URL, dc.AdminDN, dc.AdminPassword)
 }
+
+// TempGroup creates a group under OU=Groups of the base DN holding members, as the
+// administrator, and deletes it when the test ends. Tests that change memberships
+// use groups of their own, so that they never change what other tests read.
+func (dc DC) TempGroup(t testing.TB, name string, members ...string) string {
+	t.Helper()
+	admin := dc.DialAdmin(t)
+	dn := fmt.Sprintf("CN=%s %d,OU=Groups,%s", ldap.EscapeDN(name), os.Getpid(), dc.BaseDN)
+	_ = admin.Del(ldap.NewDelRequest(dn, nil)) // left over by a killed run
+	add := ldap.NewAddRequest(dn, nil)
+	add.Attribute("objectClass", []string{"top", "group"})
+	if len(members) > 0 {
+		add.Attribute("member", members)
+	}
+	if err := admin.Add(add); err != nil {
+		t.Fatalf("sambatest: create %s: %v", dn, err)
+	}
+	t.Cleanup(func() {
+		// A fresh connection: the test's may have been idle for minutes.
+		c, err := ldap.DialURL(dc.URL, ldap.DialWithTLSConfig(dc.TLSConfig()))
+		if err != nil {
+			t.Errorf("sambatest: delete %s: %v", dn, err)
+			return
+		}
+		defer c.Close()
+		if err := c.Bind(dc.AdminDN, dc.AdminPassword); err != nil {
+			t.Errorf("sambatest: delete %s: %v", dn, err)
+			return
+		}
+		if err := c.Del(ldap.NewDelRequest(dn, nil)); err != nil {
+			t.Errorf("sambatest: delete %s: %v", dn, err)
+		}
+	})
+	return dn
+}
