@@ -5,14 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 
@@ -40,35 +37,12 @@ func (a tokenAuth) Authenticate(_ context.Context, token string) (dirgate.Princi
 func policyWithRole(t testing.TB, trustee string, subtrees ...string) string {
 	t.Helper()
 	dir := t.TempDir()
-	err := fs.WalkDir(bundled.FS, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || filepath.Ext(p) != ".rego" {
-			return err
-		}
-		b, err := fs.ReadFile(bundled.FS, p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, p), b, 0o600)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := fs.ReadFile(bundled.FS, "data.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var data map[string]map[string][]any
-	if err := json.Unmarshal(raw, &data); err != nil {
-		t.Fatal(err)
-	}
 	var scopes []any
 	for _, s := range subtrees {
 		scopes = append(scopes, map[string]string{"subtree": s})
 	}
-	data["dirgate"]["roles"] = append(data["dirgate"]["roles"], map[string]any{
-		"name": "test-part", "trustees": []string{trustee}, "permissions": []string{"view"}, "scopes": scopes})
-	out, _ := json.Marshal(data)
-	if err := os.WriteFile(filepath.Join(dir, "data.json"), out, 0o600); err != nil {
+	if err := bundled.WriteWithRoles(dir, map[string]any{
+		"name": "test-part", "trustees": []string{trustee}, "permissions": []string{"view"}, "scopes": scopes}); err != nil {
 		t.Fatal(err)
 	}
 	return dir
