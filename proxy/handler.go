@@ -20,10 +20,13 @@ const allowedMethods = "GET, POST, DELETE"
 func (s *server) serveGroupMembers(w http.ResponseWriter, r *http.Request, rec *record) {
 	// Whatever the answer, net/http reads an unread body (up to 256 KiB) before it
 	// sends it, to keep the connection: bound that, and the handler's own reading, so
-	// that a client trickling a body cannot hold the request open. A writer that
-	// cannot set deadlines (a test recorder) just reads without one.
-	// (The connection's clock is the real one, whatever Config.Now says.)
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	// that a client trickling a body cannot hold the request open. Only a request
+	// with a body needs it (a cached listing has none). A writer that cannot set
+	// deadlines (a test recorder) just reads without one. (The connection's clock is
+	// the real one, whatever Config.Now says.)
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodDelete && r.Method != http.MethodPost {
 		w.Header().Set("Allow", allowedMethods)
 		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use GET, POST or DELETE."))
