@@ -228,6 +228,13 @@ func (f *File) Authenticate(ctx context.Context, token string) (dirgate.Principa
 	return f.principal(ctx, match.subject)
 }
 
+// Principal resolves subject through the file's principal cache, so that a
+// signed-in token (auth/session) shares the cache, its freshness and its expiry by
+// the change feed. A subject gone from the directory is EUNAUTHENTICATED.
+func (f *File) Principal(ctx context.Context, subject dirgate.Identifier) (dirgate.Principal, error) {
+	return f.principal(ctx, subject)
+}
+
 func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirgate.Principal, error) {
 	key := subject.Canonical()
 	now := f.now()

@@ -19,6 +19,9 @@ type Directory struct {
 	base dirgate.DN
 	pool *pool
 	now  func() time.Time
+	// userDialer is the service dialer's address and TLS settings without its
+	// credentials: CheckPassword binds as the signing-in user over it.
+	userDialer dialer
 
 	// Learnt from the server at Open.
 	domainSID string // objectSid of the domain naming context: primary groups live there
