@@ -64,6 +64,10 @@ func ErrorCode(err error) string {
 	if err == nil {
 		return ""
 	}
+	var se *SignInError
+	if errors.As(err, &se) {
+		return EFORBIDDEN
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code

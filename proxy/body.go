@@ -83,50 +83,9 @@ func isJSONContentType(values []string) bool {
 // A leading UTF-8 byte order mark is skipped. The body as a whole is checked first,
 // so that a broken body is reported as such, never as one of its fields.
 func parseAddBody(b []byte) (addBody, error) {
-	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-	if !utf8.Valid(b) {
-		return addBody{}, dirgate.InvalidParam(fieldBody, "The request body is not valid UTF-8.")
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	tok, err := dec.Token()
+	raws, err := parseObject(b, []string{fieldGroup, fieldNewMember}, "a JSON object with group and newMember")
 	if err != nil {
-		if errors.Is(err, io.EOF) {
-			return addBody{}, dirgate.InvalidParam(fieldBody, "The request body is empty; it must be a JSON object with group and newMember.")
-		}
-		return addBody{}, malformed()
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return addBody{}, dirgate.InvalidParam(fieldBody, "The request body must be a JSON object with group and newMember.")
-	}
-	raws := map[string]json.RawMessage{}
-	dup := ""
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return addBody{}, malformed()
-		}
-		key, _ := tok.(string)
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return addBody{}, malformed()
-		}
-		name, known := knownName(key, []string{fieldGroup, fieldNewMember})
-		if !known {
-			continue
-		}
-		if _, seen := raws[name]; seen && dup == "" {
-			dup = name
-		}
-		raws[name] = raw
-	}
-	if _, err := dec.Token(); err != nil { // the closing brace
-		return addBody{}, malformed()
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return addBody{}, dirgate.InvalidParam(fieldBody, "The request body must hold one JSON object and nothing after it.")
-	}
-	if dup != "" {
-		return addBody{}, dirgate.InvalidParam(dup, "The %s field is given more than once.", dup)
+		return addBody{}, err
 	}
 	var out addBody
 	if out.Group, err = bodyIdentifier(raws, fieldGroup); err != nil {
@@ -136,6 +95,61 @@ func parseAddBody(b []byte) (addBody, error) {
 		return addBody{}, err
 	}
 	return out, nil
+}
+
+// parseObject checks that b is one JSON object (after an optional UTF-8 byte order
+// mark) and returns the raw values of the fields named in known, by their names
+// there. Names match without regard to ASCII letter case; a known field given twice
+// is refused; other fields are ignored. shape says what the body must be ("a JSON
+// object with …") in the messages. Every body parser of the API shares it (POST groupMembers,
+// the sign-in bodies), so that they judge broken bodies alike.
+func parseObject(b []byte, known []string, shape string) (map[string]json.RawMessage, error) {
+	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	if !utf8.Valid(b) {
+		return nil, dirgate.InvalidParam(fieldBody, "The request body is not valid UTF-8.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, dirgate.InvalidParam(fieldBody, "The request body is empty; it must be %s.", shape)
+		}
+		return nil, malformed()
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, dirgate.InvalidParam(fieldBody, "The request body must be %s.", shape)
+	}
+	raws := map[string]json.RawMessage{}
+	dup := ""
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, malformed()
+		}
+		key, _ := tok.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, malformed()
+		}
+		name, ok := knownName(key, known)
+		if !ok {
+			continue
+		}
+		if _, seen := raws[name]; seen && dup == "" {
+			dup = name
+		}
+		raws[name] = raw
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, malformed()
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, dirgate.InvalidParam(fieldBody, "The request body must hold one JSON object and nothing after it.")
+	}
+	if dup != "" {
+		return nil, dirgate.InvalidParam(dup, "The %s field is given more than once.", dup)
+	}
+	return raws, nil
 }
 
 func malformed() error {

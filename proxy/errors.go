@@ -57,6 +57,42 @@ type ErrorResponse struct {
 	Message    string              `json:"message"`
 	Code       string              `json:"code"`
 	ModelState map[string][]string `json:"modelState,omitempty"`
+	// InnerError says why a sign-in was refused (403, compat.md "Tokens").
+	InnerError *InnerError `json:"innerError,omitempty"`
+}
+
+// InnerError is the product's detail of a refused sign-in: code is one of the
+// dirgate.Reason constants. attemptsLeft is never sent (docs/auth.md, "Unknown
+// users").
+type InnerError struct {
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+// SignInRefusedMessage is the top-level message of every refused sign-in.
+const SignInRefusedMessage = "The sign-in was refused."
+
+// reasonMessages are the client messages of the sign-in refusals.
+var reasonMessages = map[string]string{
+	dirgate.ReasonInvalidCredentials: "The user name or password is incorrect.",
+	dirgate.ReasonAccountDisabled:    "The account is disabled.",
+	dirgate.ReasonAccountLockedOut:   "The account is locked out.",
+	dirgate.ReasonAccountExpired:     "The account has expired.",
+	dirgate.ReasonLogonTime:          "The account may not sign in at this time.",
+	dirgate.ReasonAccessDenied:       "The account may not sign in to this gateway.",
+	dirgate.ReasonPasswordChange:     "The password must be changed before this session can be used.",
+}
+
+// signInReason returns the reason of a refused sign-in in err's chain, or "".
+func signInReason(err error) string {
+	var se *dirgate.SignInError
+	if !errors.As(err, &se) {
+		return ""
+	}
+	if _, ok := reasonMessages[se.Reason]; !ok {
+		return dirgate.ReasonAccessDenied // a reason with no answer of its own
+	}
+	return se.Reason
 }
 
 // StatusClientClosedRequest is what the request log records when the client went
@@ -92,6 +128,11 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 		if rec == nil { // Error used outside this package's handler
 			slog.Default().ErrorContext(r.Context(), "http error", "method", clip(r.Method, maxLoggedMethod), "code", code, "error", clip(err.Error(), maxLoggedError))
 		}
+	case signInReason(err) != "":
+		reason := signInReason(err)
+		resp.Message = SignInRefusedMessage
+		resp.InnerError = &InnerError{Message: reasonMessages[reason], Code: reason}
+		rec.fail(code, nil)
 	case status == http.StatusUnauthorized:
 		resp.Message = UnauthenticatedMessage
 		rec.fail(code, nil)

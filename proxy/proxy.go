@@ -44,6 +44,8 @@ type Config struct {
 	Authenticator dirgate.Authenticator
 	// Service lists, removes and adds members. Required.
 	Service Service
+	// SignIn serves the sign-in flow's paths (signin.go); nil serves none of them.
+	SignIn SignIn
 	// Logger receives one line per request and the detail of server-side errors.
 	// nil means slog.Default().
 	Logger *slog.Logger
@@ -143,10 +145,12 @@ func apiPath(base string) string {
 
 // server is the http.Handler that New returns.
 type server struct {
-	cfg      Config
-	apiPath  string
-	throttle *throttle
-	metrics  *metrics
+	cfg     Config
+	apiPath string
+	// basePrefix is the base path as a prefix of other paths: "" for "/".
+	basePrefix string
+	throttle   *throttle
+	metrics    *metrics
 }
 
 // New returns the API's http.Handler. Every path it does not serve is answered 404
@@ -157,10 +161,11 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	return &server{
-		cfg:      cfg,
-		apiPath:  apiPath(cfg.BasePath),
-		throttle: newThrottle(cfg.Throttle),
-		metrics:  newMetrics(),
+		cfg:        cfg,
+		apiPath:    apiPath(cfg.BasePath),
+		basePrefix: strings.TrimSuffix(cfg.BasePath, "/"),
+		throttle:   newThrottle(cfg.Throttle),
+		metrics:    newMetrics(),
 	}, nil
 }
 
@@ -198,6 +203,9 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isAPIPath(r.URL.Path, s.apiPath) {
 		rec.route = routeGroupMembers
 		s.serveGroupMembers(sw, r, rec)
+		return
+	}
+	if s.serveSignIn(sw, r, rec) {
 		return
 	}
 	rec.route = routeNotFound

@@ -39,6 +39,11 @@ type Config struct {
 	AuthFailureWindow time.Duration
 	TrustedProxies    string
 
+	SignIn     bool
+	SecretFile string
+	SessionTTL time.Duration
+	TokenTTL   time.Duration
+
 	LDAPURL          string
 	LDAPBindDN       string
 	LDAPPasswordFile string
@@ -100,6 +105,10 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.PrincipalTTL, "principal-ttl", 30*time.Second, "how long a token's resolved principal (its groups) is reused")
 	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address within the window before it gets 429")
 	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
+	fs.BoolVar(&c.SignIn, "signin", true, "serve the sign-in flow (POST {base}/api/authSessions/create, {base}/api/auth; docs/auth.md)")
+	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of sessions and tokens kept in Redis; the same on every replica (required for sign-in with Redis)")
+	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Minute, "lifetime of a sign-in session (its id is exchanged once for a token)")
+	fs.DurationVar(&c.TokenTTL, "token-ttl", 30*time.Minute, "lifetime of a signed-in token (no renewal: sign in again)")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
 	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
@@ -274,7 +283,8 @@ func (c *Config) Validate() error {
 	}
 	// Zero would silently mean a package default for these; refuse it instead.
 	for name, d := range map[string]time.Duration{"principal-ttl": c.PrincipalTTL, "cache-ttl": c.CacheTTL,
-		"redis-timeout": c.RedisTimeout, "redis-retry-interval": c.RedisRetryInterval} {
+		"redis-timeout": c.RedisTimeout, "redis-retry-interval": c.RedisRetryInterval,
+		"session-ttl": c.SessionTTL, "token-ttl": c.TokenTTL} {
 		if d <= 0 {
 			bad(name, "must be positive")
 		}

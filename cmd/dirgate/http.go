@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/proxy"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -19,7 +20,7 @@ import (
 
 // handler assembles the HTTP stack: tracing outside, then the request deadline, then
 // the API with its operational endpoints mounted beside it.
-func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Handler, error) {
+func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *session.Service) (http.Handler, error) {
 	basePath := m.Config.BasePath
 	if basePath == "" {
 		basePath = "/" // proxy's spelling of "no base path"
@@ -37,11 +38,16 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 	if len(trusted) > 0 {
 		clientAddr = proxy.ForwardedClientAddr(trusted)
 	}
+	var si proxy.SignIn // a nil *session.Service must stay a nil interface
+	if signIn != nil {
+		si = signIn
+	}
 	api, err := proxy.New(proxy.Config{
 		ClientAddr:    clientAddr,
 		BasePath:      basePath,
 		Authenticator: auth,
 		Service:       svc,
+		SignIn:        si,
 		Logger:        m.Logger,
 		Throttle:      proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
 		Mounts:        mounts,

@@ -47,6 +47,9 @@ type Main struct {
 	changes            dirgate.ChangeSource
 	changesPerInstance bool
 	feed               *cache.Feed
+	// checker checks sign-in passwords: the upstream itself, outside the circuit
+	// breaker (a wrong password is no upstream failure). nil: no sign-in.
+	checker dirgate.CredentialChecker
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;
@@ -120,7 +123,15 @@ func (m *Main) Run(ctx context.Context) error {
 		return err
 	}
 
-	handler, err := m.handler(tokens, svc)
+	var auth dirgate.Authenticator = tokens
+	signIn, err := m.openSignIn(ctx, tokens)
+	if err != nil {
+		return err
+	}
+	if signIn != nil {
+		auth = signIn
+	}
+	handler, err := m.handler(auth, svc, signIn)
 	if err != nil {
 		return err
 	}
@@ -212,6 +223,16 @@ Demo tokens (plain text, development only):
   demo-helpdesk  acts as CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com
 Try:
   curl -s -H 'Adm-Authorization: demo-admin' '%s?group=%s&includeIndirect=true'
-
 `, base, base, group)
+	if m.checker == nil || !m.Config.SignIn {
+		fmt.Fprintln(m.stdout)
+		return
+	}
+	root := m.scheme + "://" + m.Addr() + m.Config.BasePath
+	fmt.Fprintf(m.stdout, `Demo sign-in (development only): dana.admin@corp.example.com / %s, hugo.helpdesk@corp.example.com / %s
+  SESSION=$(curl -s -H 'Content-Type: application/json' -d '{"username":"CORP\\dana.admin","password":"%s"}' %s/api/authSessions/create | jq -r .sessionId)
+  TOKEN=$(curl -s -H 'Content-Type: application/json' -d "{\"sessionId\":\"$SESSION\"}" %s/api/auth | jq -r .token)
+  curl -s -H "Adm-Authorization: $TOKEN" '%s?group=%s'
+
+`, demoPasswords["dana.admin"], demoPasswords["hugo.helpdesk"], demoPasswords["dana.admin"], root, root, base, group)
 }

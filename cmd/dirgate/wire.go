@@ -26,7 +26,10 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		if m.Config.MemoryLDIF != "" {
 			// Each instance watches its own file: no election.
 			m.changes, m.changesPerInstance = d, true
+		} else {
+			d.SetPasswords(demoPasswords)
 		}
+		m.checker = d
 		return d, nil
 	case "ldap":
 		d, err := ldap.Config{
@@ -46,7 +49,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			return nil, fmt.Errorf("ldap upstream: %w", err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
-		m.changes = d
+		m.changes, m.checker = d, d
 		return m.withBreaker("ldap", d), nil
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)

@@ -13,6 +13,7 @@ package memory
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
 	"fmt"
 	"os"
@@ -40,6 +41,7 @@ type Directory struct {
 	bySID     map[string][]*record // several objects may carry one SID (well-known SIDs)
 	byPrimary map[string][]*record // SID of the primary group -> its primary members
 	now       func() time.Time
+	passwords map[string][sha256.Size]byte // by lower-case sAMAccountName (signin.go)
 
 	watch watchState // the file and what was loaded from it (watch.go)
 }
