@@ -83,8 +83,14 @@ type SignInName struct {
 func (n SignInName) String() string { return n.raw }
 
 // downLevelForbidden are the characters a sAMAccountName or NetBIOS domain name
-// cannot hold (MS-ADTS 3.1.1.5.2.6) besides controls.
-const downLevelForbidden = "\"/\\[]:;|=,+*?<>@"
+// cannot hold (MS-ADTS 3.1.1.5.2.6) besides controls, and the filter and DN
+// metacharacters ( ) # that it could.
+const downLevelForbidden = "\"/\\[]:;|=,+*?<>@()#"
+
+// upnForbidden are the characters refused in a UPN's prefix: those of DN syntax and
+// of search filters. AD allows some of them there; no real account is expected to
+// use them, and refusing them keeps every hostile name away from the directory.
+const upnForbidden = "\\,=+<>#;\"*()/"
 
 // ParseSignInName validates a name for signing in. It refuses anything that is not
 // one of the two forms (a DN, in particular, so that no caller binds by DN), control
@@ -117,9 +123,9 @@ func ParseSignInName(s string) (SignInName, error) {
 		return SignInName{}, bad
 	}
 	user, dom := s[:i], s[i+1:]
-	// A UPN's suffix is a DNS name; its prefix may not hold what would make the bind
-	// name a DN or a second form.
-	if strings.ContainsAny(user, `\,=+<>#;"`) || strings.TrimSpace(user) != user || !isDNSName(dom) {
+	// A UPN's suffix is a DNS name; its prefix may hold none of the characters that
+	// mean something in a DN or a search filter.
+	if strings.ContainsAny(user, upnForbidden) || strings.TrimSpace(user) != user || !isDNSName(dom) {
 		return SignInName{}, bad
 	}
 	return SignInName{raw: s, User: user, Domain: dom}, nil
