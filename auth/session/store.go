@@ -245,7 +245,15 @@ func (s *Store) Exchange(ctx context.Context, id string) (Session, Token, error)
 	}
 	r, ok := s.open(ctx, key, kindSession, v)
 	now := s.now()
-	if !ok || r.Used || now.UnixNano() >= r.Expires {
+	if !ok || now.UnixNano() >= r.Expires {
+		return Session{}, Token{}, ErrUnknown
+	}
+	if r.Used {
+		// Exchanged before: put the record back, so that it still names its token
+		// for EndSession.
+		if err := s.backend.Set(ctx, key, v, time.Unix(0, r.Expires).Sub(now)); err != nil {
+			s.log.WarnContext(ctx, "session store: could not restore a used session", "err", err)
+		}
 		return Session{}, Token{}, ErrUnknown
 	}
 	ses := Session{ID: id, Subject: r.Subject, ChangePasswordReason: r.Reason, Expires: time.Unix(0, r.Expires)}
