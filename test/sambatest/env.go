@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	"github.com/go-ldap/ldap/v3"
 )
@@ -275,4 +276,65 @@ func (dc DC) TempGroup(t testing.TB, name string, members ...string) string {
 		}
 	})
 	return dn
+}
+
+// TempUser creates an enabled user account under CN=Users with sAMAccountName sam
+// (at most 20 characters), UPN sam@<the domain's DNS name> and password, as the
+// administrator, then applies change (nil: none) to it, and deletes it when the test
+// ends. Sign-in tests bind as such accounts, never as shared ones: a wrong password
+// counts toward the account's lockout.
+func (dc DC) TempUser(t testing.TB, sam, password string, change func(admin *ldap.Conn, dn string)) (dn, upn string) {
+	t.Helper()
+	admin := dc.DialAdmin(t)
+	dn = fmt.Sprintf("CN=%s,CN=Users,%s", ldap.EscapeDN(sam), dc.BaseDN)
+	upn = sam + "@" + dnsDomain(dc.BaseDN)
+	_ = admin.Del(ldap.NewDelRequest(dn, nil)) // left over by a killed run
+	add := ldap.NewAddRequest(dn, nil)
+	add.Attribute("objectClass", []string{"top", "person", "organizationalPerson", "user"})
+	add.Attribute("sAMAccountName", []string{sam})
+	add.Attribute("userPrincipalName", []string{upn})
+	add.Attribute("unicodePwd", []string{utf16Quoted(password)})
+	add.Attribute("userAccountControl", []string{"512"})
+	if err := admin.Add(add); err != nil {
+		t.Fatalf("sambatest: create user %s: %v", dn, err)
+	}
+	t.Cleanup(func() {
+		c, err := ldap.DialURL(dc.URL, ldap.DialWithTLSConfig(dc.TLSConfig()))
+		if err != nil {
+			t.Errorf("sambatest: delete %s: %v", dn, err)
+			return
+		}
+		defer c.Close()
+		if err := c.Bind(dc.AdminDN, dc.AdminPassword); err != nil {
+			t.Errorf("sambatest: delete %s: %v", dn, err)
+			return
+		}
+		if err := c.Del(ldap.NewDelRequest(dn, nil)); err != nil {
+			t.Errorf("sambatest: delete %s: %v", dn, err)
+		}
+	})
+	if change != nil {
+		change(admin, dn)
+	}
+	return dn, upn
+}
+
+// utf16Quoted is a password as unicodePwd takes it: quoted, in UTF-16LE.
+func utf16Quoted(pw string) string {
+	var b []byte
+	for _, r := range utf16.Encode([]rune(`"` + pw + `"`)) {
+		b = append(b, byte(r), byte(r>>8))
+	}
+	return string(b)
+}
+
+// dnsDomain is the DNS name of a domain DN: DC=corp,DC=example is corp.example.
+func dnsDomain(dn string) string {
+	var labels []string
+	for _, rdn := range strings.Split(dn, ",") {
+		if k, v, ok := strings.Cut(rdn, "="); ok && strings.EqualFold(strings.TrimSpace(k), "DC") {
+			labels = append(labels, v)
+		}
+	}
+	return strings.Join(labels, ".")
 }

@@ -29,7 +29,7 @@ var dataCodes = map[string]string{
 	"773": dirgate.ReasonMustChangePassword,
 }
 
-var dataCodeRE = regexp.MustCompile(`\bdata ([0-9a-fA-F]{1,8})\b`)
+var dataCodeRE = regexp.MustCompile(`(?i)\bdata ([0-9a-fA-F]{1,8})\b`)
 
 // CheckPassword binds once as the user, on a connection of its own (never the
 // service pool: a bind changes a connection's identity) over the upstream's TLS
