@@ -23,6 +23,15 @@ type Service struct {
 	Checker    dirgate.CredentialChecker
 	Principals Resolver
 	Fallback   dirgate.Authenticator
+	// Policy, when set, may refuse an account with valid credentials
+	// (*policy.Authorizer: the optional sign-in rule). A refusal is accessDenied.
+	Policy SignInPolicy
+}
+
+// SignInPolicy decides whether a signed-in principal may have a session; an
+// EFORBIDDEN error refuses it.
+type SignInPolicy interface {
+	AllowSignIn(ctx context.Context, p dirgate.Principal) error
 }
 
 var _ dirgate.Authenticator = (*Service)(nil)
@@ -52,11 +61,20 @@ func (s *Service) CreateSession(ctx context.Context, name dirgate.SignInName, pa
 	case err != nil:
 		return dirgate.SignInSession{}, fmt.Errorf("check password: %w", err)
 	default:
-		if _, err := s.Principals.Principal(ctx, subject); err != nil {
+		p, err := s.Principals.Principal(ctx, subject)
+		if err != nil {
 			if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
 				return dirgate.SignInSession{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
 			}
 			return dirgate.SignInSession{}, fmt.Errorf("resolve the signed-in account: %w", err)
+		}
+		if s.Policy != nil {
+			if err := s.Policy.AllowSignIn(ctx, p); err != nil {
+				if dirgate.ErrorCode(err) == dirgate.EFORBIDDEN {
+					return dirgate.SignInSession{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
+				}
+				return dirgate.SignInSession{}, fmt.Errorf("sign-in rule: %w", err)
+			}
 		}
 	}
 	ses, err := s.Store.CreateSession(ctx, subject.Canonical(), reason)

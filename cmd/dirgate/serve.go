@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/telemetry"
@@ -50,6 +51,8 @@ type Main struct {
 	// checker checks sign-in passwords: the upstream itself, outside the circuit
 	// breaker (a wrong password is no upstream failure). nil: no sign-in.
 	checker dirgate.CredentialChecker
+	// signInPolicy is the policy's optional sign-in rule (set by openPolicy).
+	signInPolicy session.SignInPolicy
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;

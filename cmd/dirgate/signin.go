@@ -68,7 +68,8 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		m.Logger.Warn("sign-in is served over plain HTTP on a non-loopback address: passwords cross the network in clear text; set DIRGATE_TLS_CERT_FILE and DIRGATE_TLS_KEY_FILE",
 			"listen", m.Config.Listen)
 	}
-	return &session.Service{Store: store, Checker: m.checker, Principals: tokens, Fallback: tokens}, nil
+	return &session.Service{Store: store, Checker: m.checker, Principals: tokens, Fallback: tokens,
+		Policy: m.signInPolicy}, nil
 }
 
 // isLoopback reports whether a listen address only accepts local connections; an

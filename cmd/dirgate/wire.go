@@ -98,6 +98,7 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 		return fmt.Errorf("policy: %w", err)
 	}
 	svc.Authz = authz
+	m.signInPolicy = authz
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
 	m.ready.add("policy", func(context.Context) error { return authz.Ready() })
