@@ -46,6 +46,9 @@ type Config struct {
 	Service Service
 	// SignIn serves the sign-in flow's paths (signin.go); nil serves none of them.
 	SignIn SignIn
+	// SharedFailures, when set, counts failed sign-ins across replicas beside the
+	// in-process throttle (signin.go).
+	SharedFailures SharedFailures
 	// Logger receives one line per request and the detail of server-side errors.
 	// nil means slog.Default().
 	Logger *slog.Logger

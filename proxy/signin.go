@@ -131,18 +131,43 @@ func boundedString(name string, raw json.RawMessage) (string, error) {
 	return v, nil
 }
 
-// refused counts a refused sign-in or an unknown session id against the client's
-// address and holds the answer as for a bad token.
-func (s *server) refused(r *http.Request, rec *record, err error) {
-	code := dirgate.ErrorCode(err)
-	if code == dirgate.EFORBIDDEN || code == dirgate.EUNAUTHENTICATED {
-		s.hold(r.Context(), s.throttle.fail(rec.client, s.cfg.Now()))
-	}
+// SharedFailures counts failed sign-ins per client address across replicas
+// (*session.RedisFailures), in a window that starts at an address's first failure.
+// Its errors only lose the shared count: the in-process throttle still holds.
+type SharedFailures interface {
+	AddFailure(ctx context.Context, addr string, window time.Duration) (int, error)
+	Failures(ctx context.Context, addr string) (int, time.Duration, error)
 }
 
-// throttled answers 429 when the client's address has used up its failures.
+// refused counts a refused sign-in or an unknown session id against the client's
+// address, here and in SharedFailures, and holds the answer as for a bad token, by
+// the larger of the two counts.
+func (s *server) refused(r *http.Request, rec *record, err error) {
+	code := dirgate.ErrorCode(err)
+	if code != dirgate.EFORBIDDEN && code != dirgate.EUNAUTHENTICATED {
+		return
+	}
+	d := s.throttle.fail(rec.client, s.cfg.Now())
+	if s.cfg.SharedFailures != nil {
+		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), rec.client, s.cfg.Throttle.Window)
+		if err != nil {
+			s.cfg.Logger.DebugContext(r.Context(), "shared sign-in failure count unavailable", "err", clip(err.Error(), maxLoggedError))
+		}
+		d = max(d, s.throttle.delay(n))
+	}
+	s.hold(r.Context(), d)
+}
+
+// throttled answers 429 when the client's address has used up its failures on this
+// replica or, with SharedFailures, on all of them together.
 func (s *server) throttled(w http.ResponseWriter, r *http.Request, rec *record) bool {
-	if wait, blocked := s.throttle.blocked(rec.client, s.cfg.Now()); blocked {
+	wait, blocked := s.throttle.blocked(rec.client, s.cfg.Now())
+	if !blocked && s.cfg.SharedFailures != nil {
+		if n, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), rec.client); err == nil && n >= s.cfg.Throttle.MaxFailures {
+			wait, blocked = ttl, true
+		}
+	}
+	if blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later."))
 		return true

@@ -251,3 +251,44 @@ func TestSignInThrottle(t *testing.T) {
 		t.Errorf("after the window: %d %s", w.Code, w.Body)
 	}
 }
+
+// sharedCount is a SharedFailures as another replica would see it too.
+type sharedCount struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *sharedCount) AddFailure(_ context.Context, addr string, _ time.Duration) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[addr]++
+	return c.n[addr], nil
+}
+
+func (c *sharedCount) Failures(_ context.Context, addr string) (int, time.Duration, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[addr], 30 * time.Second, nil
+}
+
+// TestSignInThrottleAcrossReplicas: failures made on two replicas add up.
+func TestSignInThrottleAcrossReplicas(t *testing.T) {
+	shared := &sharedCount{n: map[string]int{}}
+	mod := func(c *proxy.Config) {
+		c.Throttle = proxy.ThrottleConfig{MaxFailures: 4, SlowAfter: 100, Window: time.Minute}
+		c.SharedFailures = shared
+	}
+	a, _ := newSignInEnv(t, mod)
+	b, _ := newSignInEnv(t, mod)
+	for i, e := range []*env{a, b, a, b} {
+		if w := post(e, createPath, "application/json", `{"username":"a@corp.example.com","password":"x"}`); w.Code != 403 {
+			t.Fatalf("attempt %d: %d", i, w.Code)
+		}
+	}
+	for _, e := range []*env{a, b} {
+		w := post(e, createPath, "application/json", `{"username":"alice@corp.example.com","password":"right"}`)
+		if w.Code != 429 || w.Header().Get("Retry-After") != "30" {
+			t.Errorf("after 2+2 failures: %d Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+}

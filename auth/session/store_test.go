@@ -241,3 +241,31 @@ func TestOneExchangeWins(t *testing.T) {
 		}
 	})
 }
+
+func TestRedisFailures(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	a := NewRedisFailures(c, "p:", time.Second)
+	b := NewRedisFailures(c, "p:", time.Second) // another replica
+	if n, _, err := a.Failures(ctx, "192.0.2.1"); n != 0 || err != nil {
+		t.Fatalf("fresh: %d %v", n, err)
+	}
+	for i, f := range []*RedisFailures{a, b, a} {
+		if n, err := f.AddFailure(ctx, "192.0.2.1", time.Minute); n != i+1 || err != nil {
+			t.Fatalf("failure %d: %d %v", i+1, n, err)
+		}
+	}
+	n, ttl, err := b.Failures(ctx, "192.0.2.1")
+	if n != 3 || ttl <= 59*time.Second || ttl > time.Minute || err != nil {
+		t.Errorf("count %d window left %v %v", n, ttl, err)
+	}
+	if n, _, _ := b.Failures(ctx, "192.0.2.2"); n != 0 {
+		t.Errorf("another address: %d", n)
+	}
+	// The window does not slide with each failure: it starts at the first.
+	if d, _ := c.PTTL(ctx, a.key("192.0.2.1")).Result(); d > time.Minute {
+		t.Errorf("TTL %v", d)
+	}
+}

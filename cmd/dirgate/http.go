@@ -38,19 +38,24 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 	if len(trusted) > 0 {
 		clientAddr = proxy.ForwardedClientAddr(trusted)
 	}
-	var si proxy.SignIn // a nil *session.Service must stay a nil interface
+	var si proxy.SignIn // nil pointers must stay nil interfaces
+	var shared proxy.SharedFailures
 	if signIn != nil {
 		si = signIn
 	}
+	if m.signInFailures != nil {
+		shared = m.signInFailures
+	}
 	api, err := proxy.New(proxy.Config{
-		ClientAddr:    clientAddr,
-		BasePath:      basePath,
-		Authenticator: auth,
-		Service:       svc,
-		SignIn:        si,
-		Logger:        m.Logger,
-		Throttle:      proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
-		Mounts:        mounts,
+		ClientAddr:     clientAddr,
+		BasePath:       basePath,
+		Authenticator:  auth,
+		Service:        svc,
+		SignIn:         si,
+		SharedFailures: shared,
+		Logger:         m.Logger,
+		Throttle:       proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
+		Mounts:         mounts,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

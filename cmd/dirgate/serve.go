@@ -53,6 +53,8 @@ type Main struct {
 	checker dirgate.CredentialChecker
 	// signInPolicy is the policy's optional sign-in rule (set by openPolicy).
 	signInPolicy session.SignInPolicy
+	// signInFailures counts failed sign-ins across replicas (with Redis).
+	signInFailures *session.RedisFailures
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;

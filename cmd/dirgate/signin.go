@@ -56,6 +56,7 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		}
 		m.closers = append(m.closers, client.Close)
 		backend = session.NewRedisBackend(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
+		m.signInFailures = session.NewRedisFailures(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
 	} else {
 		backend = session.NewMemoryBackend(0)
 	}

@@ -1,0 +1,64 @@
+package session
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisFailures counts failed sign-ins per client address across replicas
+// (proxy.SharedFailures): one counter per address, in a fixed window that starts at
+// its first failure. The address is hashed into the key, which bounds its length.
+type RedisFailures struct {
+	client  redis.UniversalClient
+	prefix  string
+	timeout time.Duration
+}
+
+// NewRedisFailures counts in client under prefix; timeout bounds each command.
+func NewRedisFailures(client redis.UniversalClient, prefix string, timeout time.Duration) *RedisFailures {
+	return &RedisFailures{client: client, prefix: prefix, timeout: timeout}
+}
+
+func (f *RedisFailures) key(addr string) string {
+	sum := sha256.Sum256([]byte(addr))
+	return f.prefix + "fail:" + hex.EncodeToString(sum[:16])
+}
+
+// incr adds one and starts the window on the first failure, atomically.
+var incr = redis.NewScript(`local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return n`)
+
+// AddFailure records a failure of addr and returns the count in its window.
+func (f *RedisFailures) AddFailure(ctx context.Context, addr string, window time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	n, err := incr.Run(ctx, f.client, []string{f.key(addr)}, window.Milliseconds()).Int()
+	return n, err
+}
+
+// Failures returns addr's count and how long its window still runs.
+func (f *RedisFailures) Failures(ctx context.Context, addr string) (int, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	k := f.key(addr)
+	pipe := f.client.Pipeline()
+	get := pipe.Get(ctx, k)
+	ttl := pipe.PTTL(ctx, k)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, 0, err
+	}
+	n, err := get.Int()
+	if errors.Is(err, redis.Nil) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return n, max(ttl.Val(), 0), nil
+}
