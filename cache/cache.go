@@ -36,6 +36,7 @@ type Cache struct {
 	cfg     Config
 	dir     dirgate.Directory
 	store   store
+	sealer  *sealer // authenticates entries in Redis (seal.go); nil in process
 	keys    keys
 	l1      *firstLevel
 	flights singleflight.Group
@@ -126,6 +127,7 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		cfg:      c,
 		dir:      dir,
 		store:    st,
+		sealer:   sealerFor(c),
 		keys:     keys{prefix: c.Redis.KeyPrefix},
 		l1:       newFirstLevel(c.MaxBytes),
 		health:   health{interval: c.RetryInterval, log: c.Logger},

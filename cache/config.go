@@ -64,6 +64,10 @@ type Config struct {
 	// listing is invalidated by any removal, since the query does not tell which
 	// nested groups it went through.
 	Transitive dirgate.TransitiveLister
+	// Secret keys the HMAC of every entry stored in Redis (seal.go), so that a Redis
+	// writer cannot change a listing: every replica must have the same. nil stores
+	// entries unauthenticated, as before DIRGATE_SECRET_FILE existed.
+	Secret []byte
 	// Logger receives Redis state changes and corrupt entries. nil means slog.Default().
 	Logger *slog.Logger
 

@@ -194,6 +194,12 @@ func (c *Cache) validKnown(ctx context.Context, e *entry, known map[string]strin
 
 // decode decodes a stored value and checks that it is the entry req asked for.
 func (c *Cache) decode(v string, req request) (*entry, error) {
+	if c.sealer != nil {
+		var err error
+		if v, err = c.sealer.open(req.key, v); err != nil {
+			return nil, err
+		}
+	}
 	e, err := decodeEntry(v)
 	if err != nil {
 		return nil, err
@@ -320,6 +326,9 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 func (c *Cache) put(ctx context.Context, req request, e *entry, blob string) (stored bool) {
 	ctx, span := tracer().Start(ctx, "cache write", trace.WithAttributes(attribute.Int("dirgate.cache.bytes", len(blob))))
 	defer func() { span.SetAttributes(attribute.Bool("dirgate.cache.stored", stored)); span.End() }()
+	if c.sealer != nil {
+		blob = c.sealer.seal(req.key, blob)
+	}
 	if req.root == "" {
 		return c.op(ctx, false, func(ctx context.Context) error {
 			return c.store.set(ctx, req.key, blob, c.storeTTL)

@@ -55,6 +55,9 @@ type Main struct {
 	signInPolicy session.SignInPolicy
 	// signInFailures counts failed sign-ins across replicas (with Redis).
 	signInFailures *session.RedisFailures
+	// secret is DIRGATE_SECRET_FILE's content, read once (readSecret).
+	secret       []byte
+	warnedSecret bool
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;

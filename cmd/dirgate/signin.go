@@ -29,18 +29,16 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 	if !m.Config.SignIn || m.checker == nil {
 		return nil, nil
 	}
-	var secret []byte
+	secret, err := m.readSecret()
+	if err != nil {
+		return nil, err
+	}
 	var backend session.Backend
 	switch {
-	case m.Config.SecretFile != "":
-		var err error
-		if secret, err = session.ReadSecret(m.Config.SecretFile); err != nil {
-			return nil, err
-		}
+	case secret != nil:
 	case m.Config.RedisAddr != "":
 		// Shared records must be sealed under a key every replica knows and Redis
-		// does not: without one, sign-in stays off.
-		m.Logger.Warn("sign-in is off: with Redis it needs DIRGATE_SECRET_FILE (docs/auth.md)")
+		// does not: without one, sign-in stays off (readSecret warned).
 		return nil, nil
 	default:
 		secret = make([]byte, 32) // in process only: a key of this run
@@ -71,6 +69,25 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 	}
 	return &session.Service{Store: store, Checker: m.checker, Principals: tokens, Fallback: tokens,
 		Policy: m.signInPolicy}, nil
+}
+
+// readSecret reads DIRGATE_SECRET_FILE once (nil when unset). With Redis it keys
+// the HMACs of cache entries and of sessions and tokens; without one, Redis holds
+// listings any Redis writer could change, and a warning says so.
+func (m *Main) readSecret() ([]byte, error) {
+	if m.secret != nil || m.Config.SecretFile == "" {
+		if m.secret == nil && m.Config.RedisAddr != "" && !m.warnedSecret {
+			m.warnedSecret = true
+			m.Logger.Warn("DIRGATE_SECRET_FILE is not set: cache entries in Redis are not authenticated, and sign-in is off (docs/cache.md)")
+		}
+		return m.secret, nil
+	}
+	s, err := session.ReadSecret(m.Config.SecretFile)
+	if err != nil {
+		return nil, err
+	}
+	m.secret = s
+	return s, nil
 }
 
 // isLoopback reports whether a listen address only accepts local connections; an

@@ -110,6 +110,11 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 // invalidates on removal) and the member service's Lister.
 func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cache, error) {
 	cfg := m.Config.cacheConfig(m)
+	secret, err := m.readSecret()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Secret = secret
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
 		cfg.Transitive = t
 	}
