@@ -40,6 +40,22 @@ const (
 // dirgate's are 43 and 47 bytes.
 const MaxSessionIDLength = 256
 
+// SignInRoute returns the sign-in path that path is under basePath (as
+// Config.BasePath spells it), matched as the handler matches it, for telemetry to
+// name spans and metrics by.
+func SignInRoute(basePath, path string) (string, bool) {
+	if basePath == "" {
+		basePath = DefaultBasePath
+	}
+	prefix := strings.TrimSuffix(basePath, "/")
+	for _, p := range []string{SessionCreatePath, AuthPath, SessionsPath} {
+		if isAPIPath(path, prefix+p) {
+			return prefix + p, true
+		}
+	}
+	return "", false
+}
+
 // serveSignIn serves the sign-in paths and reports whether path was one of them.
 func (s *server) serveSignIn(w http.ResponseWriter, r *http.Request, rec *record) bool {
 	if s.cfg.SignIn == nil {

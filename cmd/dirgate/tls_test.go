@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"io"
 	"math/big"
@@ -147,6 +148,27 @@ func TestHTTPS(t *testing.T) {
 	waitReload(t, reloads, false)
 	if got := servedSerial(t, m.Addr(), ca); got != 200 {
 		t.Fatalf("after renewal: served serial %d, want 200", got)
+	}
+	// The sign-in flow over HTTPS, on a connection made after the renewal.
+	client.CloseIdleConnections()
+	root := "https://" + m.Addr() + "/restApi"
+	res, err = client.Post(root+"/api/authSessions/create", "application/json",
+		strings.NewReader(`{"username":"dana.admin@corp.example.com","password":"`+demoPasswords["dana.admin"]+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ses struct{ SessionID string }
+	json.NewDecoder(res.Body).Decode(&ses)
+	res.Body.Close()
+	res, err = client.Post(root+"/api/auth", "application/json", strings.NewReader(`{"sessionId":"`+ses.SessionID+`"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tok struct{ Token string }
+	json.NewDecoder(res.Body).Decode(&tok)
+	res.Body.Close()
+	if res.TLS == nil || res.TLS.PeerCertificates[0].SerialNumber.Int64() != 200 || !strings.HasPrefix(tok.Token, "dgt_") {
+		t.Fatalf("sign-in over HTTPS after the renewal: %d, token %q", res.StatusCode, tok.Token)
 	}
 	writeAtomic(t, certFile, []byte("not a certificate"))
 	waitReload(t, reloads, true)
