@@ -136,6 +136,11 @@ type ErrorBody struct {
 	Message    string              `json:"message"`
 	Code       string              `json:"code"`
 	ModelState map[string][]string `json:"modelState"`
+	// InnerError is a refused sign-in's reason (docs/auth.md); only on 403.
+	InnerError *struct {
+		Message string `json:"message"`
+		Code    string `json:"code"`
+	} `json:"innerError"`
 }
 
 // CheckError reports how r departs from docs/api.md's error shape: a JSON object with
@@ -172,6 +177,8 @@ func CheckError(r Result) (ErrorBody, error) {
 		return e, fmt.Errorf("status %d carries modelState", r.Status)
 	case len(e.ModelState) > 1:
 		return e, fmt.Errorf("modelState names %d parameters", len(e.ModelState))
+	case e.InnerError != nil && (r.Status != 403 || e.InnerError.Code == "" || e.InnerError.Message == ""):
+		return e, fmt.Errorf("status %d: innerError %+v outside a complete sign-in refusal", r.Status, *e.InnerError)
 	}
 	for p, msgs := range e.ModelState {
 		if len(msgs) != 1 || msgs[0] != e.Message {
