@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,7 +82,7 @@ func (s *server) serveSignIn(w http.ResponseWriter, r *http.Request, rec *record
 	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	}
-	if !strings.Contains(allow, r.Method) || r.Method == "" {
+	if !slices.Contains(strings.Split(allow, ", "), r.Method) {
 		w.Header().Set("Allow", allow)
 		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use %s.", allow))
 		return true

@@ -211,6 +211,8 @@ func TestSignInMethodsAndPaths(t *testing.T) {
 		{http.MethodGet, authPath, "POST, DELETE"},
 		{http.MethodPut, authPath, "POST, DELETE"},
 		{http.MethodPost, "/restApi/api/authSessions", "DELETE"},
+		{"OST", authPath, "POST, DELETE"},
+		{"post", createPath, "POST"},
 	} {
 		w := e.serve(httptest.NewRequest(c.method, c.target, nil))
 		if w.Code != 405 || w.Header().Get("Allow") != c.allow {
