@@ -22,6 +22,8 @@ type Directory struct {
 	// userDialer is the service dialer's address and TLS settings without its
 	// credentials: CheckPassword binds as the signing-in user over it.
 	userDialer dialer
+	// netbios is the domain's NetBIOS name, read at the first sign-in (signin.go).
+	netbios atomic.Pointer[string]
 
 	// Learnt from the server at Open.
 	domainSID string // objectSid of the domain naming context: primary groups live there

@@ -73,6 +73,18 @@ func bindRefusal(err error) error {
 // implicit sAMAccountName@dns-domain) or by DOMAIN\sAMAccountName; the search
 // runs under the user's own identity, which may read its own entry.
 func (d *Directory) ownGUID(ctx context.Context, c conn, name dirgate.SignInName) (dirgate.Identifier, error) {
+	if name.DownLevel {
+		// DOMAIN\user of a trusted domain binds too; its sAMAccountName must not be
+		// looked up in this domain, where it may name someone else.
+		nb, err := d.netbiosName(ctx, c)
+		if err != nil {
+			return dirgate.Identifier{}, err
+		}
+		if !strings.EqualFold(name.Domain, nb) {
+			return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied,
+				Err: fmt.Errorf("the account's domain is not the served domain %s", nb)}
+		}
+	}
 	filters := []string{"(sAMAccountName=" + goldap.EscapeFilter(name.User) + ")"}
 	if !name.DownLevel {
 		filters = []string{"(userPrincipalName=" + goldap.EscapeFilter(name.String()) + ")"}
@@ -106,6 +118,37 @@ func (d *Directory) ownGUID(ctx context.Context, c conn, name dirgate.SignInName
 	// domain's): dirgate serves no principal for it.
 	return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied,
 		Err: errors.New("the account that bound is not under the base DN")}
+}
+
+// netbiosName reads the served domain's NetBIOS name from its crossRef in the
+// configuration partition, once (on the signing-in user's connection: any
+// authenticated user may read it).
+func (d *Directory) netbiosName(ctx context.Context, c conn) (string, error) {
+	if nb := d.netbios.Load(); nb != nil {
+		return *nb, nil
+	}
+	var config, domain, nb string
+	err := search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"configurationNamingContext", "defaultNamingContext"}}, func(e *goldap.Entry) error {
+		config, domain = e.GetAttributeValue("configurationNamingContext"), e.GetAttributeValue("defaultNamingContext")
+		return nil
+	})
+	if err == nil && config != "" && domain != "" {
+		err = search(ctx, c, query{base: "CN=Partitions," + config, scope: goldap.ScopeSingleLevel,
+			filter: "(&(objectClass=crossRef)(nCName=" + goldap.EscapeFilter(domain) + "))", attrs: []string{"nETBIOSName"}},
+			func(e *goldap.Entry) error {
+				nb = e.GetAttributeValue("nETBIOSName")
+				return nil
+			})
+	}
+	if err != nil {
+		return "", wrap("sign-in: read the domain's NetBIOS name", err)
+	}
+	if nb == "" {
+		return "", dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("ldap: sign-in: the domain's crossRef has no nETBIOSName"))
+	}
+	d.netbios.Store(&nb)
+	return nb, nil
 }
 
 // dnsDomain returns the DNS name of a domain DN's DC components: DC=corp,DC=example

@@ -74,10 +74,24 @@ func TestCheckPasswordOutcomes(t *testing.T) {
 		}
 	}
 
+	// A DOMAIN\\user is looked up only when DOMAIN is the served domain's NetBIOS
+	// name (read from its crossRef at the first down-level sign-in): a trusted
+	// domain's user, whose bind the DC accepts, must not become this domain's user of
+	// the same name. The harness has no trust; the read is checked, and another
+	// domain part is refused whatever the DC said.
+	if nb := d.netbios.Load(); nb == nil || !strings.EqualFold(*nb, netbios) {
+		t.Errorf("NetBIOS name read as %v, want %s", nb, netbios)
+	}
+	_, err := d.CheckPassword(ctx, mustName(t, "OTHER"+netbios+`\`+tempSAM("ok")), signInPassword)
+	t.Logf("another domain part: %v", err)
+	if reasonOf(err) == "" {
+		t.Errorf("another domain's name signed in as this domain's account")
+	}
+
 	// A wrong password: invalidCredentials, and badPwdCount rises by exactly one
 	// (one bind, never retried).
 	before, _ := strconv.Atoi(adminRead(t, admin, okDN, "badPwdCount"))
-	_, err := d.CheckPassword(ctx, mustName(t, okUPN), "wrong-password")
+	_, err = d.CheckPassword(ctx, mustName(t, okUPN), "wrong-password")
 	if reasonOf(err) != dirgate.ReasonInvalidCredentials {
 		t.Errorf("wrong password: %v", err)
 	}
