@@ -217,6 +217,11 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 	defer span.End()
 	ses, err := s.cfg.SignIn.CreateSession(ctx, name, body.Password)
 	span.SetAttributes(attribute.String("dirgate.outcome", signInOutcome(err)))
+	if reason := signInReason(err); reason != "" {
+		// The reason only: never the password, and not the name either (users type
+		// passwords into name fields).
+		s.cfg.Logger.InfoContext(ctx, "sign-in refused", "reason", reason, "client", rec.client)
+	}
 	if err != nil {
 		s.refused(r, rec, err)
 		Error(w, r, fmt.Errorf("create session: %w", err))

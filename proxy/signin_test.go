@@ -142,6 +142,9 @@ func TestSignInRefusals(t *testing.T) {
 		if w.Code != 403 || b.Code != dirgate.EFORBIDDEN || b.InnerError == nil || b.InnerError.Code != reason || b.InnerError.Message == "" {
 			t.Errorf("%s: %d %s", reason, w.Code, w.Body)
 		}
+		if !strings.Contains(e.log.String(), `"msg":"sign-in refused","reason":"`+reason+`"`) || strings.Contains(e.log.String(), "alice") {
+			t.Errorf("%s: log %s", reason, e.log.String())
+		}
 	}
 	e, _ := newSignInEnv(t, nil)
 	w := post(e, authPath, "application/json", `{"sessionId":"must-change"}`)
