@@ -60,6 +60,8 @@ type version struct {
 	reads map[string]bool
 
 	plans *planCache
+	// draft marks a draft tried through the decisions API (explain.go).
+	draft bool
 }
 
 // batchQuery evaluates the decision for each input.objects[i] in one evaluation,
