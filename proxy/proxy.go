@@ -62,6 +62,9 @@ type Config struct {
 	// BodyReadTimeout bounds the time from the handler's start to the end of the
 	// request body. 0 means DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// Decisions, when set, serves the decisions API at DecisionsPath below the base
+	// path (decisions.go).
+	Decisions Decisions
 }
 
 // Validate reports every problem of the configuration at once, after defaults.
@@ -143,10 +146,12 @@ func apiPath(base string) string {
 
 // server is the http.Handler that New returns.
 type server struct {
-	cfg      Config
-	apiPath  string
-	throttle *throttle
-	metrics  *metrics
+	cfg     Config
+	apiPath string
+	// decisionsPath is the decisions API's path (decisions.go).
+	decisionsPath string
+	throttle      *throttle
+	metrics       *metrics
 }
 
 // New returns the API's http.Handler. Every path it does not serve is answered 404
@@ -157,10 +162,11 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	return &server{
-		cfg:      cfg,
-		apiPath:  apiPath(cfg.BasePath),
-		throttle: newThrottle(cfg.Throttle),
-		metrics:  newMetrics(),
+		cfg:           cfg,
+		apiPath:       apiPath(cfg.BasePath),
+		decisionsPath: strings.TrimSuffix(apiPath(cfg.BasePath), ResourcePath) + DecisionsPath,
+		throttle:      newThrottle(cfg.Throttle),
+		metrics:       newMetrics(),
 	}, nil
 }
 
@@ -168,6 +174,7 @@ func New(cfg Config) (http.Handler, error) {
 const (
 	routeGroupMembers = "groupMembers"
 	routeNotFound     = "notFound"
+	routeDecisions    = "policyDecisions"
 )
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -198,6 +205,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isAPIPath(r.URL.Path, s.apiPath) {
 		rec.route = routeGroupMembers
 		s.serveGroupMembers(sw, r, rec)
+		return
+	}
+	if s.cfg.Decisions != nil && isAPIPath(r.URL.Path, s.decisionsPath) {
+		rec.route = routeDecisions
+		s.serveDecisions(sw, r, rec)
 		return
 	}
 	rec.route = routeNotFound

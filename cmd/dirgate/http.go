@@ -29,6 +29,12 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 		"/readyz":  m.ready,
 		"/metrics": m.telemetry.Metrics,
 	}
+	dec := decisionsFor(svc)
+	if dec != nil {
+		if err := addExplorer(mounts, basePath); err != nil {
+			return nil, err
+		}
+	}
 	trusted, err := m.Config.trustedProxies()
 	if err != nil {
 		return nil, err
@@ -45,6 +51,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service) (http.Hand
 		Logger:        m.Logger,
 		Throttle:      proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
 		Mounts:        mounts,
+		Decisions:     dec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
