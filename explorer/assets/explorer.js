@@ -124,7 +124,7 @@
       if (hasCandidate && (o.candidate.view !== o.active.view || o.candidate.remove !== o.active.remove)) diffs++;
     }
     const who = ex.subject.displayName || ex.subject.dn;
-    const cand = hasCandidate ? (ex.candidateSource + " " + ex.candidateRevision) : "none";
+    const cand = hasCandidate ? (ex.candidateSource === "draft" ? "the draft " : "") + ex.candidateRevision : "none";
     $("caption").textContent = "Decisions for " + who + " on the members of " + (ex.group.displayName || ex.group.dn);
     $("summary").textContent = objs.length + " objects; active policy " + ex.activeRevision + ", candidate " + cand +
       (hasCandidate ? "; " + diffs + " objects decided differently" : "");
