@@ -96,10 +96,16 @@ func (e *DraftError) Error() string { return "draft: " + e.Msg }
 // q.Caller to explain q.Subject in q.Group. A refusal is an EFORBIDDEN error; a
 // draft that cannot be tried is a *DraftError.
 func (a *Authorizer) Explain(ctx context.Context, q ExplainQuery) (Explanation, error) {
-	v := a.current.Load()
-	if err := a.allowExplain(ctx, v, q); err != nil {
+	if err := a.allowExplain(ctx, a.current.Load(), q); err != nil {
 		return Explanation{}, err
 	}
+	return a.Compare(ctx, q)
+}
+
+// Compare is Explain without asking whether q.Caller may: for `dirgate policy
+// diff`, run by whoever holds both policy directories.
+func (a *Authorizer) Compare(ctx context.Context, q ExplainQuery) (Explanation, error) {
+	v := a.current.Load()
 	var other *version
 	source := ""
 	var evalCtx = ctx
