@@ -142,7 +142,11 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	}
 	a.current.Store(v)
 	if cfg.Candidate.Dir != "" {
-		a.cand = openCandidate(ctx, cfg.Candidate, a.logger, a.now, cfg.PlanCacheSize)
+		maxNamed := 0 // without a decision log, differences are only counted
+		if a.dlog != nil {
+			maxNamed = max(a.dlog.maxDenied, 0)
+		}
+		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize)
 	}
 	a.logger.Info("policy loaded", "source", a.source(), "revision", v.revision, "modules", v.files,
 		"nondeterministic_builtins", v.nondeterministic)

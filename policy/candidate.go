@@ -50,12 +50,14 @@ func (c CandidateConfig) validate() []error {
 // does not load, at start-up or later, is only reported (Ready, a metric, the log):
 // the active policy alone answers, so a broken candidate cannot affect an answer.
 type candidate struct {
-	cfg     CandidateConfig
-	logger  *slog.Logger
-	now     func() time.Time
-	size    int
-	current atomic.Pointer[version] // nil until a version loads
-	metrics candidateMetrics
+	cfg CandidateConfig
+	// maxNamed bounds the GUIDs a decision line names (the decision log's bound).
+	maxNamed int
+	logger   *slog.Logger
+	now      func() time.Time
+	size     int
+	current  atomic.Pointer[version] // nil until a version loads
+	metrics  candidateMetrics
 
 	mu        sync.Mutex // serialises reloads and guards the fields below
 	lastErr   error
@@ -78,8 +80,8 @@ func newCandidateMetrics() candidateMetrics {
 	return candidateMetrics{differences: differences, reloads: reloads, broken: broken}
 }
 
-func openCandidate(ctx context.Context, cfg CandidateConfig, logger *slog.Logger, now func() time.Time, planCacheSize int) *candidate {
-	c := &candidate{cfg: cfg, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, metrics: newCandidateMetrics()}
+func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logger *slog.Logger, now func() time.Time, planCacheSize int) *candidate {
+	c := &candidate{cfg: cfg, maxNamed: maxNamed, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, metrics: newCandidateMetrics()}
 	c.reload(ctx)
 	return c
 }
@@ -124,8 +126,9 @@ type candidateDiff struct {
 	revision     string
 	newlyAllowed []string
 	newlyDenied  []string
-	// nAllowed and nDenied count them.
+	// nAllowed and nDenied count them; the two lists name at most max objects in all.
 	nAllowed, nDenied int
+	max               int
 }
 
 // view decides a listing under the candidate and compares it with the active
@@ -137,11 +140,17 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 	if v == nil {
 		return nil
 	}
-	cand := make([]bool, len(objs))
+	buf := candidateBools.Get().(*[]bool)
+	defer candidateBools.Put(buf)
+	if cap(*buf) < len(objs) {
+		*buf = make([]bool, len(objs))
+	}
+	cand := (*buf)[:len(objs)]
+	clear(cand)
 	if _, err := v.filterView(ctx, c.logger, in, objs, cand, 0); err != nil {
 		return nil // the request ended
 	}
-	d := &candidateDiff{revision: v.revision}
+	d := &candidateDiff{revision: v.revision, max: c.maxNamed}
 	for i := range decided {
 		if allowed[i] != cand[i] {
 			d.add(objs[i].GUID, cand[i])
@@ -150,6 +159,10 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 	c.count(ctx, ActionView, d)
 	return d
 }
+
+// candidateBools are the candidate's decisions of a listing, reused between
+// requests: a listing of thousands of objects would otherwise allocate as many.
+var candidateBools = sync.Pool{New: func() any { return new([]bool) }}
 
 // change decides one membership change under the candidate.
 func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) *candidateDiff {
@@ -164,7 +177,7 @@ func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed
 		}
 		c.logger.Error("candidate policy: evaluation failed; "+in.Action+" would be denied", "revision", v.revision, "err", err)
 	}
-	d := &candidateDiff{revision: v.revision}
+	d := &candidateDiff{revision: v.revision, max: c.maxNamed}
 	if got := out.allowed && err == nil; got != allowed {
 		d.add(in.Object.GUID, got)
 	}
@@ -173,12 +186,17 @@ func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed
 }
 
 func (d *candidateDiff) add(guid string, nowAllowed bool) {
+	named := len(d.newlyAllowed)+len(d.newlyDenied) < d.max
 	if nowAllowed {
 		d.nAllowed++
-		d.newlyAllowed = append(d.newlyAllowed, guid)
+		if named {
+			d.newlyAllowed = append(d.newlyAllowed, guid)
+		}
 	} else {
 		d.nDenied++
-		d.newlyDenied = append(d.newlyDenied, guid)
+		if named {
+			d.newlyDenied = append(d.newlyDenied, guid)
+		}
 	}
 }
 
@@ -193,31 +211,26 @@ func (c *candidate) count(ctx context.Context, action string, d *candidateDiff) 
 	}
 }
 
-// addTo adds the decision line's "candidate" member, naming at most max objects
-// of each kind (as deniedGuids does); counts are always complete.
-func (d *candidateDiff) addTo(ev map[string]any, max int) {
+// addTo adds the decision line's "candidate" member. The GUIDs it names are
+// bounded like deniedGuids, by the same setting, for both lists together (newly
+// allowed first); the counts are always complete.
+func (d *candidateDiff) addTo(ev map[string]any, _ int) {
 	if d == nil {
 		return
 	}
-	clip := func(g []string) []string {
-		if max < 0 {
-			max = 0
-		}
-		if len(g) > max {
-			g = g[:max]
-		}
+	orEmpty := func(g []string) []string {
 		if g == nil {
-			g = []string{}
+			return []string{}
 		}
 		return g
 	}
 	ev["candidate"] = map[string]any{
 		"revision":      d.revision,
-		"newly_allowed": clip(d.newlyAllowed),
-		"newly_denied":  clip(d.newlyDenied),
+		"newly_allowed": orEmpty(d.newlyAllowed),
+		"newly_denied":  orEmpty(d.newlyDenied),
 		"newlyAllowed":  d.nAllowed,
 		"newlyDenied":   d.nDenied,
-		"truncated":     len(d.newlyAllowed) > max || len(d.newlyDenied) > max,
+		"truncated":     len(d.newlyAllowed)+len(d.newlyDenied) < d.nAllowed+d.nDenied,
 	}
 }
 
