@@ -67,7 +67,8 @@ type ObjectExplanation struct {
 	ObjectType  string     `json:"objectType"`
 	Active      Decisions  `json:"active"`
 	Candidate   *Decisions `json:"candidate,omitempty"`
-	// Reasons are the active policy's reasons rule's values, by action.
+	// Reasons are the active policy's reasons rule's values, by action, for the
+	// actions it allows.
 	Reasons ActionReasons `json:"reasons"`
 }
 
@@ -199,11 +200,11 @@ func (v *version) explainAll(ctx context.Context, a *Authorizer, q ExplainQuery)
 	if _, err := v.filterView(ctx, a.logger, removeIn, q.Objects, remove, 0); err != nil {
 		return nil, err
 	}
-	viewWhy, err := v.reasons(ctx, viewIn, q.Objects)
+	viewWhy, err := v.reasons(ctx, viewIn, q.Objects, view)
 	if err != nil {
 		return nil, err
 	}
-	removeWhy, err := v.reasons(ctx, removeIn, q.Objects)
+	removeWhy, err := v.reasons(ctx, removeIn, q.Objects, remove)
 	if err != nil {
 		return nil, err
 	}
@@ -220,13 +221,20 @@ const reasonsQuery = `reasons := {i: r |
 	r := data.dirgate.authz.reasons with input as doc
 }`
 
-// reasons returns, per object, the values of the policy's reasons rule (empty
-// when the policy has none, or it is undefined for the object). A rule whose
-// values are not strings is rendered as JSON.
-func (v *version) reasons(ctx context.Context, in Input, objs []dirgate.Object) ([][]string, error) {
-	out := make([][]string, len(objs))
+// reasons returns, per object, the values of the policy's reasons rule for the
+// allowed objects (empty when the policy has none, when it is undefined for the
+// object, and for denied objects: nothing granted them, and evaluating the rule in
+// Rego costs about as much as the decision itself). A rule whose values are not
+// strings is rendered as JSON.
+func (v *version) reasons(ctx context.Context, in Input, all []dirgate.Object, allowed []bool) ([][]string, error) {
+	out := make([][]string, len(all))
+	var objs []dirgate.Object
+	var index []int // objs[j] is all[index[j]]
 	for i := range out {
 		out[i] = []string{}
+		if allowed[i] {
+			objs, index = append(objs, all[i]), append(index, i)
+		}
 	}
 	if len(objs) == 0 || len(v.compiler.GetRulesForVirtualDocument(ast.MustParseRef(reasonsPath))) == 0 {
 		return out, nil
@@ -257,10 +265,10 @@ func (v *version) reasons(ctx context.Context, in Input, objs []dirgate.Object) 
 	byIndex, _ := rs[0].Bindings["reasons"].(map[string]any)
 	for k, val := range byIndex {
 		var i int
-		if _, err := fmt.Sscan(k, &i); err != nil || i < 0 || i >= len(out) {
+		if _, err := fmt.Sscan(k, &i); err != nil || i < 0 || i >= len(index) {
 			continue
 		}
-		out[i] = reasonStrings(val)
+		out[index[i]] = reasonStrings(val)
 	}
 	return out, nil
 }
