@@ -239,10 +239,6 @@ func (v *version) reasons(ctx context.Context, in Input, all []dirgate.Object, a
 	if len(objs) == 0 || len(v.compiler.GetRulesForVirtualDocument(ast.MustParseRef(reasonsPath))) == 0 {
 		return out, nil
 	}
-	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.Query(reasonsQuery)).PrepareForEval(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("prepare reasons query: %w", err)
-	}
 	base, _, err := astValue(in)
 	if err != nil {
 		return nil, err
@@ -250,6 +246,17 @@ func (v *version) reasons(ctx context.Context, in Input, all []dirgate.Object, a
 	list, _, err := astValue(objs)
 	if err != nil {
 		return nil, err
+	}
+	if len(v.nondeterministic) == 0 {
+		if rq, err := v.reasonsResidual(ctx, base); err == nil {
+			return v.reasonsFromResidual(ctx, rq, base, list, index, out)
+		} else if ctx.Err() != nil {
+			return nil, fmt.Errorf("reasons: %w", ctx.Err())
+		}
+	}
+	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.Query(reasonsQuery)).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare reasons query: %w", err)
 	}
 	doc := ast.NewObject(
 		[2]*ast.Term{ast.InternedTerm("base"), ast.NewTerm(base)},
@@ -269,6 +276,68 @@ func (v *version) reasons(ctx context.Context, in Input, all []dirgate.Object, a
 			continue
 		}
 		out[index[i]] = reasonStrings(val)
+	}
+	return out, nil
+}
+
+// reasonsResidualPackage holds the reasons rule partially evaluated for one
+// caller (see residualPackage).
+const reasonsResidualPackage = "data.__dirgate_reasons__"
+
+// reasonsResidual partially evaluates the reasons rule with input.object unknown,
+// as listings do with allow: the caller's part (which roles it holds) is folded
+// into constants once, instead of once per object.
+func (v *version) reasonsResidual(ctx context.Context, base ast.Value) (*rego.PreparedEvalQuery, error) {
+	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+		rego.Query("reason = "+reasonsPath+"[_]"), rego.Unknowns([]string{"input.object"}),
+		rego.ParsedInput(base)).Partial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("partially evaluate reasons: %w", err)
+	}
+	mod := &ast.Module{Package: &ast.Package{Path: ast.MustParseRef(reasonsResidualPackage)}}
+	for _, q := range pq.Queries {
+		mod.Rules = append(mod.Rules, &ast.Rule{Head: ast.NewHead(ast.Var("reasons"), ast.VarTerm("reason")), Body: q.Copy(), Module: mod})
+	}
+	modules := make(map[string]*ast.Module, len(v.modules)+len(pq.Support)+1)
+	for k, m := range v.modules {
+		modules[k] = m
+	}
+	for i, m := range pq.Support {
+		modules[fmt.Sprintf("__dirgate_reasons_support_%d__", i)] = m
+	}
+	modules["__dirgate_reasons__"] = mod
+	c := ast.NewCompiler().WithEnablePrintStatements(false)
+	if c.Compile(modules); c.Failed() {
+		return nil, fmt.Errorf("compile reasons residual: %w", c.Errors)
+	}
+	q, err := rego.New(rego.Compiler(c), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+		rego.Query(reasonsResidualPackage+".reasons")).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare reasons residual: %w", err)
+	}
+	return &q, nil
+}
+
+// reasonsFromResidual evaluates the residual reasons for each object of list,
+// whose reasons go to out[index[j]].
+func (v *version) reasonsFromResidual(ctx context.Context, q *rego.PreparedEvalQuery, base, list ast.Value, index []int, out [][]string) ([][]string, error) {
+	baseObj, ok := base.(ast.Object)
+	arr, ok2 := list.(*ast.Array)
+	if !ok || !ok2 || arr.Len() != len(index) {
+		return nil, errors.New("reasons: unexpected input shape")
+	}
+	objectKey := ast.InternedTerm("object")
+	for j := range index {
+		input := ast.NewObject()
+		baseObj.Foreach(func(k, v *ast.Term) { input.Insert(k, v) })
+		input.Insert(objectKey, arr.Elem(j))
+		rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+		if err != nil {
+			return nil, fmt.Errorf("evaluate %s: %w", reasonsPath, err)
+		}
+		if len(rs) == 1 {
+			out[index[j]] = reasonStrings(rs[0].Expressions[0].Value)
+		}
 	}
 	return out, nil
 }
