@@ -124,9 +124,10 @@
       if (hasCandidate && (o.candidate.view !== o.active.view || o.candidate.remove !== o.active.remove)) diffs++;
     }
     const who = ex.subject.displayName || ex.subject.dn;
-    const cand = hasCandidate ? (ex.candidateSource === "draft" ? "the draft " : "") + ex.candidateRevision : "none";
+    const cand = !hasCandidate ? "candidate none" : ex.candidateSource === "draft"
+      ? "draft " + ex.candidateRevision.replace(/^draft-/, "") : "candidate " + ex.candidateRevision;
     $("caption").textContent = "Decisions for " + who + " on the members of " + (ex.group.displayName || ex.group.dn);
-    $("summary").textContent = objs.length + " objects; active policy " + ex.activeRevision + ", candidate " + cand +
+    $("summary").textContent = objs.length + " objects; active policy " + ex.activeRevision + ", " + cand +
       (hasCandidate ? "; " + diffs + " objects decided differently" : "");
     $("result").hidden = false;
     let i = 0;
