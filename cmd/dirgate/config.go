@@ -389,6 +389,8 @@ Usage:
   dirgate version        print the version
   dirgate policy test DIR             run the Rego tests of a policy directory
   dirgate policy eval --input FILE DIR  decide one input with the gateway's engine (docs/policy.md)
+  dirgate policy diff --subject ID --group ID OLD_DIR NEW_DIR
+                         compare two policies on a caller and a group of the configured directory
 
 Every setting is also an environment variable (DIRGATE_<NAME>) and a key of the
 YAML file given by --config. Precedence: flag, environment, file, default.
