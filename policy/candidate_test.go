@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -250,8 +251,9 @@ func TestExplainMatchesEvaluation(t *testing.T) {
 		"permissions": []any{"explain"}, "scopes": []any{map[string]any{"all": true}}})
 	activeData := map[string]any{"dirgate": map[string]any{"roles": activeRoles}}
 	candData := map[string]any{"dirgate": map[string]any{"roles": randRoles(r, groups, 5)}}
+	var log bytes.Buffer
 	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, modules, activeData), Logger: quietLogger(),
-		Candidate: policy.CandidateConfig{Dir: writeDir(t, modules, candData)}})
+		DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, modules, candData)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,12 +290,36 @@ func TestExplainMatchesEvaluation(t *testing.T) {
 			checkReasons(t, candReasons, view, o.Candidate.View, o.Candidate.Reasons.View)
 			checkReasons(t, candReasons, remove, o.Candidate.Remove, o.Candidate.Reasons.Remove)
 		}
-		// The explored principal may not explain itself.
+		// The explored principal may not explain itself. Both decisions are logged.
 		q.Caller = p
 		_, err = a.Explain(context.Background(), q)
 		if dirgate.ErrorCode(err) != dirgate.EFORBIDDEN {
 			t.Errorf("explain by a caller without the permission: %v", err)
 		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(log.String()), "\n") {
+			var line struct {
+				Input struct {
+					Action string `json:"action"`
+					Object struct {
+						GUID string `json:"guid"`
+					} `json:"object"`
+				} `json:"input"`
+				Result struct {
+					Allowed bool `json:"allowed"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+			if line.Input.Action == policy.ActionExplain && line.Input.Object.GUID == p.GUID {
+				lines = append(lines, fmt.Sprint(line.Result.Allowed))
+			}
+		}
+		if !slices.Equal(lines, []string{"true", "false"}) {
+			t.Errorf("explain decision lines %v, want allowed then refused", lines)
+		}
+		log.Reset()
 	}
 }
 

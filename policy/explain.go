@@ -166,6 +166,7 @@ type explainInput struct {
 }
 
 func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuery) error {
+	start := time.Now()
 	in := explainInput{Action: ActionExplain, Subject: Input{Subject: q.Caller}.normalize().Subject,
 		Object: Input{Subject: q.Subject}.normalize().Subject, Group: q.Group, Request: requestOf(dirgate.ListOptions{})}
 	val, _, err := astValue(in)
@@ -179,7 +180,12 @@ func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuer
 		}
 		a.logger.Error("policy: evaluation failed; explain denied", "revision", v.revision, "err", err)
 	}
-	if err != nil || !o.allowed {
+	allowed := err == nil && o.allowed
+	// Logged like a removal: the explored principal is the object.
+	logged := Input{Action: ActionExplain, Subject: q.Caller, Object: &dirgate.Object{DN: q.Subject.DN, GUID: q.Subject.GUID},
+		Group: q.Group, Request: requestOf(dirgate.ListOptions{})}.normalize()
+	a.dlog.change(ctx, v.revision, logged, allowed, err, time.Since(start), nil)
+	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to see this principal's decisions in this group.", Err: err}
 	}
 	return nil
