@@ -346,6 +346,10 @@ func TestDrafts(t *testing.T) {
 		!slices.Equal(ex.Objects[1].Candidate.Reasons.View, []string{"computers"}) {
 		t.Errorf("draft explanation %+v %+v %+v", ex, ex.Objects[0].Candidate, ex.Objects[1].Candidate)
 	}
+	q.Draft = explain + "allow if net.cidr_contains(\"10.0.0.0/8\", \"10.1.2.3\")\n"
+	if _, err := a.Explain(context.Background(), q); err != nil {
+		t.Errorf("a draft with a deterministic net helper: %v", err)
+	}
 	for name, tc := range map[string]struct{ draft, want string }{
 		"loop": {"package dirgate.authz\nallow if {\n\tr := numbers.range(1, 3000)\n\tsome x in r; some y in r; some z in r\n\tx + y + z < 0\n}\n",
 			"longer than"},
@@ -356,6 +360,7 @@ func TestDrafts(t *testing.T) {
 		"rand":      {"package dirgate.authz\nallow if rand.intn(\"x\", 2) == 1\n", "draft.rego:2"},
 		"syntax":    {"package dirgate.authz\n\n\nallow if {\n", "draft.rego:5"},
 		"type":      {"package dirgate.authz\nallow if count(1) > 0\n", "draft.rego:2"},
+		"print":     {"package dirgate.authz\nallow if { print(\"x\"); trace(\"y\") }\n", "draft.rego:2"},
 	} {
 		q.Draft = tc.draft
 		_, err := a.Explain(context.Background(), q)
