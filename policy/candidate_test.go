@@ -430,3 +430,35 @@ func checkReasons(t *testing.T, q rego.PreparedEvalQuery, in policy.Input, allow
 		t.Errorf("%s of %s: reasons %q, want %q", in.Action, in.Object.DN, got, want)
 	}
 }
+
+// FuzzDraft: any draft text is tried or refused with a DraftError, never a panic
+// or another error.
+func FuzzDraft(f *testing.F) {
+	for _, s := range []string{
+		"package dirgate.authz\nallow if input.object.objectType == \"user\"\n",
+		"package dirgate.authz\nallow if {\n",
+		"package x\np := 1\n",
+		"package dirgate.authz\nimport future.keywords\nallow { true }\n",
+		"package dirgate.authz\nreasons contains x if x := input.object.dn\n",
+		"",
+	} {
+		f.Add(s)
+	}
+	explain := "package dirgate.authz\nallow if input.action == \"explain\"\n"
+	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(f, map[string]string{"authz.rego": explain}, nil), Logger: quietLogger()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	q := policy.ExplainQuery{Caller: dirgate.Principal{Groups: []dirgate.GroupRef{}}, Objects: []dirgate.Object{reloadUser, reloadComputer}}
+	f.Fuzz(func(t *testing.T, draft string) {
+		if draft == "" {
+			return // no draft: the candidate, tested elsewhere
+		}
+		q.Draft = draft
+		_, err := a.Explain(context.Background(), q)
+		var de *policy.DraftError
+		if err != nil && !errors.As(err, &de) {
+			t.Fatalf("draft %q: %v", draft, err)
+		}
+	})
+}
