@@ -57,6 +57,8 @@ type Config struct {
 	PlanCacheSize int
 	// Now is the decision log's clock. nil means time.Now.
 	Now func() time.Time
+	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
+	Candidate CandidateConfig
 }
 
 // Validate reports every problem of the configuration at once.
@@ -73,6 +75,7 @@ func (c Config) Validate() error {
 	if c.PlanCacheSize < 0 {
 		errs = append(errs, errors.New("policy: PlanCacheSize must not be negative"))
 	}
+	errs = append(errs, c.Candidate.validate()...)
 	if c.Dir != "" {
 		if st, err := os.Stat(c.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("policy: directory: %w", err))
@@ -94,6 +97,8 @@ type Authorizer struct {
 	metrics policyMetrics
 
 	current atomic.Pointer[version]
+	// cand is the candidate policy in shadow; nil without one.
+	cand *candidate
 
 	mu          sync.Mutex // serialises reloads and guards the fields below
 	lastErr     error
@@ -136,6 +141,13 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 		return nil, fmt.Errorf("policy %s: %w", a.source(), err)
 	}
 	a.current.Store(v)
+	if cfg.Candidate.Dir != "" {
+		maxNamed := 0 // without a decision log, differences are only counted
+		if a.dlog != nil {
+			maxNamed = max(a.dlog.maxDenied, 0)
+		}
+		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize)
+	}
 	a.logger.Info("policy loaded", "source", a.source(), "revision", v.revision, "modules", v.files,
 		"nondeterministic_builtins", v.nondeterministic)
 	return a, nil
@@ -149,18 +161,24 @@ func (a *Authorizer) source() string {
 }
 
 func (a *Authorizer) load(ctx context.Context) (*version, error) {
-	src, err := readSource(a.fsys, loadOptions{})
+	return loadVersion(ctx, a.fsys, a.current.Load(), a.cfg.PlanCacheSize, a.now)
+}
+
+// loadVersion reads and compiles a policy directory; cur is returned as it is when
+// the directory has not changed.
+func loadVersion(ctx context.Context, fsys fs.FS, cur *version, planCacheSize int, now func() time.Time) (*version, error) {
+	src, err := readSource(fsys, loadOptions{})
 	if err != nil {
 		return nil, err
 	}
-	if cur := a.current.Load(); cur != nil && cur.revision == src.revision {
+	if cur != nil && cur.revision == src.revision {
 		return cur, nil
 	}
-	v, err := compile(ctx, src, a.cfg.PlanCacheSize)
+	v, err := compile(ctx, src, planCacheSize)
 	if err != nil {
 		return nil, err
 	}
-	v.loadedAt = a.now()
+	v.loadedAt = now()
 	return v, nil
 }
 
@@ -291,7 +309,8 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
 	a.metrics.decisions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "allow")))
 	a.metrics.decisions.Add(ctx, int64(denied), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "deny")))
-	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, stats: st, elapsed: time.Since(start)})
+	cand := a.cand.view(ctx, in, objs, allowed, st.decided)
+	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, stats: st, elapsed: time.Since(start), candidate: cand})
 	return allowed, n, nil
 }
 
@@ -329,7 +348,7 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 		a.logger.Error("policy: evaluation failed; "+action+" denied", "revision", v.revision,
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
-	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start))
+	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), a.cand.change(ctx, in, val, allowed))
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
 	a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("decision", decision)))

@@ -96,6 +96,8 @@ type listingDecision struct {
 	allowed  []bool
 	stats    filterStats
 	elapsed  time.Duration
+	// candidate is what the candidate policy decided differently (nil: not evaluated).
+	candidate *candidateDiff
 }
 
 func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
@@ -134,11 +136,12 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 	}
 	ev := d.event(ctx, ld.revision, ld.in, result, ld.elapsed)
 	ev["engine"] = map[string]any{"mode": ld.stats.mode, "cachedPlan": ld.stats.cached, "reusedDecisions": ld.stats.reused}
+	ld.candidate.addTo(ev, d.maxDenied)
 	d.write(ev)
 }
 
 // change logs the decision on one membership change (a removal or an addition).
-func (d *decisionLog) change(ctx context.Context, revision string, in Input, allowed bool, evalErr error, elapsed time.Duration) {
+func (d *decisionLog) change(ctx context.Context, revision string, in Input, allowed bool, evalErr error, elapsed time.Duration, cand *candidateDiff) {
 	if d == nil || d.w == nil {
 		return
 	}
@@ -146,7 +149,9 @@ func (d *decisionLog) change(ctx context.Context, revision string, in Input, all
 	if evalErr != nil {
 		result["error"] = "evaluation failed" // detail goes to the application log
 	}
-	d.write(d.event(ctx, revision, in, result, elapsed))
+	ev := d.event(ctx, revision, in, result, elapsed)
+	cand.addTo(ev, d.maxDenied)
+	d.write(ev)
 }
 
 // event builds the fields every decision line has, as maps so that masks can erase

@@ -77,8 +77,13 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 			return nil, fmt.Errorf("encode policy input: %w", err)
 		}
 		// A plan outlives the request that builds it: its cancellation must not
-		// fail the other requests waiting for the same plan.
-		return v.buildPlan(context.WithoutCancel(ctx), logger, base)
+		// fail the other requests waiting for the same plan. A draft's plans are
+		// its one request's, and a draft may loop: they end with the request.
+		pctx := context.WithoutCancel(ctx)
+		if v.draft {
+			pctx = ctx
+		}
+		return v.buildPlan(pctx, logger, base)
 	})
 	if err != nil {
 		return filterStats{}, err

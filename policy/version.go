@@ -35,6 +35,7 @@ type version struct {
 	compiler *ast.Compiler
 	store    storage.Store
 	modules  map[string]*ast.Module // as parsed, to compile residuals beside them
+	data     map[string]any         // as read, for drafts compiled beside the modules (explain.go)
 
 	// allow evaluates the decision for one complete input.
 	allow rego.PreparedEvalQuery
@@ -59,6 +60,8 @@ type version struct {
 	reads map[string]bool
 
 	plans *planCache
+	// draft marks a draft tried through the decisions API (explain.go).
+	draft bool
 }
 
 // batchQuery evaluates the decision for each input.objects[i] in one evaluation,
@@ -73,6 +76,11 @@ const batchQuery = `allowed := [i |
 // anything that would make decisions unreliable: a module that does not compile,
 // data that collides with a rule, or a policy that does not define the decision.
 func compile(ctx context.Context, src *source, planCacheSize int) (*version, error) {
+	return compileWith(ctx, src, planCacheSize, nil)
+}
+
+// compileWith is compile restricted to caps (nil: every builtin), for drafts.
+func compileWith(ctx context.Context, src *source, planCacheSize int, caps *ast.Capabilities) (*version, error) {
 	store := inmem.NewFromObject(src.data)
 	txn, err := store.NewTransaction(ctx)
 	if err != nil {
@@ -82,6 +90,9 @@ func compile(ctx context.Context, src *source, planCacheSize int) (*version, err
 	c := ast.NewCompiler().
 		WithEnablePrintStatements(false).
 		WithPathConflictsCheck(storage.NonEmpty(ctx, store, txn))
+	if caps != nil {
+		c = c.WithCapabilities(caps)
+	}
 	if c.Compile(src.modules); c.Failed() {
 		return nil, fmt.Errorf("compile policy: %w", c.Errors)
 	}
@@ -94,6 +105,7 @@ func compile(ctx context.Context, src *source, planCacheSize int) (*version, err
 		compiler:         c,
 		store:            store,
 		modules:          src.modules,
+		data:             src.data,
 		nondeterministic: nondeterministicBuiltins(c),
 		noInline:         conflictProneRules(c),
 		reads:            inputReads(c),

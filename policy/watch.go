@@ -13,30 +13,54 @@ import (
 )
 
 // Watch reloads the policy whenever its directory changes, once the directory has
-// been quiet for the debounce interval, until ctx ends or Close is called. The
-// bundled policy cannot change, so Watch does nothing for it. fsnotify watches
-// directories, not files: every directory of the policy is watched, which also
-// catches the symlink swap by which Kubernetes updates a ConfigMap volume.
+// been quiet for the debounce interval, until ctx ends or Close is called; the
+// candidate policy's directory likewise. The bundled policy cannot change, so Watch
+// does not watch it. fsnotify watches directories, not files: every directory of
+// the policy is watched, which also catches the symlink swap by which Kubernetes
+// updates a ConfigMap volume.
 func (a *Authorizer) Watch(ctx context.Context) error {
-	if a.cfg.Dir == "" {
-		return nil
-	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.watchCancel != nil {
 		return errors.New("policy: already watching")
 	}
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("policy: watch %s: %w", a.cfg.Dir, err)
-	}
-	if err := addDirs(w, a.cfg.Dir); err != nil {
-		w.Close()
-		return fmt.Errorf("policy: watch %s: %w", a.cfg.Dir, err)
-	}
 	ctx, cancel := context.WithCancel(ctx)
-	a.watchCancel, a.watchDone = cancel, make(chan struct{})
-	go a.watch(ctx, w, a.watchDone)
+	var dones []chan struct{}
+	start := func(dir string, reload func(context.Context)) error {
+		w, err := fsnotify.NewWatcher()
+		if err != nil {
+			return fmt.Errorf("policy: watch %s: %w", dir, err)
+		}
+		if err := addDirs(w, dir); err != nil {
+			w.Close()
+			return fmt.Errorf("policy: watch %s: %w", dir, err)
+		}
+		done := make(chan struct{})
+		dones = append(dones, done)
+		go a.watch(ctx, dir, w, reload, done)
+		return nil
+	}
+	stop := func() {
+		cancel()
+		for _, d := range dones {
+			<-d
+		}
+	}
+	if a.cfg.Dir != "" {
+		// Reload logs and records its own failure.
+		if err := start(a.cfg.Dir, func(ctx context.Context) { _ = a.Reload(ctx) }); err != nil {
+			stop()
+			return err
+		}
+	}
+	if a.cand != nil {
+		if err := start(a.cand.cfg.Dir, a.cand.reload); err != nil {
+			stop()
+			return err
+		}
+	}
+	a.watchCancel, a.watchDone = stop, make(chan struct{})
+	close(a.watchDone)
 	return nil
 }
 
@@ -57,7 +81,7 @@ func addDirs(w *fsnotify.Watcher, root string) error {
 	})
 }
 
-func (a *Authorizer) watch(ctx context.Context, w *fsnotify.Watcher, done chan struct{}) {
+func (a *Authorizer) watch(ctx context.Context, dir string, w *fsnotify.Watcher, reload func(context.Context), done chan struct{}) {
 	defer close(done)
 	defer w.Close()
 	debounce := a.cfg.ReloadDebounce
@@ -84,11 +108,10 @@ func (a *Authorizer) watch(ctx context.Context, w *fsnotify.Watcher, done chan s
 			if !ok {
 				return
 			}
-			a.logger.Warn("policy: watching the directory", "dir", a.cfg.Dir, "err", err)
+			a.logger.Warn("policy: watching the directory", "dir", dir, "err", err)
 			timer.Reset(debounce)
 		case <-timer.C:
-			// Reload logs and records its own failure.
-			_ = a.Reload(ctx)
+			reload(ctx)
 		}
 	}
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// BodyReadTimeout bounds the time from the handler's start to the end of the
 	// request body. 0 means DefaultBodyReadTimeout.
 	BodyReadTimeout time.Duration
+	// Decisions, when set, serves the decisions API at DecisionsPath below the base
+	// path (decisions.go).
+	Decisions Decisions
 }
 
 // Validate reports every problem of the configuration at once, after defaults.
@@ -152,8 +155,10 @@ type server struct {
 	apiPath string
 	// basePrefix is the base path as a prefix of other paths: "" for "/".
 	basePrefix string
-	throttle   *throttle
-	metrics    *metrics
+	// decisionsPath is the decisions API's path (decisions.go).
+	decisionsPath string
+	throttle      *throttle
+	metrics       *metrics
 }
 
 // New returns the API's http.Handler. Every path it does not serve is answered 404
@@ -164,11 +169,12 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	return &server{
-		cfg:        cfg,
-		apiPath:    apiPath(cfg.BasePath),
-		basePrefix: strings.TrimSuffix(cfg.BasePath, "/"),
-		throttle:   newThrottle(cfg.Throttle),
-		metrics:    newMetrics(),
+		cfg:           cfg,
+		apiPath:       apiPath(cfg.BasePath),
+		basePrefix:    strings.TrimSuffix(cfg.BasePath, "/"),
+		decisionsPath: strings.TrimSuffix(apiPath(cfg.BasePath), ResourcePath) + DecisionsPath,
+		throttle:      newThrottle(cfg.Throttle),
+		metrics:       newMetrics(),
 	}, nil
 }
 
@@ -176,6 +182,7 @@ func New(cfg Config) (http.Handler, error) {
 const (
 	routeGroupMembers = "groupMembers"
 	routeNotFound     = "notFound"
+	routeDecisions    = "policyDecisions"
 )
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -206,6 +213,11 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isAPIPath(r.URL.Path, s.apiPath) {
 		rec.route = routeGroupMembers
 		s.serveGroupMembers(sw, r, rec)
+		return
+	}
+	if s.cfg.Decisions != nil && isAPIPath(r.URL.Path, s.decisionsPath) {
+		rec.route = routeDecisions
+		s.serveDecisions(sw, r, rec)
 		return
 	}
 	if s.serveSignIn(sw, r, rec) {

@@ -65,7 +65,13 @@ func parseListQuery(raw string) (listQuery, error) {
 	if err != nil {
 		return listQuery{}, err
 	}
+	return listQueryFrom(vals)
+}
+
+// listQueryFrom validates a listing's parameters, decoded by parseParams.
+func listQueryFrom(vals map[string]string) (listQuery, error) {
 	var q listQuery
+	var err error
 	if q.Group, err = requiredIdentifier(vals, paramGroup); err != nil {
 		return listQuery{}, err
 	}

@@ -241,3 +241,24 @@ test_object_types_limit_a_role if {
 test_no_roles_no_access if {
 	not authz.allow with input as view(admin, user, finance) with data.dirgate.roles as []
 }
+
+# explain: the caller may see the explored principal's decisions (the decisions API).
+explain(subject, explored, group) := {"action": "explain", "subject": subject, "object": explored, "group": group, "request": request}
+
+test_admin_explains_anyone if {
+	authz.allow with input as explain(admin, helpdesk, mixed_members)
+}
+
+test_helpdesk_does_not_explain if {
+	not authz.allow with input as explain(helpdesk, admin, mixed_members)
+	not authz.allow with input as explain(helpdesk, helpdesk, mixed_members)
+}
+
+test_reasons_name_the_role_and_scope if {
+	r := authz.reasons with input as view(helpdesk, computer, finance)
+	r == {`role help-desk-people, scope {"subtree":"OU=Workstations,DC=corp,DC=example,DC=com"}`}
+}
+
+test_no_reasons_when_denied if {
+	count(authz.reasons) == 0 with input as view(helpdesk, contact, finance)
+}

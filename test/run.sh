@@ -6,14 +6,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
-for cmd in samba samba-tool ldapsearch jq redis-server redis-cli; do
+for cmd in samba samba-tool ldapsearch jq redis-server redis-cli chromium; do
   command -v "$cmd" >/dev/null 2>&1 || need+=("$cmd")
 done
 if ((${#need[@]})); then
   echo "test: installing Samba AD DC and Redis packages (missing: ${need[*]})"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq samba samba-ad-dc samba-ad-provision ldap-utils jq redis-server redis-tools >/dev/null
+  apt-get install -y -qq samba samba-ad-dc samba-ad-provision ldap-utils jq redis-server redis-tools chromium >/dev/null
 fi
 
 echo "test: gofmt"

@@ -78,10 +78,12 @@ type Config struct {
 	ChangeFeed                bool
 	ChangeFeedInterval        time.Duration
 
-	PolicyDir            string
-	DecisionLog          string
-	DecisionLogMask      string
-	DecisionLogMaxDenied int
+	PolicyDir             string
+	PolicyCandidateDir    string
+	PolicyCandidateSample float64
+	DecisionLog           string
+	DecisionLogMask       string
+	DecisionLogMaxDenied  int
 
 	BreakerFailures     int
 	BreakerOpenTimeout  time.Duration
@@ -146,6 +148,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ChangeFeedInterval, "changefeed-interval", time.Second, "how often the change feed reads the directory")
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
+	fs.StringVar(&c.PolicyCandidateDir, "policy-candidate-dir", "", "a candidate policy directory evaluated in shadow beside the active one, watched and reloaded; differences are counted and logged, answers never change (docs/policy.md)")
+	fs.Float64Var(&c.PolicyCandidateSample, "policy-candidate-sample", 1, "fraction of requests also decided by the candidate policy (0 to 1)")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
 	fs.StringVar(&c.DecisionLogMask, "decision-log-mask", "", "comma-separated JSON pointers erased from every decision log line, e.g. /input/subject/dn")
 	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", policy.DefaultMaxDeniedLogged, "denied objects named by GUID per listing line of the decision log (0: none)")
@@ -315,6 +319,9 @@ func (c *Config) Validate() error {
 	if _, err := c.trustedProxies(); err != nil {
 		bad("trusted-proxies", "%v", err)
 	}
+	if c.PolicyCandidateSample < 0 || c.PolicyCandidateSample > 1 {
+		bad("policy-candidate-sample", "must be between 0 and 1")
+	}
 	if c.DecisionLogMaxDenied < 0 {
 		bad("decision-log-max-denied", "must not be negative")
 	}
@@ -392,6 +399,8 @@ Usage:
   dirgate version        print the version
   dirgate policy test DIR             run the Rego tests of a policy directory
   dirgate policy eval --input FILE DIR  decide one input with the gateway's engine (docs/policy.md)
+  dirgate policy diff --subject ID --group ID OLD_DIR NEW_DIR
+                         compare two policies on a caller and a group of the configured directory
 
 Every setting is also an environment variable (DIRGATE_<NAME>) and a key of the
 YAML file given by --config. Precedence: flag, environment, file, default.

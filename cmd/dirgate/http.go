@@ -30,6 +30,12 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		"/readyz":  m.ready,
 		"/metrics": m.telemetry.Metrics,
 	}
+	dec := decisionsFor(svc)
+	if dec != nil {
+		if err := addExplorer(mounts, basePath); err != nil {
+			return nil, err
+		}
+	}
 	trusted, err := m.Config.trustedProxies()
 	if err != nil {
 		return nil, err
@@ -56,6 +62,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		Logger:         m.Logger,
 		Throttle:       proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
 		Mounts:         mounts,
+		Decisions:      dec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

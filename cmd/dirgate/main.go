@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	if len(args) > 0 && args[0] == "policy" {
-		return runPolicy(ctx, args[1:], stdout, stderr)
+		return runPolicy(ctx, args[1:], getenv, stdout, stderr)
 	}
 	if len(args) > 0 && args[0] == "serve" {
 		args = args[1:]

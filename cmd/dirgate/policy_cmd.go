@@ -25,20 +25,27 @@ const policyUsage = `Usage:
       evaluate data.dirgate.authz.allow for one input document (docs/policy.md) with
       the gateway's engine and print the decision as JSON. DIR defaults to the
       bundled policy.
+  dirgate policy diff --subject ID --group ID [--include-indirect] [--json] [--fail-on-difference] OLD_DIR NEW_DIR
+      decide every member of the group (DN, GUID or SID) for the subject under both
+      policy directories and print where they differ. The directory is the one the
+      gateway is configured with (DIRGATE_* variables, DIRGATE_CONFIG); "" names the
+      bundled policy.
 `
 
 // runPolicy serves `dirgate policy ...`: the tools a security team uses to check a
 // policy directory before deploying it (docs/policy.md).
-func runPolicy(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runPolicy(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, policyUsage)
-		return errors.New("policy: a subcommand is required (test or eval)")
+		return errors.New("policy: a subcommand is required (test, eval or diff)")
 	}
 	switch args[0] {
 	case "test":
 		return policyTest(ctx, args[1:], stdout, stderr)
 	case "eval":
 		return policyEval(ctx, args[1:], stdout, stderr)
+	case "diff":
+		return policyDiff(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, policyUsage)
 		return nil

@@ -71,7 +71,7 @@ func TestPolicyEval(t *testing.T) {
 				args = append(args, pd)
 			}
 			var stdout, stderr bytes.Buffer
-			err := runPolicy(context.Background(), args, &stdout, &stderr)
+			err := runPolicy(context.Background(), args, noEnv, &stdout, &stderr)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
@@ -127,7 +127,7 @@ func TestPolicyTest(t *testing.T) {
 				args = append(args, dir)
 			}
 			var stdout, stderr bytes.Buffer
-			err := runPolicy(context.Background(), args, &stdout, &stderr)
+			err := runPolicy(context.Background(), args, noEnv, &stdout, &stderr)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("err = %v, want %q", err, tt.wantErr)
 			}
@@ -154,7 +154,7 @@ func TestPolicyUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			err := runPolicy(context.Background(), tt.args, &stdout, &stderr)
+			err := runPolicy(context.Background(), tt.args, noEnv, &stdout, &stderr)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want error %v", err, tt.wantErr)
 			}

@@ -88,8 +88,13 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	if maxDenied == 0 {
 		maxDenied = -1 // the setting's 0 names none; the package's 0 is its default
 	}
+	sample := m.Config.PolicyCandidateSample
+	if sample == 0 {
+		sample = -1 // the setting's 0 names none; the package's 0 is its default
+	}
 	authz, err := policy.Open(ctx, policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
-		DecisionLog: dlog, DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied})
+		DecisionLog: dlog, DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
+		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}})
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
@@ -102,6 +107,9 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
 	m.ready.add("policy", func(context.Context) error { return authz.Ready() })
+	if m.Config.PolicyCandidateDir != "" {
+		m.ready.add("policyCandidate", func(context.Context) error { return authz.CandidateReady() })
+	}
 	return nil
 }
 

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/explorer"
+	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/proxy"
+)
+
+// decisions implements the decisions API (proxy.Decisions) over the member
+// service, which resolves the explored principal and lists the group unfiltered,
+// and the policy, which decides.
+type decisions struct {
+	svc   *dirgate.MemberService
+	authz *policy.Authorizer
+}
+
+func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q proxy.DecisionsQuery) (any, error) {
+	subject, err := d.svc.Principal(ctx, q.Subject)
+	if err != nil {
+		if dirgate.ErrorCode(err) == dirgate.ENOTFOUND {
+			return nil, &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: err}
+		}
+		return nil, err
+	}
+	group, objs, err := d.svc.Unfiltered(ctx, q.Group, q.Options)
+	if err != nil {
+		return nil, err
+	}
+	ex, err := d.authz.Explain(ctx, policy.ExplainQuery{Caller: caller, Subject: subject, Group: group, Options: q.Options,
+		Objects: objs, Draft: q.Draft})
+	var de *policy.DraftError
+	if errors.As(err, &de) {
+		return nil, &dirgate.Error{Code: dirgate.EINVALID, Param: "module", Message: de.Error(), Err: err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	return ex, nil
+}
+
+// decisionsFor returns the decisions API over svc when its authorizer is a policy.
+func decisionsFor(svc any) proxy.Decisions {
+	ms, ok := svc.(*dirgate.MemberService)
+	if !ok {
+		return nil
+	}
+	authz, ok := ms.Authz.(*policy.Authorizer)
+	if !ok {
+		return nil
+	}
+	return decisions{svc: ms, authz: authz}
+}
+
+// addExplorer mounts the explorer page, which calls the decisions API below
+// basePath ("/" for none).
+func addExplorer(mounts map[string]http.Handler, basePath string) error {
+	page, err := explorer.Mounts(strings.TrimSuffix(basePath, "/") + proxy.DecisionsPath)
+	if err != nil {
+		return fmt.Errorf("explorer: %w", err)
+	}
+	for p, h := range page {
+		mounts[p] = h
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+// dirgate policy explorer: asks the decisions API for every decision on a group's
+// members for one principal and shows them, differences highlighted. The token lives
+// in this script's memory (the password field) only: no storage, no cookie.
+"use strict";
+
+(function () {
+  const $ = (id) => document.getElementById(id);
+  const api = document.body.dataset.decisionsUrl;
+  const chunk = 250; // rows rendered per frame, so that 2,000 rows never freeze the page
+  let renderId = 0;
+
+  function setStatus(text) { $("status").textContent = text; }
+
+  function showError(text) {
+    const e = $("error");
+    e.textContent = text;
+    e.hidden = text === "";
+  }
+
+  function queryString() {
+    const p = new URLSearchParams();
+    p.set("subject", $("subject").value.trim());
+    p.set("group", $("group").value.trim());
+    p.set("includeIndirect", $("indirect").checked ? "true" : "false");
+    return p.toString();
+  }
+
+  async function ask(draft) {
+    const token = $("token").value;
+    const init = {
+      method: draft === null ? "GET" : "POST",
+      headers: { "Adm-Authorization": token },
+      credentials: "omit",
+      cache: "no-store",
+    };
+    if (draft !== null) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify({ module: draft });
+    }
+    showError("");
+    setStatus("Asking the policy…");
+    let res;
+    try {
+      res = await fetch(api + "?" + queryString(), init);
+    } catch (err) {
+      setStatus("");
+      showError("The request failed: " + err.message);
+      return;
+    }
+    let body = null;
+    try { body = await res.json(); } catch (_) { /* not JSON */ }
+    if (!res.ok) {
+      setStatus("");
+      const msg = body && body.message ? body.message : res.statusText;
+      showError(res.status + " " + (body && body.code ? body.code + ": " : "") + msg);
+      return;
+    }
+    render(body);
+  }
+
+  function decisionCell(tr, allowed, changed) {
+    const td = document.createElement("td");
+    td.textContent = allowed ? "allowed" : "denied";
+    td.className = allowed ? "yes" : "no";
+    if (changed) {
+      td.classList.add("changed");
+      td.dataset.changed = "true";
+    }
+    tr.appendChild(td);
+  }
+
+  function textCell(tr, text, cls) {
+    const td = document.createElement("td");
+    td.textContent = text;
+    if (cls) td.className = cls;
+    tr.appendChild(td);
+  }
+
+  function row(o, hasCandidate) {
+    const tr = document.createElement("tr");
+    tr.dataset.guid = o.guid;
+    const c = o.candidate;
+    const viewChanged = hasCandidate && c.view !== o.active.view;
+    const removeChanged = hasCandidate && c.remove !== o.active.remove;
+    if (viewChanged || removeChanged) {
+      tr.className = "diff";
+      tr.dataset.diff = "true";
+    }
+    textCell(tr, o.displayName);
+    textCell(tr, o.objectType);
+    textCell(tr, o.dn, "dn");
+    decisionCell(tr, o.active.view, false);
+    decisionCell(tr, o.active.remove, false);
+    if (hasCandidate) {
+      decisionCell(tr, c.view, viewChanged);
+      decisionCell(tr, c.remove, removeChanged);
+    } else {
+      textCell(tr, "—");
+      textCell(tr, "—");
+    }
+    const td = document.createElement("td");
+    const ul = document.createElement("ul");
+    ul.className = "reasons";
+    for (const [action, list] of [["view", o.reasons.view], ["remove", o.reasons.remove]]) {
+      for (const r of list || []) {
+        const li = document.createElement("li");
+        li.textContent = action + ": " + r;
+        ul.appendChild(li);
+      }
+    }
+    td.appendChild(ul);
+    tr.appendChild(td);
+    return tr;
+  }
+
+  function render(ex) {
+    const id = ++renderId;
+    const rows = $("rows");
+    rows.replaceChildren();
+    const hasCandidate = !!ex.candidateRevision;
+    const objs = ex.objects || [];
+    let diffs = 0;
+    for (const o of objs) {
+      if (hasCandidate && (o.candidate.view !== o.active.view || o.candidate.remove !== o.active.remove)) diffs++;
+    }
+    const who = ex.subject.displayName || ex.subject.dn;
+    const cand = !hasCandidate ? "candidate none" : ex.candidateSource === "draft"
+      ? "draft " + ex.candidateRevision.replace(/^draft-/, "") : "candidate " + ex.candidateRevision;
+    $("caption").textContent = "Decisions for " + who + " on the members of " + (ex.group.displayName || ex.group.dn);
+    $("summary").textContent = objs.length + " objects; active policy " + ex.activeRevision + ", " + cand +
+      (hasCandidate ? "; " + diffs + " objects decided differently" : "");
+    $("result").hidden = false;
+    let i = 0;
+    const step = () => {
+      if (id !== renderId) return; // a newer answer replaced this one
+      const frag = document.createDocumentFragment();
+      const end = Math.min(i + chunk, objs.length);
+      for (; i < end; i++) frag.appendChild(row(objs[i], hasCandidate));
+      rows.appendChild(frag);
+      applyFilter();
+      if (i < objs.length) {
+        setStatus("Showing " + i + " of " + objs.length + " objects…");
+        requestAnimationFrame(step);
+      } else {
+        setStatus("Showing " + objs.length + " objects.");
+        rows.dataset.complete = "true";
+      }
+    };
+    rows.dataset.complete = "false";
+    step();
+  }
+
+  function applyFilter() {
+    const only = $("only-diff").checked;
+    for (const tr of $("rows").children) tr.classList.toggle("hidden", only && tr.dataset.diff !== "true");
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    $("query").addEventListener("submit", (ev) => { ev.preventDefault(); ask(null); });
+    $("try").addEventListener("click", () => {
+      if (!$("query").reportValidity()) return;
+      ask($("draft").value);
+    });
+    $("only-diff").addEventListener("change", applyFilter);
+  });
+})();

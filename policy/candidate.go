@@ -1,0 +1,276 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dirgate/dirgate"
+)
+
+// CandidateConfig names a candidate policy: a second policy directory whose
+// decisions are made beside the active policy's, counted and logged where they
+// differ, and never used to answer (docs/policy.md, "Trying a change in shadow").
+type CandidateConfig struct {
+	// Dir is the candidate's directory, in the active policy's layout. Empty: none.
+	Dir string
+	// Sample is the fraction of requests the candidate also decides. 0 means 1 (every
+	// request); negative means none (the candidate is loaded, for the decisions API,
+	// but decides no request).
+	Sample float64
+}
+
+func (c CandidateConfig) validate() []error {
+	var errs []error
+	if c.Sample > 1 {
+		errs = append(errs, errors.New("policy: candidate sample must be at most 1"))
+	}
+	if c.Dir != "" {
+		if st, err := os.Stat(c.Dir); err != nil {
+			errs = append(errs, fmt.Errorf("policy: candidate directory: %w", err))
+		} else if !st.IsDir() {
+			errs = append(errs, fmt.Errorf("policy: candidate %s is not a directory", c.Dir))
+		}
+	}
+	return errs
+}
+
+// candidate is the candidate policy in shadow. Unlike the active policy, one that
+// does not load, at start-up or later, is only reported (Ready, a metric, the log):
+// the active policy alone answers, so a broken candidate cannot affect an answer.
+type candidate struct {
+	cfg CandidateConfig
+	// maxNamed bounds the GUIDs a decision line names (the decision log's bound).
+	maxNamed int
+	logger   *slog.Logger
+	now      func() time.Time
+	size     int
+	current  atomic.Pointer[version] // nil until a version loads
+	metrics  candidateMetrics
+
+	mu        sync.Mutex // serialises reloads and guards the fields below
+	lastErr   error
+	lastErrAt time.Time
+}
+
+type candidateMetrics struct {
+	differences, reloads metric.Int64Counter
+	broken               metric.Int64Gauge
+}
+
+func newCandidateMetrics() candidateMetrics {
+	m := otel.Meter("github.com/dirgate/dirgate/policy")
+	differences, _ := m.Int64Counter("dirgate_policy_candidate_differences",
+		metric.WithDescription("Per-object decisions where the candidate policy differs from the active one, by action (view, remove, add) and change (newly_allowed, newly_denied)."))
+	reloads, _ := m.Int64Counter("dirgate_policy_candidate_reloads",
+		metric.WithDescription("Candidate policy loads by outcome (ok, failed)."))
+	broken, _ := m.Int64Gauge("dirgate_policy_candidate_broken",
+		metric.WithDescription("1 while the candidate policy directory does not load (the last good candidate, if any, is still compared), else 0."))
+	return candidateMetrics{differences: differences, reloads: reloads, broken: broken}
+}
+
+func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logger *slog.Logger, now func() time.Time, planCacheSize int) *candidate {
+	c := &candidate{cfg: cfg, maxNamed: maxNamed, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, metrics: newCandidateMetrics()}
+	c.reload(ctx)
+	return c
+}
+
+// reload reads the candidate's directory again; a failure keeps the previous
+// candidate (if any) and is reported.
+func (c *candidate) reload(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	prev := c.current.Load()
+	v, err := loadVersion(ctx, os.DirFS(c.cfg.Dir), prev, c.size, c.now)
+	if err != nil {
+		c.lastErr, c.lastErrAt = err, c.now()
+		c.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
+		c.metrics.broken.Record(ctx, 1)
+		c.logger.Error("candidate policy does not load; answers are unaffected", "source", c.cfg.Dir, "err", err)
+		return
+	}
+	c.lastErr = nil
+	c.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "ok")))
+	c.metrics.broken.Record(ctx, 0)
+	if v != prev {
+		c.current.Store(v)
+		c.logger.Info("candidate policy loaded", "source", c.cfg.Dir, "revision", v.revision, "modules", v.files)
+	}
+}
+
+// sampled returns the candidate version when this request is to be compared.
+func (c *candidate) sampled() *version {
+	if c == nil || c.cfg.Sample < 0 {
+		return nil
+	}
+	if s := c.cfg.Sample; s != 0 && s < 1 && rand.Float64() >= s {
+		return nil
+	}
+	return c.current.Load()
+}
+
+// candidateDiff is what the candidate decided differently for one request: the
+// objects it would allow that the active policy denied, and the reverse.
+type candidateDiff struct {
+	revision     string
+	newlyAllowed []string
+	newlyDenied  []string
+	// nAllowed and nDenied count them; the two lists name at most max objects in all.
+	nAllowed, nDenied int
+	max               int
+}
+
+// view decides a listing under the candidate and compares it with the active
+// policy's decisions of its first decided objects. The candidate decides the whole
+// listing, with no size limit, so that its plan remembers complete decisions and a
+// cached listing costs it no more than the active policy.
+func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) *candidateDiff {
+	v := c.sampled()
+	if v == nil {
+		return nil
+	}
+	buf := candidateBools.Get().(*[]bool)
+	defer candidateBools.Put(buf)
+	if cap(*buf) < len(objs) {
+		*buf = make([]bool, len(objs))
+	}
+	cand := (*buf)[:len(objs)]
+	clear(cand)
+	if _, err := v.filterView(ctx, c.logger, in, objs, cand, 0); err != nil {
+		return nil // the request ended
+	}
+	d := &candidateDiff{revision: v.revision, max: c.maxNamed}
+	for i := range decided {
+		if allowed[i] != cand[i] {
+			d.add(objs[i].GUID, cand[i])
+		}
+	}
+	c.count(ctx, ActionView, d)
+	return d
+}
+
+// candidateBools are the candidate's decisions of a listing, reused between
+// requests: a listing of thousands of objects would otherwise allocate as many.
+var candidateBools = sync.Pool{New: func() any { return new([]bool) }}
+
+// change decides one membership change under the candidate.
+func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) *candidateDiff {
+	v := c.sampled()
+	if v == nil || val == nil {
+		return nil
+	}
+	out, err := v.decide(ctx, val)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		c.logger.Error("candidate policy: evaluation failed; "+in.Action+" would be denied", "revision", v.revision, "err", err)
+	}
+	d := &candidateDiff{revision: v.revision, max: c.maxNamed}
+	if got := out.allowed && err == nil; got != allowed {
+		d.add(in.Object.GUID, got)
+	}
+	c.count(ctx, in.Action, d)
+	return d
+}
+
+func (d *candidateDiff) add(guid string, nowAllowed bool) {
+	named := len(d.newlyAllowed)+len(d.newlyDenied) < d.max
+	if nowAllowed {
+		d.nAllowed++
+		if named {
+			d.newlyAllowed = append(d.newlyAllowed, guid)
+		}
+	} else {
+		d.nDenied++
+		if named {
+			d.newlyDenied = append(d.newlyDenied, guid)
+		}
+	}
+}
+
+func (c *candidate) count(ctx context.Context, action string, d *candidateDiff) {
+	if d.nAllowed > 0 {
+		c.metrics.differences.Add(ctx, int64(d.nAllowed), metric.WithAttributes(
+			attribute.String("action", action), attribute.String("change", "newly_allowed")))
+	}
+	if d.nDenied > 0 {
+		c.metrics.differences.Add(ctx, int64(d.nDenied), metric.WithAttributes(
+			attribute.String("action", action), attribute.String("change", "newly_denied")))
+	}
+}
+
+// addTo adds the decision line's "candidate" member. The GUIDs it names are
+// bounded like deniedGuids, by the same setting, for both lists together (newly
+// allowed first); the counts are always complete.
+func (d *candidateDiff) addTo(ev map[string]any, _ int) {
+	if d == nil {
+		return
+	}
+	orEmpty := func(g []string) []string {
+		if g == nil {
+			return []string{}
+		}
+		return g
+	}
+	ev["candidate"] = map[string]any{
+		"revision":      d.revision,
+		"newly_allowed": orEmpty(d.newlyAllowed),
+		"newly_denied":  orEmpty(d.newlyDenied),
+		"newlyAllowed":  d.nAllowed,
+		"newlyDenied":   d.nDenied,
+		"truncated":     len(d.newlyAllowed)+len(d.newlyDenied) < d.nAllowed+d.nDenied,
+	}
+}
+
+// CandidateStatus describes the candidate policy: zero Source when none is set.
+type CandidateStatus struct {
+	Source    string    `json:"source,omitempty"`
+	Revision  string    `json:"revision,omitempty"` // empty while none has loaded
+	LastError string    `json:"lastError,omitempty"`
+	LastErrAt time.Time `json:"lastErrorAt,omitzero"`
+}
+
+// CandidateStatus returns the candidate's state.
+func (a *Authorizer) CandidateStatus() CandidateStatus {
+	c := a.cand
+	if c == nil {
+		return CandidateStatus{}
+	}
+	st := CandidateStatus{Source: c.cfg.Dir}
+	if v := c.current.Load(); v != nil {
+		st.Revision = v.revision
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.lastErr != nil {
+		st.LastError, st.LastErrAt = c.lastErr.Error(), c.lastErrAt
+	}
+	return st
+}
+
+// CandidateReady returns an error while the candidate directory does not load, for
+// readiness reports. Like Ready, it names no compiler detail (that is in the log).
+func (a *Authorizer) CandidateReady() error {
+	st := a.CandidateStatus()
+	if st.LastError == "" {
+		return nil
+	}
+	if st.Revision == "" {
+		return fmt.Errorf("the candidate policy does not load since %s; no candidate is compared (see the log)",
+			st.LastErrAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("the candidate policy does not load since %s; still comparing revision %s (see the log)",
+		st.LastErrAt.UTC().Format(time.RFC3339), st.Revision)
+}

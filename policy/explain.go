@@ -1,0 +1,471 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/dirgate/dirgate"
+)
+
+// ActionExplain is input.action when a caller asks for another principal's
+// decisions (the decisions API): input.subject is the caller, input.object the
+// explored principal, input.group the group.
+const ActionExplain = "explain"
+
+// Bounds of a draft policy tried through the decisions API: it comes from a
+// request, so its size, its compilation and its evaluation are all bounded.
+const (
+	MaxDraftBytes           = 64 << 10
+	DefaultDraftCompileTime = 2 * time.Second
+	DefaultDraftEvalTime    = 5 * time.Second
+)
+
+// reasonsPath is the optional rule that says what granted a decision.
+const reasonsPath = packagePath + ".reasons"
+
+// ExplainQuery asks for every decision on a group's unfiltered listing for one
+// principal (docs/policy.md, "The decisions API").
+type ExplainQuery struct {
+	// Caller asks; the policy decides whether it may (action explain).
+	Caller dirgate.Principal
+	// Subject is the explored principal.
+	Subject dirgate.Principal
+	Group   dirgate.Object
+	Options dirgate.ListOptions
+	// Objects is the group's unfiltered listing.
+	Objects []dirgate.Object
+	// Draft, when set, is a Rego module evaluated in place of the candidate: it
+	// replaces the active policy's modules of its package, beside the active data.
+	Draft string
+}
+
+// Explanation is the decisions API's answer.
+type Explanation struct {
+	Subject           dirgate.Principal `json:"subject"`
+	Group             dirgate.Object    `json:"group"`
+	ActiveRevision    string            `json:"activeRevision"`
+	CandidateRevision string            `json:"candidateRevision,omitempty"`
+	// CandidateSource is "candidate" (the configured one) or "draft".
+	CandidateSource string              `json:"candidateSource,omitempty"`
+	Objects         []ObjectExplanation `json:"objects"`
+}
+
+// ObjectExplanation is every decision on one object of the listing.
+type ObjectExplanation struct {
+	GUID        string     `json:"guid"`
+	DN          string     `json:"dn"`
+	DisplayName string     `json:"displayName"`
+	ObjectType  string     `json:"objectType"`
+	Active      Decisions  `json:"active"`
+	Candidate   *Decisions `json:"candidate,omitempty"`
+	// Reasons are the active policy's reasons rule's values, by action, for the
+	// actions it allows.
+	Reasons ActionReasons `json:"reasons"`
+}
+
+// Decisions are one policy's decisions on one object.
+type Decisions struct {
+	View   bool `json:"view"`
+	Remove bool `json:"remove"`
+	// Reasons are given for the candidate only (the active ones are the object's).
+	Reasons *ActionReasons `json:"reasons,omitempty"`
+}
+
+// ActionReasons are the values of the reasons rule for each action.
+type ActionReasons struct {
+	View   []string `json:"view"`
+	Remove []string `json:"remove"`
+}
+
+// DraftError is a draft that cannot be tried: too large, not compiling (with the
+// compiler's errors, lines included), or too slow.
+type DraftError struct{ Msg string }
+
+func (e *DraftError) Error() string { return "draft: " + e.Msg }
+
+// Explain decides every object of q.Objects for q.Subject, under the active policy
+// and under the candidate (or q.Draft), after the active policy has allowed
+// q.Caller to explain q.Subject in q.Group. A refusal is an EFORBIDDEN error; a
+// draft that cannot be tried is a *DraftError.
+func (a *Authorizer) Explain(ctx context.Context, q ExplainQuery) (Explanation, error) {
+	if err := a.allowExplain(ctx, a.current.Load(), q); err != nil {
+		return Explanation{}, err
+	}
+	return a.Compare(ctx, q)
+}
+
+// Compare is Explain without asking whether q.Caller may: for `dirgate policy
+// diff`, run by whoever holds both policy directories.
+func (a *Authorizer) Compare(ctx context.Context, q ExplainQuery) (Explanation, error) {
+	v := a.current.Load()
+	var other *version
+	source := ""
+	var evalCtx = ctx
+	if q.Draft != "" {
+		d, err := compileDraft(ctx, v, q.Draft)
+		if err != nil {
+			return Explanation{}, err
+		}
+		other, source = d, "draft"
+		var cancel context.CancelFunc
+		evalCtx, cancel = context.WithTimeout(ctx, DefaultDraftEvalTime)
+		defer cancel()
+	} else if c := a.cand; c != nil {
+		if other = c.current.Load(); other != nil {
+			source = "candidate"
+		}
+	}
+	out := Explanation{Subject: q.Subject, Group: q.Group, ActiveRevision: v.revision, CandidateSource: source,
+		Objects: make([]ObjectExplanation, len(q.Objects))}
+	active, err := v.explainAll(ctx, a, q)
+	if err != nil {
+		return Explanation{}, err
+	}
+	var cand []Decisions
+	if other != nil {
+		out.CandidateRevision = other.revision
+		if cand, err = other.explainAll(evalCtx, a, q); err != nil {
+			if q.Draft != "" && errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+				return Explanation{}, &DraftError{Msg: fmt.Sprintf("evaluation took longer than %s and was stopped", DefaultDraftEvalTime)}
+			}
+			if q.Draft != "" && ctx.Err() == nil {
+				return Explanation{}, &DraftError{Msg: err.Error()}
+			}
+			return Explanation{}, err
+		}
+	}
+	for i, o := range q.Objects {
+		e := ObjectExplanation{GUID: o.GUID, DN: o.DN, DisplayName: o.DisplayName, ObjectType: o.ObjectType,
+			Active: active[i], Reasons: *active[i].Reasons}
+		e.Active.Reasons = nil
+		if cand != nil {
+			c := cand[i]
+			e.Candidate = &c
+		}
+		out.Objects[i] = e
+	}
+	return out, nil
+}
+
+// explainInput is the input of an explain decision: the object is a principal.
+type explainInput struct {
+	Action  string            `json:"action"`
+	Subject dirgate.Principal `json:"subject"`
+	Object  dirgate.Principal `json:"object"`
+	Group   dirgate.Object    `json:"group"`
+	Request Request           `json:"request"`
+}
+
+func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuery) error {
+	start := time.Now()
+	in := explainInput{Action: ActionExplain, Subject: Input{Subject: q.Caller}.normalize().Subject,
+		Object: Input{Subject: q.Subject}.normalize().Subject, Group: q.Group, Request: requestOf(dirgate.ListOptions{})}
+	val, _, err := astValue(in)
+	if err != nil {
+		return err
+	}
+	o, err := v.decide(ctx, val)
+	if err != nil {
+		if isContextErr(err) && ctx.Err() != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		a.logger.Error("policy: evaluation failed; explain denied", "revision", v.revision, "err", err)
+	}
+	allowed := err == nil && o.allowed
+	// Logged like a removal: the explored principal is the object.
+	logged := Input{Action: ActionExplain, Subject: q.Caller, Object: &dirgate.Object{DN: q.Subject.DN, GUID: q.Subject.GUID},
+		Group: q.Group, Request: requestOf(dirgate.ListOptions{})}.normalize()
+	a.dlog.change(ctx, v.revision, logged, allowed, err, time.Since(start), nil)
+	if !allowed {
+		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to see this principal's decisions in this group.", Err: err}
+	}
+	return nil
+}
+
+// explainAll decides view and remove of every object for q.Subject with the
+// listing engine (which gives exactly the decisions of evaluating allow per
+// object), and evaluates the reasons rule.
+func (v *version) explainAll(ctx context.Context, a *Authorizer, q ExplainQuery) ([]Decisions, error) {
+	n := len(q.Objects)
+	out := make([]Decisions, n)
+	view, remove := make([]bool, n), make([]bool, n)
+	viewIn := Input{Action: ActionView, Subject: q.Subject, Group: q.Group, Request: requestOf(q.Options)}.normalize()
+	removeIn := Input{Action: ActionRemove, Subject: q.Subject, Group: q.Group, Request: requestOf(dirgate.ListOptions{})}.normalize()
+	if _, err := v.filterView(ctx, a.logger, viewIn, q.Objects, view, 0); err != nil {
+		return nil, err
+	}
+	if _, err := v.filterView(ctx, a.logger, removeIn, q.Objects, remove, 0); err != nil {
+		return nil, err
+	}
+	viewWhy, err := v.reasons(ctx, viewIn, q.Objects, view)
+	if err != nil {
+		return nil, err
+	}
+	removeWhy, err := v.reasons(ctx, removeIn, q.Objects, remove)
+	if err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i] = Decisions{View: view[i], Remove: remove[i], Reasons: &ActionReasons{View: viewWhy[i], Remove: removeWhy[i]}}
+	}
+	return out, nil
+}
+
+// reasonsQuery evaluates the reasons rule for every object in one evaluation.
+const reasonsQuery = `reasons := {i: r |
+	some i, obj in input.objects
+	doc := object.union(input.base, {"object": obj})
+	r := data.dirgate.authz.reasons with input as doc
+}`
+
+// reasons returns, per object, the values of the policy's reasons rule for the
+// allowed objects (empty when the policy has none, when it is undefined for the
+// object, and for denied objects: nothing granted them, and evaluating the rule in
+// Rego costs about as much as the decision itself). A rule whose values are not
+// strings is rendered as JSON.
+func (v *version) reasons(ctx context.Context, in Input, all []dirgate.Object, allowed []bool) ([][]string, error) {
+	out := make([][]string, len(all))
+	var objs []dirgate.Object
+	var index []int // objs[j] is all[index[j]]
+	for i := range out {
+		out[i] = []string{}
+		if allowed[i] {
+			objs, index = append(objs, all[i]), append(index, i)
+		}
+	}
+	if len(objs) == 0 || len(v.compiler.GetRulesForVirtualDocument(ast.MustParseRef(reasonsPath))) == 0 {
+		return out, nil
+	}
+	base, _, err := astValue(in)
+	if err != nil {
+		return nil, err
+	}
+	list, _, err := astValue(objs)
+	if err != nil {
+		return nil, err
+	}
+	if len(v.nondeterministic) == 0 {
+		if rq, err := v.reasonsResidual(ctx, base); err == nil {
+			return v.reasonsFromResidual(ctx, rq, base, list, index, out)
+		} else if ctx.Err() != nil {
+			return nil, fmt.Errorf("reasons: %w", ctx.Err())
+		}
+	}
+	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.Query(reasonsQuery)).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare reasons query: %w", err)
+	}
+	doc := ast.NewObject(
+		[2]*ast.Term{ast.InternedTerm("base"), ast.NewTerm(base)},
+		[2]*ast.Term{ast.InternedTerm("objects"), ast.NewTerm(list)},
+	)
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(doc))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate %s: %w", reasonsPath, err)
+	}
+	if len(rs) != 1 {
+		return out, nil
+	}
+	byIndex, _ := rs[0].Bindings["reasons"].(map[string]any)
+	for k, val := range byIndex {
+		var i int
+		if _, err := fmt.Sscan(k, &i); err != nil || i < 0 || i >= len(index) {
+			continue
+		}
+		out[index[i]] = reasonStrings(val)
+	}
+	return out, nil
+}
+
+// reasonsResidualPackage holds the reasons rule partially evaluated for one
+// caller (see residualPackage).
+const reasonsResidualPackage = "data.__dirgate_reasons__"
+
+// reasonsResidual partially evaluates the reasons rule with input.object unknown,
+// as listings do with allow: the caller's part (which roles it holds) is folded
+// into constants once, instead of once per object.
+func (v *version) reasonsResidual(ctx context.Context, base ast.Value) (*rego.PreparedEvalQuery, error) {
+	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+		rego.Query("reason = "+reasonsPath+"[_]"), rego.Unknowns([]string{"input.object"}),
+		rego.ParsedInput(base)).Partial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("partially evaluate reasons: %w", err)
+	}
+	mod := &ast.Module{Package: &ast.Package{Path: ast.MustParseRef(reasonsResidualPackage)}}
+	for _, q := range pq.Queries {
+		mod.Rules = append(mod.Rules, &ast.Rule{Head: ast.NewHead(ast.Var("reasons"), ast.VarTerm("reason")), Body: q.Copy(), Module: mod})
+	}
+	modules := make(map[string]*ast.Module, len(v.modules)+len(pq.Support)+1)
+	for k, m := range v.modules {
+		modules[k] = m
+	}
+	for i, m := range pq.Support {
+		modules[fmt.Sprintf("__dirgate_reasons_support_%d__", i)] = m
+	}
+	modules["__dirgate_reasons__"] = mod
+	c := ast.NewCompiler().WithEnablePrintStatements(false)
+	if c.Compile(modules); c.Failed() {
+		return nil, fmt.Errorf("compile reasons residual: %w", c.Errors)
+	}
+	q, err := rego.New(rego.Compiler(c), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+		rego.Query(reasonsResidualPackage+".reasons")).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("prepare reasons residual: %w", err)
+	}
+	return &q, nil
+}
+
+// reasonsFromResidual evaluates the residual reasons for each object of list,
+// whose reasons go to out[index[j]].
+func (v *version) reasonsFromResidual(ctx context.Context, q *rego.PreparedEvalQuery, base, list ast.Value, index []int, out [][]string) ([][]string, error) {
+	baseObj, ok := base.(ast.Object)
+	arr, ok2 := list.(*ast.Array)
+	if !ok || !ok2 || arr.Len() != len(index) {
+		return nil, errors.New("reasons: unexpected input shape")
+	}
+	objectKey := ast.InternedTerm("object")
+	for j := range index {
+		input := ast.NewObject()
+		baseObj.Foreach(func(k, v *ast.Term) { input.Insert(k, v) })
+		input.Insert(objectKey, arr.Elem(j))
+		rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+		if err != nil {
+			return nil, fmt.Errorf("evaluate %s: %w", reasonsPath, err)
+		}
+		if len(rs) == 1 {
+			out[index[j]] = reasonStrings(rs[0].Expressions[0].Value)
+		}
+	}
+	return out, nil
+}
+
+func reasonStrings(val any) []string {
+	items, ok := val.([]any)
+	if !ok {
+		items = []any{val}
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		if s, ok := it.(string); ok {
+			out = append(out, s)
+			continue
+		}
+		b, _ := json.Marshal(it)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// draftCompiles admits one draft compilation at a time: the compiler cannot be
+// interrupted, so a compilation over its time is abandoned, not stopped, and must
+// not be joined by others.
+var draftCompiles = make(chan struct{}, 1)
+
+// compileDraft compiles a draft module beside the active policy: it replaces the
+// active modules of its package, and sees the active data. Its builtins are
+// restricted (DraftCapabilities).
+func compileDraft(ctx context.Context, active *version, text string) (*version, error) {
+	if len(text) > MaxDraftBytes {
+		return nil, &DraftError{Msg: fmt.Sprintf("the module is larger than %d bytes", MaxDraftBytes)}
+	}
+	caps := DraftCapabilities()
+	mod, err := ast.ParseModuleWithOpts("draft.rego", text, ast.ParserOptions{RegoVersion: ast.RegoV1, Capabilities: caps})
+	if err != nil {
+		return nil, &DraftError{Msg: compileMessage(err)}
+	}
+	modules := make(map[string]*ast.Module, len(active.modules)+1)
+	for p, m := range active.modules {
+		if !m.Package.Path.Equal(mod.Package.Path) {
+			modules[p] = m.Copy()
+		}
+	}
+	modules["draft.rego"] = mod
+	sum := sha256.Sum256([]byte(text))
+	src := &source{modules: modules, data: active.data, revision: "draft-" + hex.EncodeToString(sum[:])[:10]}
+	select {
+	case draftCompiles <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("compile draft: %w", ctx.Err())
+	}
+	type result struct {
+		v   *version
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-draftCompiles }()
+		v, err := compileWith(context.WithoutCancel(ctx), src, 64, caps)
+		if v != nil {
+			v.draft = true
+		}
+		done <- result{v, err}
+	}()
+	t := time.NewTimer(DefaultDraftCompileTime)
+	defer t.Stop()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, &DraftError{Msg: compileMessage(r.err)}
+		}
+		return r.v, nil
+	case <-t.C:
+		return nil, &DraftError{Msg: fmt.Sprintf("compilation took longer than %s", DefaultDraftCompileTime)}
+	case <-ctx.Done():
+		return nil, fmt.Errorf("compile draft: %w", ctx.Err())
+	}
+}
+
+// maxDraftErrors bounds the compiler errors returned for a draft.
+const maxDraftErrors = 10
+
+// compileMessage renders compiler errors as "draft.rego:LINE: message" lines.
+func compileMessage(err error) string {
+	var errs ast.Errors
+	if !errors.As(err, &errs) {
+		return strings.TrimPrefix(err.Error(), "compile policy: ")
+	}
+	var lines []string
+	for i, e := range errs {
+		if i == maxDraftErrors {
+			lines = append(lines, fmt.Sprintf("(%d more)", len(errs)-i))
+			break
+		}
+		lines = append(lines, e.Error())
+	}
+	return strings.Join(lines, "\n")
+}
+
+// draftForbidden are builtins a draft may not call besides the non-deterministic
+// ones (which include http.send, net.lookup_ip_addr, time.now_ns, rand.intn,
+// uuid.rfc4122 and opa.runtime): named here too, so that an OPA upgrade that
+// changed a flag could not let them through, and print and trace, whose output
+// would go to the gateway's log.
+var draftForbidden = map[string]bool{
+	"http.send": true, "net.lookup_ip_addr": true, "time.now_ns": true, "rand.intn": true,
+	"uuid.rfc4122": true, "uuid.v4": true, "opa.runtime": true, "print": true, "trace": true,
+}
+
+// DraftCapabilities are the builtins a draft may call: this OPA's, less every
+// non-deterministic one and draftForbidden, with no network host allowed.
+// Deterministic helpers (net.cidr_contains, time.parse_ns, uuid.parse, ...) stay.
+func DraftCapabilities() *ast.Capabilities {
+	caps := ast.CapabilitiesForThisVersion()
+	kept := caps.Builtins[:0]
+	for _, b := range caps.Builtins {
+		if !b.Nondeterministic && !draftForbidden[b.Name] {
+			kept = append(kept, b)
+		}
+	}
+	caps.Builtins = kept
+	caps.AllowNet = []string{}
+	return caps
+}
