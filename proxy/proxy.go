@@ -172,7 +172,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg:           cfg,
 		apiPath:       apiPath(cfg.BasePath),
 		basePrefix:    strings.TrimSuffix(cfg.BasePath, "/"),
-		decisionsPath: strings.TrimSuffix(apiPath(cfg.BasePath), ResourcePath) + DecisionsPath,
+		decisionsPath: strings.TrimSuffix(cfg.BasePath, "/") + DecisionsPath,
 		throttle:      newThrottle(cfg.Throttle),
 		metrics:       newMetrics(),
 	}, nil

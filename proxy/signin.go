@@ -45,11 +45,21 @@ const MaxSessionIDLength = 256
 // Config.BasePath spells it), matched as the handler matches it, for telemetry to
 // name spans and metrics by.
 func SignInRoute(basePath, path string) (string, bool) {
+	return routeOf(basePath, path, SessionCreatePath, AuthPath, SessionsPath)
+}
+
+// DecisionsRoute is SignInRoute for the decisions API (decisions.go).
+func DecisionsRoute(basePath, path string) (string, bool) {
+	return routeOf(basePath, path, DecisionsPath)
+}
+
+// routeOf matches path against resources below basePath, as the handler does.
+func routeOf(basePath, path string, resources ...string) (string, bool) {
 	if basePath == "" {
 		basePath = DefaultBasePath
 	}
 	prefix := strings.TrimSuffix(basePath, "/")
-	for _, p := range []string{SessionCreatePath, AuthPath, SessionsPath} {
+	for _, p := range resources {
 		if isAPIPath(path, prefix+p) {
 			return prefix + p, true
 		}

@@ -74,6 +74,9 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		if rt, ok := proxy.SignInRoute(basePath, r.URL.Path); ok {
 			return rt
 		}
+		if rt, ok := proxy.DecisionsRoute(basePath, r.URL.Path); ok {
+			return rt
+		}
 		return "unmatched"
 	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
