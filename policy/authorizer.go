@@ -287,8 +287,8 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	denied := st.decided - n
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
 		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
-	a.metrics.decisions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "allow")))
-	a.metrics.decisions.Add(ctx, int64(denied), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "deny")))
+	a.metrics.decisions.Add(ctx, int64(n), viewAllowed)
+	a.metrics.decisions.Add(ctx, int64(denied), viewDenied)
 	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start)})
 	return allowed, n, nil
 }
