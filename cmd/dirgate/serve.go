@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"time"
 
 	"github.com/dirgate/dirgate"
@@ -77,7 +78,8 @@ func NewMain(cfg *Config, stdout, stderr io.Writer) *Main {
 // within a line.
 func (m *Main) lines(w io.Writer) *telemetry.LineWriter {
 	for _, lw := range m.lineWriters {
-		if lw.dest == w {
+		// (== on an interface holding an uncomparable value would panic.)
+		if reflect.TypeOf(w).Comparable() && reflect.TypeOf(lw.dest) == reflect.TypeOf(w) && lw.dest == w {
 			return lw.w
 		}
 	}
