@@ -127,14 +127,12 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 		a.fsys = os.DirFS(cfg.Dir)
 	}
 	if cfg.DecisionLog != nil {
-		a.dlog = &decisionLog{w: cfg.DecisionLog, maxDenied: cfg.DecisionLogMaxDenied, now: a.now, logger: a.logger}
-		if a.dlog.maxDenied == 0 {
-			a.dlog.maxDenied = DefaultMaxDeniedLogged
-		}
+		var masks []Mask
 		for _, s := range cfg.DecisionLogMask {
 			m, _ := ParseMask(s) // validated above
-			a.dlog.masks = append(a.dlog.masks, m)
+			masks = append(masks, m)
 		}
+		a.dlog = newDecisionLog(cfg.DecisionLog, masks, cfg.DecisionLogMaxDenied, a.now, a.logger)
 	}
 	v, err := a.load(ctx)
 	if err != nil {
@@ -307,10 +305,10 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	denied := st.decided - n
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
 		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
-	a.metrics.decisions.Add(ctx, int64(n), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "allow")))
-	a.metrics.decisions.Add(ctx, int64(denied), metric.WithAttributes(attribute.String("action", ActionView), attribute.String("decision", "deny")))
+	a.metrics.decisions.Add(ctx, int64(n), viewAllowed)
+	a.metrics.decisions.Add(ctx, int64(denied), viewDenied)
 	cand := a.cand.view(ctx, in, objs, allowed, st.decided)
-	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, stats: st, elapsed: time.Since(start), candidate: cand})
+	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand})
 	return allowed, n, nil
 }
 

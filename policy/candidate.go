@@ -211,29 +211,6 @@ func (c *candidate) count(ctx context.Context, action string, d *candidateDiff) 
 	}
 }
 
-// addTo adds the decision line's "candidate" member. The GUIDs it names are
-// bounded like deniedGuids, by the same setting, for both lists together (newly
-// allowed first); the counts are always complete.
-func (d *candidateDiff) addTo(ev map[string]any, _ int) {
-	if d == nil {
-		return
-	}
-	orEmpty := func(g []string) []string {
-		if g == nil {
-			return []string{}
-		}
-		return g
-	}
-	ev["candidate"] = map[string]any{
-		"revision":      d.revision,
-		"newly_allowed": orEmpty(d.newlyAllowed),
-		"newly_denied":  orEmpty(d.newlyDenied),
-		"newlyAllowed":  d.nAllowed,
-		"newlyDenied":   d.nDenied,
-		"truncated":     len(d.newlyAllowed)+len(d.newlyDenied) < d.nAllowed+d.nDenied,
-	}
-}
-
 // CandidateStatus describes the candidate policy: zero Source when none is set.
 type CandidateStatus struct {
 	Source    string    `json:"source,omitempty"`

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,34 +57,26 @@ func ParseMask(s string) (Mask, error) {
 
 func (m Mask) String() string { return m.raw }
 
-// erase removes the member m names from doc; it reports whether there was one.
-func (m Mask) erase(doc map[string]any) bool {
-	cur := doc
-	for _, t := range m.tokens[:len(m.tokens)-1] {
-		next, ok := cur[t].(map[string]any)
-		if !ok {
-			return false
-		}
-		cur = next
-	}
-	last := m.tokens[len(m.tokens)-1]
-	if _, ok := cur[last]; !ok {
-		return false
-	}
-	delete(cur, last)
-	return true
-}
+// decisionLogPath is the decision's path as lines name it, OPA's way.
+var decisionLogPath = strings.ReplaceAll(strings.TrimPrefix(decisionPath, "data."), ".", "/")
 
 // decisionLog writes one JSON line per decision. It never sees a token: the
 // Authorizer only ever receives the resolved principal.
 type decisionLog struct {
 	mu        sync.Mutex
 	w         io.Writer
-	masks     []Mask
+	masks     lineMasks
 	maxDenied int
 	now       func() time.Time
 	logger    *slog.Logger
 	failed    bool // a write failed; logged once until a write succeeds
+}
+
+func newDecisionLog(w io.Writer, masks []Mask, maxDenied int, now func() time.Time, logger *slog.Logger) *decisionLog {
+	if maxDenied == 0 {
+		maxDenied = DefaultMaxDeniedLogged
+	}
+	return &decisionLog{w: w, masks: newLineMasks(masks), maxDenied: maxDenied, now: now, logger: logger}
 }
 
 // listingDecision is what FilterView decided for one listing.
@@ -94,6 +85,7 @@ type listingDecision struct {
 	in       Input
 	objs     []dirgate.Object
 	allowed  []bool
+	nAllowed int
 	stats    filterStats
 	elapsed  time.Duration
 	// candidate is what the candidate policy decided differently (nil: not evaluated).
@@ -104,40 +96,8 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 	if d == nil || d.w == nil {
 		return
 	}
-	nAllowed := 0
-	var denied []string // not []any: boxing each GUID was an allocation per denied object
-	truncated := false
-	decided := ld.stats.decided
-	for i, ok := range ld.allowed[:decided] {
-		switch {
-		case ok:
-			nAllowed++
-		case len(denied) < d.maxDenied:
-			denied = append(denied, ld.objs[i].GUID)
-		default:
-			truncated = true
-		}
-	}
-	if denied == nil {
-		denied = []string{}
-	}
-	result := map[string]any{
-		"allowed":         nAllowed,
-		"denied":          decided - nAllowed,
-		"deniedGuids":     denied,
-		"deniedTruncated": truncated,
-	}
-	if ld.stats.errors > 0 {
-		result["errors"] = ld.stats.errors
-	}
-	if u := len(ld.allowed) - decided; u > 0 {
-		// The size limit was reached before them: they were not decided, and are not shown.
-		result["undecided"] = u
-	}
-	ev := d.event(ctx, ld.revision, ld.in, result, ld.elapsed)
-	ev["engine"] = map[string]any{"mode": ld.stats.mode, "cachedPlan": ld.stats.cached, "reusedDecisions": ld.stats.reused}
-	ld.candidate.addTo(ev, d.maxDenied)
-	d.write(ev)
+	d.write(&line{revision: ld.revision, in: ld.in, elapsed: ld.elapsed, span: trace.SpanContextFromContext(ctx),
+		listing: &listingResult{objs: ld.objs, allowed: ld.allowed, nAllowed: ld.nAllowed, maxDenied: d.maxDenied, stats: ld.stats}, candidate: ld.candidate})
 }
 
 // change logs the decision on one membership change (a removal or an addition).
@@ -145,66 +105,34 @@ func (d *decisionLog) change(ctx context.Context, revision string, in Input, all
 	if d == nil || d.w == nil {
 		return
 	}
-	result := map[string]any{"allowed": allowed}
-	if evalErr != nil {
-		result["error"] = "evaluation failed" // detail goes to the application log
-	}
-	ev := d.event(ctx, revision, in, result, elapsed)
-	cand.addTo(ev, d.maxDenied)
-	d.write(ev)
+	d.write(&line{revision: revision, in: in, elapsed: elapsed, span: trace.SpanContextFromContext(ctx),
+		change: &changeResult{allowed: allowed, failed: evalErr != nil}, candidate: cand})
 }
 
-// event builds the fields every decision line has, as maps so that masks can erase
-// any member.
-func (d *decisionLog) event(ctx context.Context, revision string, in Input, result map[string]any, elapsed time.Duration) map[string]any {
-	input := map[string]any{
-		"action": in.Action,
-		"subject": map[string]any{
-			"dn": in.Subject.DN, "guid": in.Subject.GUID, "sid": in.Subject.SID,
-			"displayName": in.Subject.DisplayName, "groupCount": len(in.Subject.Groups),
-		},
-		"group": map[string]any{"dn": in.Group.DN, "guid": in.Group.GUID},
-		"request": map[string]any{
-			"includeIndirect": in.Request.IncludeIndirect,
-			"properties":      in.Request.Properties,
-			"sizeLimit":       in.Request.SizeLimit,
-		},
-	}
-	if in.Object != nil {
-		input["object"] = map[string]any{"dn": in.Object.DN, "guid": in.Object.GUID, "objectType": in.Object.ObjectType}
-	}
-	ev := map[string]any{
-		"time":        d.now().UTC().Format(time.RFC3339Nano),
-		"decision_id": uuid.NewString(),
-		"path":        strings.ReplaceAll(strings.TrimPrefix(decisionPath, "data."), ".", "/"),
-		"revision":    revision,
-		"input":       input,
-		"result":      result,
-		"duration_ms": float64(elapsed.Microseconds()) / 1000,
-	}
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		ev["trace_id"] = sc.TraceID().String()
-		ev["span_id"] = sc.SpanID().String()
-	}
-	var erased []string
-	for _, m := range d.masks {
-		if m.erase(ev) {
-			erased = append(erased, m.raw)
-		}
-	}
-	if erased != nil {
-		ev["erased"] = erased
-	}
-	return ev
-}
+// lineBuffers keeps encoded lines' buffers for the next lines.
+var lineBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-func (d *decisionLog) write(ev map[string]any) {
-	b, err := json.Marshal(ev)
+// maxPooledLine bounds the buffers kept: a rare huge line is not held forever.
+const maxPooledLine = 64 << 10
+
+// write stamps l with the time and a decision id, encodes it and writes it, one
+// Write per line so that concurrent lines never interleave.
+func (d *decisionLog) write(l *line) {
+	l.time = d.now()
+	id, err := uuid.NewRandom()
 	if err != nil {
-		d.logger.Error("decision log: encode", "err", err)
+		d.logger.Error("decision log: decision id", "err", err)
 		return
 	}
-	b = append(b, '\n')
+	l.id = id
+	bp := lineBuffers.Get().(*[]byte)
+	b := append(appendLine((*bp)[:0], l, &d.masks), '\n')
+	defer func() {
+		if cap(b) <= maxPooledLine {
+			*bp = b[:0]
+			lineBuffers.Put(bp)
+		}
+	}()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if _, err := d.w.Write(b); err != nil {

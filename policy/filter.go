@@ -3,7 +3,6 @@ package policy
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,31 +115,6 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 	}
 	p.remember(objs, allowed)
 	return filterStats{mode: modePredicate, cached: cached}, nil
-}
-
-// planKey names the plans that can decide in: the members of the input the policy
-// reads (input.object aside, which the plan leaves unknown).
-func (v *version) planKey(in Input) (string, error) {
-	if v.reads != nil {
-		if !v.reads["action"] {
-			in.Action = ""
-		}
-		if !v.reads["subject"] {
-			in.Subject = dirgate.Principal{}
-		}
-		if !v.reads["group"] {
-			in.Group = dirgate.Object{}
-		}
-		if !v.reads["request"] {
-			in.Request = Request{}
-		}
-	}
-	b, err := json.Marshal(in)
-	if err != nil {
-		return "", fmt.Errorf("encode policy input: %w", err)
-	}
-	sum := sha256.Sum256(b)
-	return string(sum[:]), nil
 }
 
 // buildPlan partially evaluates the decision for one base input and translates the

@@ -3,11 +3,13 @@ package policy
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dirgate/dirgate"
 )
@@ -62,13 +64,8 @@ func (a *Authorizer) AllowSignIn(ctx context.Context, p dirgate.Principal) error
 		a.logger.Error("policy: sign-in rule evaluation failed; sign-in denied", "revision", v.revision, "subject", p.GUID, "err", err)
 	}
 	if a.dlog != nil && a.dlog.w != nil {
-		result := map[string]any{"allowed": allowed, "defined": defined}
-		if err != nil {
-			result["error"] = "evaluation failed"
-		}
-		ev := a.dlog.event(ctx, v.revision, in, result, time.Since(start))
-		ev["path"] = "dirgate/authz/signin"
-		a.dlog.write(ev)
+		a.dlog.write(&line{revision: v.revision, in: in, elapsed: time.Since(start), span: trace.SpanContextFromContext(ctx),
+			path: strings.ReplaceAll(strings.TrimPrefix(signInPath, "data."), ".", "/"), change: &changeResult{allowed: allowed, failed: err != nil, defined: &defined}})
 	}
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))

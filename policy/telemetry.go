@@ -2,6 +2,7 @@ package policy
 
 import (
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -20,3 +21,9 @@ func newPolicyMetrics() policyMetrics {
 		metric.WithDescription("Policy reloads by outcome (ok, failed); a failed reload keeps the last good policy."))
 	return policyMetrics{decisions: decisions, reloads: reloads}
 }
+
+// The attributes of a listing's decision counts, built once rather than per listing.
+var (
+	viewAllowed = metric.WithAttributeSet(attribute.NewSet(attribute.String("action", ActionView), attribute.String("decision", "allow")))
+	viewDenied  = metric.WithAttributeSet(attribute.NewSet(attribute.String("action", ActionView), attribute.String("decision", "deny")))
+)

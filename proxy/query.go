@@ -167,7 +167,7 @@ func requiredIdentifier(vals map[string]string, name string) (dirgate.Identifier
 	if !ok {
 		return dirgate.Identifier{}, dirgate.InvalidParam(name, "The %s parameter is required.", name)
 	}
-	id, err := dirgate.ParseIdentifier(v)
+	id, err := identifiers.parse(v)
 	if err != nil {
 		return dirgate.Identifier{}, dirgate.InvalidParam(name, "The %s parameter %s.", name, dirgate.ErrorMessage(err))
 	}

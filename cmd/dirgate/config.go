@@ -31,6 +31,7 @@ type Config struct {
 	MemoryLDIF      string
 	LogLevel        string
 	LogFormat       string
+	LogFlush        time.Duration
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
 	PrincipalTTL    time.Duration
@@ -102,6 +103,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.MemoryLDIF, "memory-ldif", "", "LDIF export loaded by the memory upstream; empty loads the embedded demo directory")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.DurationVar(&c.LogFlush, "log-flush", 20*time.Millisecond, "how long log and decision lines may wait to be written together (0: each at once)")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "deadline for serving one request, upstream calls included")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	fs.DurationVar(&c.PrincipalTTL, "principal-ttl", 30*time.Second, "how long a token's resolved principal (its groups) is reused")
@@ -277,6 +279,9 @@ func (c *Config) Validate() error {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		bad("log-format", "must be json or text")
+	}
+	if c.LogFlush < 0 || c.LogFlush > time.Second {
+		bad("log-flush", "must be between 0 and 1s")
 	}
 	for name, d := range map[string]time.Duration{"request-timeout": c.RequestTimeout, "shutdown-timeout": c.ShutdownTimeout,
 		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout,

@@ -40,6 +40,9 @@ func TestConfigPrecedence(t *testing.T) {
 		// Multi-word settings map to underscored variables.
 		{name: "env names", env: map[string]string{"DIRGATE_REQUEST_TIMEOUT": "5s", "DIRGATE_BASE_PATH": ""},
 			want: func(c *Config) bool { return c.RequestTimeout == 5*time.Second && c.BasePath == "/restApi" }},
+		// Log lines are batched for 20 ms unless told otherwise; 0 writes each at once.
+		{name: "log flush", want: func(c *Config) bool { return c.LogFlush == 20*time.Millisecond }},
+		{name: "log flush off", env: map[string]string{"DIRGATE_LOG_FLUSH": "0"}, want: func(c *Config) bool { return c.LogFlush == 0 }},
 		// An empty base path serves /api/... directly.
 		{name: "empty base path", args: []string{"--base-path", ""}, want: func(c *Config) bool { return c.BasePath == "" }},
 	}
@@ -57,14 +60,14 @@ func TestConfigPrecedence(t *testing.T) {
 }
 
 func TestConfigReportsEveryProblem(t *testing.T) {
-	_, err := LoadConfig([]string{"--upstream", "ldap", "--log-level", "loud", "--listen", "nope", "--ldap-pool-size", "0"},
+	_, err := LoadConfig([]string{"--upstream", "ldap", "--log-level", "loud", "--listen", "nope", "--ldap-pool-size", "0", "--log-flush", "2s"},
 		env(map[string]string{"DIRGATE_BASE_PATH": "noslash"}), &bytes.Buffer{})
 	if err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
 	for _, want := range []string{"listen (DIRGATE_LISTEN)", "base-path (DIRGATE_BASE_PATH)", "log-level (DIRGATE_LOG_LEVEL)",
 		"tokens-file (DIRGATE_TOKENS_FILE): is required with the ldap upstream", "ldap-url (DIRGATE_LDAP_URL)",
-		"ldap-bind-dn", "ldap-password-file", "ldap-base-dn", "ldap-pool-size"} {
+		"ldap-bind-dn", "ldap-password-file", "ldap-base-dn", "ldap-pool-size", "log-flush (DIRGATE_LOG_FLUSH): must be between 0 and 1s"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

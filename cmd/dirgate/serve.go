@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"time"
 
 	"github.com/dirgate/dirgate"
@@ -40,6 +41,7 @@ type Main struct {
 	requests       context.Context
 	cancelRequests context.CancelFunc
 	closers        []func() error
+	lineWriters    []lineDest // flushed last by Close
 	served         chan error
 	telemetry      *telemetry.Telemetry
 	ready          *readiness
@@ -68,14 +70,38 @@ type Main struct {
 	onCertReload  func(error)
 }
 
-// NewMain returns a program for cfg that logs to stderr.
+// NewMain returns a program for cfg that logs to stderr, lines batched for up to
+// cfg.LogFlush (docs/operations.md, "Logs"); Close writes the last ones.
 func NewMain(cfg *Config, stdout, stderr io.Writer) *Main {
+	m := &Main{Config: cfg, stdout: stdout, stderr: stderr}
+	logOut := m.lines(stderr)
 	opts := &slog.HandlerOptions{Level: cfg.slogLevel()}
-	var h slog.Handler = slog.NewJSONHandler(stderr, opts)
+	var h slog.Handler = slog.NewJSONHandler(logOut, opts)
 	if cfg.LogFormat == "text" {
-		h = slog.NewTextHandler(stderr, opts)
+		h = slog.NewTextHandler(logOut, opts)
 	}
-	return &Main{Config: cfg, Logger: slog.New(telemetry.LogHandler(h)), stdout: stdout, stderr: stderr}
+	m.Logger = slog.New(telemetry.LogHandler(h))
+	return m
+}
+
+// lines returns the batching writer of w, one per destination so that the request
+// log and a decision log on the same stream share batches and never interleave
+// within a line.
+func (m *Main) lines(w io.Writer) *telemetry.LineWriter {
+	for _, lw := range m.lineWriters {
+		// (== on an interface holding an uncomparable value would panic.)
+		if reflect.TypeOf(w).Comparable() && reflect.TypeOf(lw.dest) == reflect.TypeOf(w) && lw.dest == w {
+			return lw.w
+		}
+	}
+	lw := telemetry.NewLineWriter(w, m.Config.LogFlush)
+	m.lineWriters = append(m.lineWriters, lineDest{dest: w, w: lw})
+	return lw
+}
+
+type lineDest struct {
+	dest io.Writer
+	w    *telemetry.LineWriter
 }
 
 // Run opens the directory, loads the tokens and starts serving. It returns once the
@@ -217,6 +243,11 @@ func (m *Main) Close() error {
 		}
 	}
 	m.closers = nil
+	for _, lw := range m.lineWriters {
+		if err := lw.w.Flush(); err != nil {
+			errs = append(errs, fmt.Errorf("write logs: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -83,7 +83,17 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	if err != nil {
 		return fmt.Errorf("decision log: %w", err)
 	}
-	m.closers = append(m.closers, closeDlog)
+	if dlog != nil {
+		// Batched like the logs; the file is closed only after its last lines.
+		lw := m.lines(dlog)
+		m.closers = append(m.closers, func() error {
+			err := lw.Close()
+			return errors.Join(err, closeDlog())
+		})
+		dlog = lw
+	} else {
+		m.closers = append(m.closers, closeDlog)
+	}
 	maxDenied := m.Config.DecisionLogMaxDenied
 	if maxDenied == 0 {
 		maxDenied = -1 // the setting's 0 names none; the package's 0 is its default
