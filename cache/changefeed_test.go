@@ -213,7 +213,9 @@ func TestFeedDropsResolutions(t *testing.T) {
 // not missed; resolutions are dropped on every instance through the event stream.
 func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
-	cfg := Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
+	// A generous Redis timeout: this tests the hand-over, not timeouts, and the
+	// default 100 ms failed under a load average of 10.
+	cfg := Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
 	src := &fakeSource{}
 	var ins []instance
 	var feeds []*Feed

@@ -60,6 +60,7 @@ func TestListingEqualsDirectory(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			dir := demo(t)
 			cfg := b.cfg(t)
+			cfg.Timeout = time.Second // logic, not timeouts: 100 ms failed under heavy load
 			a := newInstance(t, dir, cfg)
 			var other instance
 			if b.shared {
