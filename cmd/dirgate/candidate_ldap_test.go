@@ -136,7 +136,7 @@ func TestCandidateLDAP(t *testing.T) {
 	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", pw, "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--policy-dir", activeDir, "--policy-candidate-dir", candDir,
-		"--decision-log", dlog}, func(string) string { return "" }, io.Discard)
+		"--decision-log", dlog, "--log-flush", "0"}, func(string) string { return "" }, io.Discard) // lines read at once
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func startSignIn(t *testing.T, dc sambatest.DC, redisAddr, secretFile string, ex
 	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "debug", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", pw, "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--redis-addr", redisAddr, "--secret-file", secretFile,
-		"--decision-log", in.dlog}, extra...), func(string) string { return "" }, io.Discard)
+		"--decision-log", in.dlog, "--log-flush", "0"}, extra...), func(string) string { return "" }, io.Discard) // logs are read back at once
 	if err != nil {
 		t.Fatal(err)
 	}

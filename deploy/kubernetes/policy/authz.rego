@@ -15,6 +15,16 @@ allow if {
 	type_allowed(role)
 }
 
+# reasons names what grants input.action over input.object: each role that does,
+# with the scope that covers the object. dirgate's decisions API shows them
+# (docs/policy.md, "The decisions API"); they never change a decision.
+reasons contains sprintf("role %s, scope %s", [role.name, json.marshal(scope)]) if {
+	some role in granted
+	some scope in role.scopes
+	in_scope(scope)
+	type_allowed(role)
+}
+
 # granted is the set of roles that give the caller the requested permission.
 granted contains role if {
 	some role in data.dirgate.roles
