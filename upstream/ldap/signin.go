@@ -15,7 +15,8 @@ var _ dirgate.CredentialChecker = (*Directory)(nil)
 
 // dataCodes maps the AD "data" code of a failed simple bind (ad-ldap.md, "Account
 // status"; Samba sends the same ones) to the sign-in's reason. A code missing here
-// is answered as invalidCredentials and logged.
+// is answered as invalidCredentials; the proxy logs every refusal's code
+// (SignInError.DataCode), so an unmapped one shows in the log.
 var dataCodes = map[string]string{
 	"52e": dirgate.ReasonInvalidCredentials,
 	"525": dirgate.ReasonInvalidCredentials, // no such user (AD usually says 52e)
@@ -83,7 +84,7 @@ func bindRefusal(err error) error {
 	if !ok {
 		reason = dirgate.ReasonInvalidCredentials
 	}
-	return &dirgate.SignInError{Reason: reason, Err: fmt.Errorf("bind data code %q: %w", code, err)}
+	return &dirgate.SignInError{Reason: reason, DataCode: code, Err: fmt.Errorf("bind data code %q: %w", code, err)}
 }
 
 // resolve finds the DN of the one account under the base DN that name means, or ""

@@ -170,6 +170,10 @@ func TestBindRefusal(t *testing.T) {
 		if got := reasonOf(err); got != want {
 			t.Errorf("data %q: %s, want %s", code, got, want)
 		}
+		// The code goes to the log, mapped or not (999 is not).
+		if se := (*dirgate.SignInError)(nil); !errors.As(err, &se) || se.DataCode != code {
+			t.Errorf("data %q: DataCode %+v", code, err)
+		}
 		if strings.ToUpper(code) != code {
 			if got := reasonOf(bindRefusal(goldap.NewError(49, errors.New(strings.ToUpper(msg))))); got != want {
 				t.Errorf("data %q upper case: %s", code, got)
