@@ -33,10 +33,14 @@ const (
 )
 
 // SignInError is a refused sign-in. Reason is one of the Reason constants; Err is
-// detail for the log (never a password). It is EFORBIDDEN to the error table.
+// detail (never a password; its text may name the account, so it is not logged).
+// DataCode is the DC's data code of a refused bind ("52e", …; "" if none), which the
+// proxy logs: an operator needs it to see codes the adapter does not map. It is
+// EFORBIDDEN to the error table.
 type SignInError struct {
-	Reason string
-	Err    error
+	Reason   string
+	DataCode string
+	Err      error
 }
 
 func (e *SignInError) Error() string {

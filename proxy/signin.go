@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -230,7 +231,14 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 	if reason := signInReason(err); reason != "" {
 		// The reason only: never the password, and not the name either (users type
 		// passwords into name fields).
-		s.cfg.Logger.InfoContext(ctx, "sign-in refused", "reason", reason, "client", rec.client)
+		// The DC's data code too (not a secret), so that codes the adapter does not
+		// map show up.
+		var se *dirgate.SignInError
+		code := ""
+		if errors.As(err, &se) {
+			code = se.DataCode
+		}
+		s.cfg.Logger.InfoContext(ctx, "sign-in refused", "reason", reason, "client", rec.client, "data_code", code)
 	}
 	if err != nil {
 		s.refused(r, rec, err)

@@ -37,7 +37,7 @@ func (f *fakeSignIn) CreateSession(_ context.Context, name dirgate.SignInName, p
 	if r == "" {
 		r = dirgate.ReasonInvalidCredentials
 	}
-	return dirgate.SignInSession{}, &dirgate.SignInError{Reason: r, Err: errors.New("bind data code 52e")}
+	return dirgate.SignInSession{}, &dirgate.SignInError{Reason: r, DataCode: "52e", Err: errors.New("bind data code 52e")}
 }
 
 func (f *fakeSignIn) Exchange(_ context.Context, id string) (dirgate.SignInToken, error) {
@@ -142,7 +142,8 @@ func TestSignInRefusals(t *testing.T) {
 		if w.Code != 403 || b.Code != dirgate.EFORBIDDEN || b.InnerError == nil || b.InnerError.Code != reason || b.InnerError.Message == "" {
 			t.Errorf("%s: %d %s", reason, w.Code, w.Body)
 		}
-		if !strings.Contains(e.log.String(), `"msg":"sign-in refused","reason":"`+reason+`"`) || strings.Contains(e.log.String(), "alice") {
+		if !strings.Contains(e.log.String(), `"msg":"sign-in refused","reason":"`+reason+`"`) || !strings.Contains(e.log.String(), `"data_code":"52e"`) ||
+			strings.Contains(e.log.String(), "alice") {
 			t.Errorf("%s: log %s", reason, e.log.String())
 		}
 	}

@@ -204,7 +204,7 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 	}
 	base := dirgate.MustParseDN(c.BaseDN) // validated above
 	d := newDirectory(c, base, newPool(c.PoolSize, c.IdleTimeout, dl.dial))
-	d.userDialer = dialer{addr: addr, implicitTLS: implicitTLS, tls: tlsConfig, timeout: c.DialTimeout} // signin.go
+	d.userDialer = dialer{addr: addr, implicitTLS: implicitTLS, tls: tlsConfig, timeout: c.DialTimeout, redact: true} // signin.go
 	if err := d.discover(ctx); err != nil {
 		d.Close()
 		return nil, err

@@ -30,6 +30,9 @@ type dialer struct {
 	bindDN      string
 	password    string
 	timeout     time.Duration
+	// redact leaves bindDN out of errors: a user's sign-in bind must not write
+	// the account's name into a log (a 5xx logs its error).
+	redact bool
 }
 
 // dial connects, secures and binds a connection within d.timeout and ctx. go-ldap's
@@ -80,6 +83,9 @@ func (d *dialer) setup(ctx context.Context, raw net.Conn) (*goldap.Conn, error) 
 		}
 	}
 	if _, err := c.SimpleBind(&goldap.SimpleBindRequest{Username: d.bindDN, Password: d.password}); err != nil {
+		if d.redact {
+			return c, fmt.Errorf("bind: %w", err)
+		}
 		return c, fmt.Errorf("bind as %s: %w", d.bindDN, err)
 	}
 	return c, nil

@@ -281,6 +281,18 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 		}
 		return s.where(func(o *fakeObj) bool { return rids[o.pgid] }), nil
 	}
+	if inner, ok := strings.CutPrefix(f, "(&(objectClass=user)"); ok {
+		// The sign-in's account lookup: one attribute, among users.
+		m := reSimple.FindStringSubmatch(strings.TrimSuffix(inner, ")"))
+		if m == nil {
+			return nil, goldap.NewError(goldap.LDAPResultFilterError, fmt.Errorf("fake: unsupported filter %q", f))
+		}
+		base := dirgate.MustParseDN(req.BaseDN)
+		return s.where(func(o *fakeObj) bool {
+			return indexFold(o.classes, "user") >= 0 && indexFold(o.attrs[m[1]], unescape(m[2])) >= 0 &&
+				(dirgate.MustParseDN(o.dn).EqualFold(base) || dirgate.MustParseDN(o.dn).IsDescendantOf(base))
+		}), nil
+	}
 	m := reSimple.FindStringSubmatch(f)
 	if m == nil {
 		return nil, goldap.NewError(goldap.LDAPResultFilterError, fmt.Errorf("fake: unsupported filter %q", f))

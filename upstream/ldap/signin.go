@@ -15,7 +15,8 @@ var _ dirgate.CredentialChecker = (*Directory)(nil)
 
 // dataCodes maps the AD "data" code of a failed simple bind (ad-ldap.md, "Account
 // status"; Samba sends the same ones) to the sign-in's reason. A code missing here
-// is answered as invalidCredentials and logged.
+// is answered as invalidCredentials; the proxy logs every refusal's code
+// (SignInError.DataCode), so an unmapped one shows in the log.
 var dataCodes = map[string]string{
 	"52e": dirgate.ReasonInvalidCredentials,
 	"525": dirgate.ReasonInvalidCredentials, // no such user (AD usually says 52e)
@@ -31,19 +32,32 @@ var dataCodes = map[string]string{
 
 var dataCodeRE = regexp.MustCompile(`(?i)\bdata ([0-9a-fA-F]{1,8})\b`)
 
-// CheckPassword binds once as the user, on a connection of its own (never the
-// service pool: a bind changes a connection's identity) over the upstream's TLS
-// settings. The bind is never retried, whatever the error: every failed bind counts
-// toward the account's lockout. With the right password it then reads the account's
-// own objectGUID as the user, which is the subject of the caller's principal.
+// CheckPassword resolves the typed name to exactly one account under the base DN
+// (as the service account), then binds once as that account's DN, on a connection
+// of its own (never the service pool: a bind changes a connection's identity) over
+// the upstream's TLS settings. Binding with the resolved DN, not the typed name,
+// makes the account that proves the password the one that becomes the principal: AD
+// resolves a typed UPN forest-wide, so bob@domain may name an account outside the
+// base while dirgate's lookup finds another bob inside it. A name that resolves to
+// no single account still costs one bind (of a DN no account has) and is refused
+// like a wrong password. The bind is never retried, whatever the error: every
+// failed bind counts toward the account's lockout.
 func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, password string) (dirgate.Identifier, error) {
 	if password == "" {
 		// An LDAP simple bind with a name and no password is an anonymous bind that
 		// succeeds (RFC 4513 5.1.2): never send one.
 		return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonInvalidCredentials, Err: errors.New("empty password")}
 	}
+	dn, err := d.resolve(ctx, name)
+	if err != nil {
+		return dirgate.Identifier{}, err
+	}
+	known := dn != ""
+	if !known {
+		dn = "CN=dirgate-no-such-account," + d.base.String()
+	}
 	dl := d.userDialer
-	dl.bindDN, dl.password = name.String(), password
+	dl.bindDN, dl.password = dn, password
 	c, err := dl.dial(ctx)
 	if err != nil {
 		if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultInvalidCredentials {
@@ -52,7 +66,11 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 		return dirgate.Identifier{}, wrap("sign-in bind", err)
 	}
 	defer c.Close()
-	return d.ownGUID(ctx, c, name)
+	if !known {
+		return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonInvalidCredentials,
+			Err: errors.New("the name resolves to no single account, yet the placeholder bind succeeded")}
+	}
+	return ownGUID(ctx, c, dn)
 }
 
 // bindRefusal turns a bind's invalidCredentials into the sign-in's reason by its
@@ -66,63 +84,86 @@ func bindRefusal(err error) error {
 	if !ok {
 		reason = dirgate.ReasonInvalidCredentials
 	}
-	return &dirgate.SignInError{Reason: reason, Err: fmt.Errorf("bind data code %q: %w", code, err)}
+	return &dirgate.SignInError{Reason: reason, DataCode: code, Err: fmt.Errorf("bind data code %q: %w", code, err)}
 }
 
-// ownGUID finds the account that just bound. AD names it by UPN (explicit, or the
-// implicit sAMAccountName@dns-domain) or by DOMAIN\sAMAccountName; the search
-// runs under the user's own identity, which may read its own entry.
-func (d *Directory) ownGUID(ctx context.Context, c conn, name dirgate.SignInName) (dirgate.Identifier, error) {
-	if name.DownLevel {
-		// DOMAIN\user of a trusted domain binds too; its sAMAccountName must not be
-		// looked up in this domain, where it may name someone else.
-		nb, err := d.netbiosName(ctx, c)
-		if err != nil {
-			return dirgate.Identifier{}, err
-		}
-		if !strings.EqualFold(name.Domain, nb) {
-			return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied,
-				Err: fmt.Errorf("the account's domain is not the served domain %s", nb)}
-		}
-	}
-	filters := []string{"(sAMAccountName=" + goldap.EscapeFilter(name.User) + ")"}
-	if !name.DownLevel {
-		filters = []string{"(userPrincipalName=" + goldap.EscapeFilter(name.String()) + ")"}
-		if strings.EqualFold(name.Domain, dnsDomain(d.base.String())) {
-			filters = append(filters, "(sAMAccountName="+goldap.EscapeFilter(name.User)+")")
-		}
-	}
-	for _, f := range filters {
-		var guids []string
-		err := search(ctx, c, query{base: d.base.String(), scope: goldap.ScopeWholeSubtree,
-			filter: "(&(objectClass=user)" + f + ")", attrs: []string{"objectGUID"}},
-			func(e *goldap.Entry) error {
-				if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
-					guids = append(guids, dirgate.GUIDFromBytes(raw))
-				}
+// resolve finds the DN of the one account under the base DN that name means, or ""
+// for none or several. AD names an account by UPN (explicit, or the implicit
+// sAMAccountName@dns-domain) or by DOMAIN\sAMAccountName. The search runs as the
+// service account and costs the same for known and unknown names.
+func (d *Directory) resolve(ctx context.Context, name dirgate.SignInName) (string, error) {
+	var dns []string
+	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+		filters := []string{"(sAMAccountName=" + goldap.EscapeFilter(name.User) + ")"}
+		if name.DownLevel {
+			// DOMAIN\user of another (trusted) domain names no account here, even
+			// if this domain has a user of the same sAMAccountName.
+			nb, err := d.netbiosName(ctx, c)
+			if err != nil {
+				return err
+			}
+			if !strings.EqualFold(name.Domain, nb) {
 				return nil
-			})
-		if err != nil {
-			return dirgate.Identifier{}, wrap("sign-in lookup", err)
+			}
+		} else {
+			upn := "(userPrincipalName=" + goldap.EscapeFilter(name.String()) + ")"
+			if strings.EqualFold(name.Domain, dnsDomain(d.base.String())) {
+				// The implicit UPN: safe as a fallback because the bind below proves
+				// the password of exactly the account found.
+				filters = []string{upn, filters[0]}
+			} else {
+				filters = []string{upn}
+			}
 		}
-		switch len(guids) {
-		case 0:
-			continue
-		case 1:
-			return dirgate.ParseIdentifier(guids[0])
+		for _, f := range filters {
+			dns = dns[:0]
+			err := search(ctx, c, query{base: d.base.String(), scope: goldap.ScopeWholeSubtree,
+				filter: "(&(objectClass=user)" + f + ")", attrs: []string{"1.1"}},
+				func(e *goldap.Entry) error {
+					dns = append(dns, e.DN)
+					return nil
+				})
+			if err != nil || len(dns) > 0 {
+				return err
+			}
 		}
-		return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied,
-			Err: fmt.Errorf("%d accounts match the name", len(guids))}
+		return nil
+	})
+	if err != nil {
+		var de *dirgate.Error
+		if errors.As(err, &de) {
+			return "", err // netbiosName's, already coded
+		}
+		return "", wrap("sign-in lookup", err)
 	}
-	// The DC accepted the password of an account outside the base DN (a trusted
-	// domain's): dirgate serves no principal for it.
-	return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied,
-		Err: errors.New("the account that bound is not under the base DN")}
+	if len(dns) != 1 {
+		return "", nil
+	}
+	return dns[0], nil
+}
+
+// ownGUID reads the objectGUID of the account that just bound as dn, as that user
+// (who may read its own entry): it is the subject of the caller's principal.
+func ownGUID(ctx context.Context, c conn, dn string) (dirgate.Identifier, error) {
+	var guid string
+	err := search(ctx, c, query{base: dn, scope: goldap.ScopeBaseObject, filter: "(objectClass=user)",
+		attrs: []string{"objectGUID"}}, func(e *goldap.Entry) error {
+		if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
+			guid = dirgate.GUIDFromBytes(raw)
+		}
+		return nil
+	})
+	if err != nil {
+		return dirgate.Identifier{}, wrap("sign-in lookup", err)
+	}
+	if guid == "" {
+		return dirgate.Identifier{}, dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("ldap: sign-in: the bound account's objectGUID is unreadable"))
+	}
+	return dirgate.ParseIdentifier(guid)
 }
 
 // netbiosName reads the served domain's NetBIOS name from its crossRef in the
-// configuration partition, once (on the signing-in user's connection: any
-// authenticated user may read it).
+// configuration partition, once (on a service connection).
 func (d *Directory) netbiosName(ctx context.Context, c conn) (string, error) {
 	if nb := d.netbios.Load(); nb != nil {
 		return *nb, nil

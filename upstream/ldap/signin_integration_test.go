@@ -170,10 +170,62 @@ func TestBindRefusal(t *testing.T) {
 		if got := reasonOf(err); got != want {
 			t.Errorf("data %q: %s, want %s", code, got, want)
 		}
+		// The code goes to the log, mapped or not (999 is not).
+		if se := (*dirgate.SignInError)(nil); !errors.As(err, &se) || se.DataCode != code {
+			t.Errorf("data %q: DataCode %+v", code, err)
+		}
 		if strings.ToUpper(code) != code {
 			if got := reasonOf(bindRefusal(goldap.NewError(49, errors.New(strings.ToUpper(msg))))); got != want {
 				t.Errorf("data %q upper case: %s", code, got)
 			}
 		}
+	}
+}
+
+// TestCheckPasswordUPNOutsideBase: the bind goes to the DN of the account the name
+// resolves to under the base DN, never to the typed name, which AD resolves
+// forest-wide. Account A lies outside the base (the base is CN=Users; A is moved to
+// CN=Computers) and is never bound or signed in, even with its right password; B,
+// under the base with no explicit UPN, signs in by its implicit UPN. (The confusion
+// itself, A with the explicit UPN b@domain, cannot be made on Samba, which refuses
+// a UPN that another account's sAMAccountName implies; TestResolveBindsTheAccount
+// UnderTheBase covers it on the fake.)
+func TestCheckPasswordUPNOutsideBase(t *testing.T) {
+	dc := sambatest.Env(t)
+	cfg := dcConfig(dc)
+	cfg.BaseDN = "CN=Users," + dc.BaseDN
+	d := openDC(t, cfg)
+	ctx := context.Background()
+	admin := dc.DialAdmin(t)
+
+	bDN, bUPN := dc.TempUser(t, tempSAM("b"), signInPassword, func(a *goldap.Conn, dn string) {
+		m := goldap.NewModifyRequest(dn, nil)
+		m.Delete("userPrincipalName", nil)
+		if err := a.Modify(m); err != nil {
+			t.Fatalf("remove the UPN of %s: %v", dn, err)
+		}
+	})
+	aSAM := tempSAM("a")
+	aDN, aUPN := dc.TempUser(t, aSAM, signInPassword, nil)
+	// Out of the base; back before TempUser's cleanup (cleanups run last first).
+	rdn := "CN=" + goldap.EscapeDN(aSAM)
+	if err := admin.ModifyDN(goldap.NewModifyDNRequest(aDN, rdn, true, "CN=Computers,"+dc.BaseDN)); err != nil {
+		t.Fatalf("move %s: %v", aDN, err)
+	}
+	t.Cleanup(func() {
+		c := dc.DialAdmin(t)
+		if err := c.ModifyDN(goldap.NewModifyDNRequest(rdn+",CN=Computers,"+dc.BaseDN, rdn, true, "CN=Users,"+dc.BaseDN)); err != nil {
+			t.Errorf("move %s back: %v", aDN, err)
+		}
+	})
+
+	for _, name := range []string{aUPN, strings.ToUpper(strings.SplitN(dnsDomain(dc.BaseDN), ".", 2)[0]) + `\` + aSAM} {
+		if id, err := d.CheckPassword(ctx, mustName(t, name), signInPassword); reasonOf(err) != dirgate.ReasonInvalidCredentials {
+			t.Errorf("%s, outside the base, with its right password: %v %v, want invalidCredentials", name, id, err)
+		}
+	}
+	bGUID := dirgate.GUIDFromBytes([]byte(adminRead(t, admin, bDN, "objectGUID")))
+	if id, err := d.CheckPassword(ctx, mustName(t, bUPN), signInPassword); err != nil || id.Canonical() != bGUID {
+		t.Errorf("%s by its implicit UPN: %v %v, want %s", bUPN, id, err, bGUID)
 	}
 }
