@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -530,5 +531,16 @@ allow if {
 				}
 			}
 		})
+	}
+}
+
+// TestCandidateSampleRefusesNaN: NaN would compare every request; it and -Inf are
+// refused like a sample above 1.
+func TestCandidateSampleRefusesNaN(t *testing.T) {
+	for _, s := range []float64{math.NaN(), math.Inf(-1), math.Inf(1), 1.5} {
+		cfg := policy.Config{Candidate: policy.CandidateConfig{Sample: s}}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "sample") {
+			t.Errorf("sample %v: %v", s, err)
+		}
 	}
 }
