@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -29,12 +30,22 @@ type CandidateConfig struct {
 	// request); negative means none (the candidate is loaded, for the decisions API,
 	// but decides no request).
 	Sample float64
+	// Budget bounds the candidate's evaluation for one request. It runs detached
+	// from the request's cancellation, so a slow candidate cannot use up the
+	// request's deadline and fail the answer. 0 means DefaultCandidateBudget.
+	Budget time.Duration
 }
+
+// DefaultCandidateBudget is CandidateConfig.Budget's default.
+const DefaultCandidateBudget = time.Second
 
 func (c CandidateConfig) validate() []error {
 	var errs []error
-	if c.Sample > 1 {
-		errs = append(errs, errors.New("policy: candidate sample must be at most 1"))
+	if !(c.Sample <= 1) || math.IsInf(c.Sample, -1) { // refuses NaN and -Inf too
+		errs = append(errs, errors.New("policy: candidate sample must be a number at most 1"))
+	}
+	if c.Budget < 0 {
+		errs = append(errs, errors.New("policy: candidate budget must not be negative"))
 	}
 	if c.Dir != "" {
 		if st, err := os.Stat(c.Dir); err != nil {
@@ -65,8 +76,8 @@ type candidate struct {
 }
 
 type candidateMetrics struct {
-	differences, reloads metric.Int64Counter
-	broken               metric.Int64Gauge
+	differences, reloads, errors metric.Int64Counter
+	broken                       metric.Int64Gauge
 }
 
 func newCandidateMetrics() candidateMetrics {
@@ -75,9 +86,11 @@ func newCandidateMetrics() candidateMetrics {
 		metric.WithDescription("Per-object decisions where the candidate policy differs from the active one, by action (view, remove, add) and change (newly_allowed, newly_denied)."))
 	reloads, _ := m.Int64Counter("dirgate_policy_candidate_reloads",
 		metric.WithDescription("Candidate policy loads by outcome (ok, failed)."))
+	errs, _ := m.Int64Counter("dirgate_policy_candidate_errors",
+		metric.WithDescription("Candidate policy evaluations that failed, panicked or ran out of their budget, by action; the request is answered by the active policy alone and not compared."))
 	broken, _ := m.Int64Gauge("dirgate_policy_candidate_broken",
 		metric.WithDescription("1 while the candidate policy directory does not load (the last good candidate, if any, is still compared), else 0."))
-	return candidateMetrics{differences: differences, reloads: reloads, broken: broken}
+	return candidateMetrics{differences: differences, reloads: reloads, errors: errs, broken: broken}
 }
 
 func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logger *slog.Logger, now func() time.Time, planCacheSize int) *candidate {
@@ -135,11 +148,14 @@ type candidateDiff struct {
 // policy's decisions of its first decided objects. The candidate decides the whole
 // listing, with no size limit, so that its plan remembers complete decisions and a
 // cached listing costs it no more than the active policy.
-func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) *candidateDiff {
+func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) (d *candidateDiff) {
 	v := c.sampled()
 	if v == nil {
 		return nil
 	}
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
+	defer c.isolate(ctx, ActionView, v, &d)
 	buf := candidateBools.Get().(*[]bool)
 	defer candidateBools.Put(buf)
 	if cap(*buf) < len(objs) {
@@ -147,10 +163,12 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 	}
 	cand := (*buf)[:len(objs)]
 	clear(cand)
+	candidateTestHook(ActionView)
 	if _, err := v.filterView(ctx, c.logger, in, objs, cand, 0); err != nil {
-		return nil // the request ended
+		c.failed(ctx, ActionView, v, err)
+		return nil
 	}
-	d := &candidateDiff{revision: v.revision, max: c.maxNamed}
+	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
 	for i := range decided {
 		if allowed[i] != cand[i] {
 			d.add(objs[i].GUID, cand[i])
@@ -165,25 +183,63 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 var candidateBools = sync.Pool{New: func() any { return new([]bool) }}
 
 // change decides one membership change under the candidate.
-func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) *candidateDiff {
+func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) (d *candidateDiff) {
 	v := c.sampled()
 	if v == nil || val == nil {
 		return nil
 	}
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
+	defer c.isolate(ctx, in.Action, v, &d)
+	candidateTestHook(in.Action)
 	out, err := v.decide(ctx, val)
 	if err != nil {
 		if ctx.Err() != nil {
+			c.failed(ctx, in.Action, v, err)
 			return nil
 		}
+		c.metrics.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("action", in.Action)))
 		c.logger.Error("candidate policy: evaluation failed; "+in.Action+" would be denied", "revision", v.revision, "err", err)
 	}
-	d := &candidateDiff{revision: v.revision, max: c.maxNamed}
+	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
 	if got := out.allowed && err == nil; got != allowed {
 		d.add(in.Object.GUID, got)
 	}
 	c.count(ctx, in.Action, d)
 	return d
 }
+
+// budget returns the context the candidate evaluates under: detached from the
+// request's cancellation and deadline (its values, such as the trace, are kept),
+// and bounded by the candidate's own budget.
+func (c *candidate) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	b := c.cfg.Budget
+	if b == 0 {
+		b = DefaultCandidateBudget
+	}
+	return context.WithTimeout(context.WithoutCancel(ctx), b)
+}
+
+// failed reports a candidate evaluation that ended in an error: the request is
+// not compared.
+func (c *candidate) failed(ctx context.Context, action string, v *version, err error) {
+	c.metrics.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action)))
+	c.logger.Warn("candidate policy: evaluation failed or ran out of its budget; not compared", "action", action,
+		"revision", v.revision, "err", err)
+}
+
+// isolate, deferred, turns a panic in the candidate's evaluation into a failed
+// evaluation: the active policy's answer stands, the request is not compared.
+func (c *candidate) isolate(ctx context.Context, action string, v *version, d **candidateDiff) {
+	if r := recover(); r != nil {
+		*d = nil
+		c.failed(ctx, action, v, fmt.Errorf("panic: %v", r))
+	}
+}
+
+// candidateTestHook is called before each candidate evaluation; tests replace it
+// (export_test.go) to make one panic.
+var candidateTestHook = func(string) {}
 
 func (d *candidateDiff) add(guid string, nowAllowed bool) {
 	named := len(d.newlyAllowed)+len(d.newlyDenied) < d.max

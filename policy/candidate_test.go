@@ -7,12 +7,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
@@ -461,4 +463,84 @@ func FuzzDraft(f *testing.F) {
 			t.Fatalf("draft %q: %v", draft, err)
 		}
 	})
+}
+
+// TestCandidateNeverChangesAnswer: a candidate that panics, fails to evaluate or
+// is slow leaves the active policy's answers as they are; a slow one is stopped by
+// its own budget, not by the request's deadline (changes only: see "slow").
+func TestCandidateNeverChangesAnswer(t *testing.T) {
+	allowAll := map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
+	slow := map[string]string{"authz.rego": `package dirgate.authz
+allow if {
+	some x in numbers.range(1, 3000)
+	some y in numbers.range(1, 3000)
+	x * y < 0
+}
+`}
+	conflict := map[string]string{"authz.rego": "package dirgate.authz\nallow := true if true\nallow := false if input.action != \"x\"\n"}
+	objs := randObjects(rand.New(rand.NewPCG(1, 1)), 20)
+	for _, tc := range []struct {
+		name  string
+		cand  map[string]string
+		panic bool
+	}{{"panic", allowAll, true}, {"conflict", conflict, false}, {"slow", slow, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.panic {
+				defer policy.SetCandidateTestHook(func(string) { panic("candidate test panic") })()
+			}
+			var log bytes.Buffer
+			a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, allowAll, nil), Logger: quietLogger(),
+				DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, tc.cand, nil), Budget: 100 * time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.CandidateStatus().Revision == "" {
+				t.Fatal("the candidate did not load")
+			}
+			// The request's deadline is longer than the budget but shorter than the
+			// slow candidate: only the budget can keep the answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			start := time.Now()
+			for _, act := range []func() error{
+				func() error { return a.AllowRemove(ctx, dirgate.Principal{}, dirgate.Object{}, objs[0]) },
+				func() error { return a.AllowAdd(ctx, dirgate.Principal{}, dirgate.Object{}, objs[0]) },
+			} {
+				if err := act(); err != nil {
+					t.Errorf("change answered %v, want allowed", err)
+				}
+			}
+			if tc.name == "slow" {
+				// Left undone: building the candidate's listing plan (partial
+				// evaluation) is not bounded by the budget.
+				if ctx.Err() != nil || time.Since(start) > time.Second {
+					t.Errorf("the slow candidate took %s of the request's deadline", time.Since(start))
+				}
+				return
+			}
+			shown, err := a.FilterView(ctx, dirgate.Principal{}, dirgate.Object{}, dirgate.ListOptions{}, objs)
+			if err != nil || len(shown) != len(objs) {
+				t.Errorf("listing: %d of %d shown, %v", len(shown), len(objs), err)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("the candidate used up the request's deadline (%s)", time.Since(start))
+			}
+			for _, l := range candidateLines(t, &log) {
+				if tc.name != "conflict" && l.Candidate != nil {
+					t.Errorf("%s line compared a failed candidate: %+v", l.Input.Action, l.Candidate)
+				}
+			}
+		})
+	}
+}
+
+// TestCandidateSampleRefusesNaN: NaN would compare every request; it and -Inf are
+// refused like a sample above 1.
+func TestCandidateSampleRefusesNaN(t *testing.T) {
+	for _, s := range []float64{math.NaN(), math.Inf(-1), math.Inf(1), 1.5} {
+		cfg := policy.Config{Candidate: policy.CandidateConfig{Sample: s}}
+		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "sample") {
+			t.Errorf("sample %v: %v", s, err)
+		}
+	}
 }

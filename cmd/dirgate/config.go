@@ -82,6 +82,7 @@ type Config struct {
 	PolicyDir             string
 	PolicyCandidateDir    string
 	PolicyCandidateSample float64
+	PolicyDrafts          bool
 	DecisionLog           string
 	DecisionLogMask       string
 	DecisionLogMaxDenied  int
@@ -152,6 +153,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
 	fs.StringVar(&c.PolicyCandidateDir, "policy-candidate-dir", "", "a candidate policy directory evaluated in shadow beside the active one, watched and reloaded; differences are counted and logged, answers never change (docs/policy.md)")
 	fs.Float64Var(&c.PolicyCandidateSample, "policy-candidate-sample", 1, "fraction of requests also decided by the candidate policy (0 to 1)")
+	fs.BoolVar(&c.PolicyDrafts, "policy-drafts", false, "let callers allowed to explain try a draft policy (POST to the decisions API); off by default because OPA cannot bound a draft's memory (docs/policy.md)")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
 	fs.StringVar(&c.DecisionLogMask, "decision-log-mask", "", "comma-separated JSON pointers erased from every decision log line, e.g. /input/subject/dn")
 	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", policy.DefaultMaxDeniedLogged, "denied objects named by GUID per listing line of the decision log (0: none)")
@@ -324,7 +326,7 @@ func (c *Config) Validate() error {
 	if _, err := c.trustedProxies(); err != nil {
 		bad("trusted-proxies", "%v", err)
 	}
-	if c.PolicyCandidateSample < 0 || c.PolicyCandidateSample > 1 {
+	if !(c.PolicyCandidateSample >= 0 && c.PolicyCandidateSample <= 1) { // refuses NaN too
 		bad("policy-candidate-sample", "must be between 0 and 1")
 	}
 	if c.DecisionLogMaxDenied < 0 {

@@ -120,3 +120,19 @@ func TestREADMEListsEverySetting(t *testing.T) {
 		}
 	})
 }
+
+// TestConfigCandidateSampleRange: the sample is a fraction; NaN, infinities and
+// values outside [0, 1] are refused.
+func TestConfigCandidateSampleRange(t *testing.T) {
+	for _, v := range []string{"NaN", "nan", "Inf", "-Inf", "+Inf", "-0.1", "1.5"} {
+		_, err := LoadConfig([]string{"--policy-candidate-sample", v}, env(nil), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "policy-candidate-sample") {
+			t.Errorf("sample %s: err = %v", v, err)
+		}
+	}
+	for _, v := range []string{"0", "0.25", "1"} {
+		if _, err := LoadConfig([]string{"--policy-candidate-sample", v}, env(nil), &bytes.Buffer{}); err != nil {
+			t.Errorf("sample %s: %v", v, err)
+		}
+	}
+}

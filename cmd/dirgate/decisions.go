@@ -19,9 +19,29 @@ import (
 type decisions struct {
 	svc   *dirgate.MemberService
 	authz *policy.Authorizer
+	// drafts tells whether a POST may try a draft (--policy-drafts). OPA cannot
+	// bound a draft's memory, so they are off unless the operator accepts that any
+	// caller allowed to explain can exhaust the gateway's memory.
+	drafts bool
+	// draftSlot admits one draft at a time (compilation and evaluation): the others
+	// are refused at once rather than queued.
+	draftSlot chan struct{}
 }
 
 func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q proxy.DecisionsQuery) (any, error) {
+	if q.Draft != "" {
+		if !d.drafts {
+			return nil, &dirgate.Error{Code: dirgate.EFORBIDDEN, Param: "module",
+				Message: "Drafts are disabled on this gateway (DIRGATE_POLICY_DRAFTS)."}
+		}
+		select {
+		case d.draftSlot <- struct{}{}:
+			defer func() { <-d.draftSlot }()
+		default:
+			return nil, &dirgate.Error{Code: dirgate.ETOOMANY, Param: "module",
+				Message: "Another draft is being tried; try again later."}
+		}
+	}
 	subject, err := d.svc.Principal(ctx, q.Subject)
 	if err != nil {
 		if dirgate.ErrorCode(err) == dirgate.ENOTFOUND {
@@ -46,7 +66,8 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 }
 
 // decisionsFor returns the decisions API over svc when its authorizer is a policy.
-func decisionsFor(svc any) proxy.Decisions {
+// drafts enables POSTed drafts (--policy-drafts).
+func decisionsFor(svc any, drafts bool) proxy.Decisions {
 	ms, ok := svc.(*dirgate.MemberService)
 	if !ok {
 		return nil
@@ -55,7 +76,7 @@ func decisionsFor(svc any) proxy.Decisions {
 	if !ok {
 		return nil
 	}
-	return decisions{svc: ms, authz: authz}
+	return decisions{svc: ms, authz: authz, drafts: drafts, draftSlot: make(chan struct{}, 1)}
 }
 
 // addExplorer mounts the explorer page, which calls the decisions API below

@@ -101,7 +101,7 @@ func candidatePolicy(t *testing.T) string {
 func TestExplorerInBrowser(t *testing.T) {
 	ctx := browser(t)
 	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
-		"--policy-candidate-dir", candidatePolicy(t)}, func(string) string { return "" }, io.Discard)
+		"--policy-candidate-dir", candidatePolicy(t), "--policy-drafts"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		"/readyz":  m.ready,
 		"/metrics": m.telemetry.Metrics,
 	}
-	dec := decisionsFor(svc)
+	dec := decisionsFor(svc, m.Config.PolicyDrafts)
 	if dec != nil {
 		if err := addExplorer(mounts, basePath); err != nil {
 			return nil, err

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/url"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/proxy"
+)
+
+// demoGateway starts the demo gateway with the given extra settings.
+func demoGateway(t *testing.T, args ...string) string {
+	t.Helper()
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off"}, args...),
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return "http://" + m.Addr()
+}
+
+// TestDraftsOffByDefault: without --policy-drafts a POSTed draft is refused with
+// 403 in the error shape, naming the module; with it, the draft is tried.
+func TestDraftsOffByDefault(t *testing.T) {
+	query := url.Values{"subject": {hugo}, "group": {"CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"}}
+	body := `{"module": "package dirgate.authz\nallow if input.action == \"explain\"\n"}`
+	for _, tt := range []struct {
+		args   []string
+		status int
+	}{{nil, 403}, {[]string{"--policy-drafts"}, 200}} {
+		root := demoGateway(t, tt.args...)
+		r := post(t, root+"/restApi/api/policy/decisions?"+query.Encode(), adminTok, "application/json", body)
+		if r.status != tt.status {
+			t.Fatalf("%v: POST draft: %d %s, want %d", tt.args, r.status, r.body, tt.status)
+		}
+		if tt.status != 403 {
+			continue
+		}
+		var e proxy.ErrorResponse
+		if err := json.Unmarshal(r.body, &e); err != nil || e.Code != dirgate.EFORBIDDEN || e.Message == "" {
+			t.Errorf("refusal is not the error shape: %s (%v)", r.body, err)
+		}
+		// GET stays available without drafts.
+		if g := call(t, "GET", root+"/restApi/api/policy/decisions?"+query.Encode(), adminTok); g.status != 200 {
+			t.Errorf("GET without drafts: %d %s", g.status, g.body)
+		}
+	}
+}
+
+// TestDraftsOneAtATime: while a draft holds the slot, another is refused with
+// tooManyRequests before any work.
+func TestDraftsOneAtATime(t *testing.T) {
+	d := decisions{drafts: true, draftSlot: make(chan struct{}, 1)}
+	d.draftSlot <- struct{}{}
+	_, err := d.Decisions(context.Background(), dirgate.Principal{}, proxy.DecisionsQuery{Draft: "package x"})
+	if dirgate.ErrorCode(err) != dirgate.ETOOMANY {
+		t.Fatalf("second draft: %v, want %s", err, dirgate.ETOOMANY)
+	}
+}
