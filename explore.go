@@ -10,3 +10,15 @@ func (s *MemberService) Unfiltered(ctx context.Context, groupID Identifier, opts
 	opts.SizeLimit = 0
 	return s.listing(ctx, groupID, opts)
 }
+
+// Group resolves groupID to a group (a 400 for any other object), without listing
+// it: the decisions API asks the policy before it lists anything.
+func (s *MemberService) Group(ctx context.Context, groupID Identifier) (Object, error) {
+	return s.resolveGroup(ctx, groupID)
+}
+
+// UnfilteredOf is Unfiltered for a group already resolved by Group.
+func (s *MemberService) UnfilteredOf(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
+	opts.SizeLimit = 0
+	return s.listOf(ctx, group, opts)
+}

@@ -84,15 +84,24 @@ func (s *MemberService) listing(ctx context.Context, groupID Identifier, opts Li
 	if err != nil {
 		return Object{}, nil, err
 	}
+	objs, err := s.listOf(ctx, group, opts)
+	if err != nil {
+		return Object{}, nil, err
+	}
+	return group, objs, nil
+}
+
+// listOf lists a resolved group's members, through the cache when there is one.
+func (s *MemberService) listOf(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
 	lister := s.Listings
 	if lister == nil {
 		lister = s
 	}
 	objs, err := lister.Listing(ctx, group, opts)
 	if err != nil {
-		return Object{}, nil, fmt.Errorf("list members: %w", err)
+		return nil, fmt.Errorf("list members: %w", err)
 	}
-	return group, objs, nil
+	return objs, nil
 }
 
 // filter applies the authorizer, then the size limit.

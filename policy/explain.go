@@ -103,6 +103,12 @@ func (a *Authorizer) Explain(ctx context.Context, q ExplainQuery) (Explanation, 
 	return a.Compare(ctx, q)
 }
 
+// AllowExplain asks the active policy whether q.Caller may explain q.Subject in
+// q.Group (q.Objects is not needed): the decisions API asks before it lists.
+func (a *Authorizer) AllowExplain(ctx context.Context, q ExplainQuery) error {
+	return a.allowExplain(ctx, a.current.Load(), q)
+}
+
 // Compare is Explain without asking whether q.Caller may: for `dirgate policy
 // diff`, run by whoever holds both policy directories.
 func (a *Authorizer) Compare(ctx context.Context, q ExplainQuery) (Explanation, error) {

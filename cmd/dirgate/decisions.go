@@ -42,19 +42,42 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 				Message: "Another draft is being tried; try again later."}
 		}
 	}
-	subject, err := d.svc.Principal(ctx, q.Subject)
-	if err != nil {
-		if dirgate.ErrorCode(err) == dirgate.ENOTFOUND {
-			return nil, &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: err}
+	// The policy is asked before anything is listed, and before a caller learns
+	// whether the subject or group exists: an identifier that resolves to nothing
+	// stands for itself (as typed) in the explain decision, so a caller who may not
+	// explain gets 403 for known and unknown identifiers alike.
+	subject, subjectErr := d.svc.Principal(ctx, q.Subject)
+	if subjectErr != nil {
+		if dirgate.ErrorCode(subjectErr) != dirgate.ENOTFOUND {
+			return nil, subjectErr
 		}
-		return nil, err
+		subject = standIn(q.Subject)
+		subjectErr = &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: subjectErr}
 	}
-	group, objs, err := d.svc.Unfiltered(ctx, q.Group, q.Options)
+	group, groupErr := d.svc.Group(ctx, q.Group)
+	if groupErr != nil {
+		if c := dirgate.ErrorCode(groupErr); c != dirgate.ENOTFOUND && c != dirgate.EINVALID {
+			return nil, groupErr
+		}
+		p := standIn(q.Group)
+		group = dirgate.Object{DN: p.DN, GUID: p.GUID, SID: p.SID}
+	}
+	eq := policy.ExplainQuery{Caller: caller, Subject: subject, Group: group, Options: q.Options, Draft: q.Draft}
+	if err := d.authz.AllowExplain(ctx, eq); err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
+	}
+	if subjectErr != nil {
+		return nil, subjectErr
+	}
+	if groupErr != nil {
+		return nil, groupErr
+	}
+	objs, err := d.svc.UnfilteredOf(ctx, group, q.Options)
 	if err != nil {
 		return nil, err
 	}
-	ex, err := d.authz.Explain(ctx, policy.ExplainQuery{Caller: caller, Subject: subject, Group: group, Options: q.Options,
-		Objects: objs, Draft: q.Draft})
+	eq.Objects = objs
+	ex, err := d.authz.Compare(ctx, eq)
 	var de *policy.DraftError
 	if errors.As(err, &de) {
 		return nil, &dirgate.Error{Code: dirgate.EINVALID, Param: "module", Message: de.Error(), Err: err}
@@ -63,6 +86,17 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	return ex, nil
+}
+
+// standIn is the principal an unresolved identifier stands for: itself, as typed.
+func standIn(id dirgate.Identifier) dirgate.Principal {
+	switch id.Kind() {
+	case dirgate.KindGUID:
+		return dirgate.Principal{GUID: id.Canonical()}
+	case dirgate.KindSID:
+		return dirgate.Principal{SID: id.Canonical()}
+	}
+	return dirgate.Principal{DN: id.String()}
 }
 
 // decisionsFor returns the decisions API over svc when its authorizer is a policy.
