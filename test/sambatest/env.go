@@ -259,6 +259,12 @@ func (dc DC) TempGroup(t testing.TB, name string, members ...string) string {
 	if err := admin.Add(add); err != nil {
 		t.Fatalf("sambatest: create %s: %v", dn, err)
 	}
+	dc.deleteAtEnd(t, dn)
+	return dn
+}
+
+// deleteAtEnd deletes dn, as the administrator, when the test ends.
+func (dc DC) deleteAtEnd(t testing.TB, dn string) {
 	t.Cleanup(func() {
 		// A fresh connection: the test's may have been idle for minutes.
 		c, err := ldap.DialURL(dc.URL, ldap.DialWithTLSConfig(dc.TLSConfig()))
@@ -275,7 +281,6 @@ func (dc DC) TempGroup(t testing.TB, name string, members ...string) string {
 			t.Errorf("sambatest: delete %s: %v", dn, err)
 		}
 	})
-	return dn
 }
 
 // TempUser creates an enabled user account under CN=Users with sAMAccountName sam
@@ -298,21 +303,7 @@ func (dc DC) TempUser(t testing.TB, sam, password string, change func(admin *lda
 	if err := admin.Add(add); err != nil {
 		t.Fatalf("sambatest: create user %s: %v", dn, err)
 	}
-	t.Cleanup(func() {
-		c, err := ldap.DialURL(dc.URL, ldap.DialWithTLSConfig(dc.TLSConfig()))
-		if err != nil {
-			t.Errorf("sambatest: delete %s: %v", dn, err)
-			return
-		}
-		defer c.Close()
-		if err := c.Bind(dc.AdminDN, dc.AdminPassword); err != nil {
-			t.Errorf("sambatest: delete %s: %v", dn, err)
-			return
-		}
-		if err := c.Del(ldap.NewDelRequest(dn, nil)); err != nil {
-			t.Errorf("sambatest: delete %s: %v", dn, err)
-		}
-	})
+	dc.deleteAtEnd(t, dn)
 	if change != nil {
 		change(admin, dn)
 	}
