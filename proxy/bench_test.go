@@ -30,6 +30,32 @@ func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 func (w *discardWriter) Write(b []byte) (int, error) { w.bytes += len(b); return len(b), nil }
 
+// cachedHandler is the API as deployed over dir: the cache in Redis at addr (keys
+// under prefix), authz, shared bodies, and the tokens "all" (the administrator) and
+// "half" (a caller who may view about half of All Staff with policyWithRole).
+func cachedHandler(b *testing.B, dir dirgate.Directory, authz dirgate.Authorizer, addr, prefix string) http.Handler {
+	b.Helper()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := cache.Config{Logger: quiet, Redis: cache.RedisConfig{Addrs: []string{addr}, KeyPrefix: prefix}}.Open(ctx, dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: dirgate.NewBodyCache(64 << 20)}
+	auth := tokenAuth{}
+	for name, dn := range map[string]string{"all": fixture.DemoAdminDN, "half": fixture.FutureExpiryDN} {
+		if auth[name], err = svc.Principal(ctx, dirgate.MustParseIdentifier(dn)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Logger: quiet})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return h
+}
+
 // BenchmarkCachedListing is the hot path of a cached listing through the handler as
 // deployed: token to principal (a map here), the group's resolution and its listing
 // from the cache's first level with the version check in Redis (one GET to a real
@@ -54,22 +80,7 @@ func BenchmarkCachedListing(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		c, err := cache.Config{Logger: quiet, Redis: cache.RedisConfig{Addrs: []string{redis.Addr()}, KeyPrefix: fmt.Sprintf("bench%d:", n)}}.Open(ctx, dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: dirgate.NewBodyCache(64 << 20)}
-		auth := tokenAuth{}
-		for name, dn := range map[string]string{"all": fixture.DemoAdminDN, "half": fixture.FutureExpiryDN} {
-			if auth[name], err = svc.Principal(ctx, dirgate.MustParseIdentifier(dn)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
+		h := cachedHandler(b, dir, authz, redis.Addr(), fmt.Sprintf("bench%d:", n))
 		target := api + "?group=" + url.QueryEscape(fixture.AllStaffDN)
 		for _, caller := range []string{"all", "half"} {
 			for _, coding := range []string{"identity", "gzip", "zstd"} {

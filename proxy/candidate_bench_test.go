@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/fixture"
@@ -52,22 +50,7 @@ func BenchmarkCachedListingCandidate(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer authz.Close()
-		c, err := cache.Config{Logger: quiet, Redis: cache.RedisConfig{Addrs: []string{redis.Addr()}, KeyPrefix: "cand-" + tc.name + ":"}}.Open(ctx, dir)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Close()
-		svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: dirgate.NewBodyCache(64 << 20)}
-		auth := tokenAuth{}
-		for name, dn := range map[string]string{"all": fixture.DemoAdminDN, "half": fixture.FutureExpiryDN} {
-			if auth[name], err = svc.Principal(ctx, dirgate.MustParseIdentifier(dn)); err != nil {
-				b.Fatal(err)
-			}
-		}
-		h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Logger: quiet})
-		if err != nil {
-			b.Fatal(err)
-		}
+		h := cachedHandler(b, dir, authz, redis.Addr(), "cand-"+tc.name+":")
 		target := api + "?group=" + url.QueryEscape(fixture.AllStaffDN)
 		for _, caller := range []string{"all", "half"} {
 			b.Run(fmt.Sprintf("candidate=%s/caller=%s", tc.name, caller), func(b *testing.B) {
