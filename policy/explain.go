@@ -310,24 +310,11 @@ func (v *version) reasonsResidual(ctx context.Context, base ast.Value) (*rego.Pr
 	for _, q := range pq.Queries {
 		mod.Rules = append(mod.Rules, &ast.Rule{Head: ast.NewHead(ast.Var("reasons"), ast.VarTerm("reason")), Body: q.Copy(), Module: mod})
 	}
-	modules := make(map[string]*ast.Module, len(v.modules)+len(pq.Support)+1)
-	for k, m := range v.modules {
-		modules[k] = m
-	}
-	for i, m := range pq.Support {
-		modules[fmt.Sprintf("__dirgate_reasons_support_%d__", i)] = m
-	}
-	modules["__dirgate_reasons__"] = mod
-	c := ast.NewCompiler().WithEnablePrintStatements(false)
-	if c.Compile(modules); c.Failed() {
-		return nil, fmt.Errorf("compile reasons residual: %w", c.Errors)
-	}
-	q, err := rego.New(rego.Compiler(c), rego.Store(v.store), rego.StrictBuiltinErrors(false),
-		rego.Query(reasonsResidualPackage+".reasons")).PrepareForEval(ctx)
+	q, err := v.prepareBeside(ctx, mod, pq.Support, "__dirgate_reasons_support_%d__", reasonsResidualPackage+".reasons")
 	if err != nil {
-		return nil, fmt.Errorf("prepare reasons residual: %w", err)
+		return nil, fmt.Errorf("reasons: %w", err)
 	}
-	return &q, nil
+	return q, nil
 }
 
 // reasonsFromResidual evaluates the residual reasons for each object of list,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -38,19 +39,26 @@ func (v *version) compileResidual(ctx context.Context, pq *rego.PartialQueries) 
 			Module: mod,
 		})
 	}
-	modules := make(map[string]*ast.Module, len(v.modules)+len(pq.Support)+1)
+	return v.prepareBeside(ctx, mod, pq.Support, "__dirgate_support_%d__", residualQuery)
+}
+
+// prepareBeside compiles mod (a residual) beside the policy's modules and the
+// support modules partial evaluation generated (named by supportName, a format
+// taking their index), and prepares query on the result.
+func (v *version) prepareBeside(ctx context.Context, mod *ast.Module, support []*ast.Module, supportName, query string) (*rego.PreparedEvalQuery, error) {
+	modules := make(map[string]*ast.Module, len(v.modules)+len(support)+1)
 	for k, m := range v.modules {
 		modules[k] = m
 	}
-	for i, m := range pq.Support {
-		modules[fmt.Sprintf("__dirgate_support_%d__", i)] = m
+	for i, m := range support {
+		modules[fmt.Sprintf(supportName, i)] = m
 	}
-	modules["__dirgate_residual__"] = mod
+	modules[strings.TrimPrefix(mod.Package.Path.String(), "data.")] = mod
 	c := ast.NewCompiler().WithEnablePrintStatements(false)
 	if c.Compile(modules); c.Failed() {
 		return nil, fmt.Errorf("compile residual: %w", c.Errors)
 	}
-	q, err := rego.New(rego.Compiler(c), rego.Store(v.store), rego.StrictBuiltinErrors(false), rego.Query(residualQuery)).PrepareForEval(ctx)
+	q, err := rego.New(rego.Compiler(c), rego.Store(v.store), rego.StrictBuiltinErrors(false), rego.Query(query)).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("prepare residual: %w", err)
 	}
