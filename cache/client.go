@@ -18,9 +18,18 @@ func (c RedisConfig) NewRedisClient(timeout time.Duration) (redis.UniversalClien
 		return nil, err
 	}
 	client := redis.NewUniversalClient(opts)
-	if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+	if err := c.instrumentTracing(client); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redis tracing: %w", err)
 	}
 	return client, nil
+}
+
+// instrumentTracing adds command spans when c.Tracing: they name the command only,
+// never its keys or values.
+func (c RedisConfig) instrumentTracing(client redis.UniversalClient) error {
+	if !c.Tracing {
+		return nil
+	}
+	return redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false))
 }

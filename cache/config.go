@@ -109,6 +109,10 @@ type RedisConfig struct {
 	// KeyPrefix starts every key, so that several deployments can share one Redis:
 	// letters, digits and ":_.-", at most 64 bytes (DIRGATE_REDIS_KEY_PREFIX).
 	KeyPrefix string
+	// Tracing gives every Redis command a span (its name only). Set it when spans are
+	// exported: the hook costs every command its attributes and a span even when
+	// the tracer drops them.
+	Tracing bool
 }
 
 func (c Config) withDefaults() Config {

@@ -42,7 +42,7 @@ func newRedisStore(cfg RedisConfig, timeout time.Duration, log *slog.Logger) (*r
 	client := redis.NewUniversalClient(opts)
 	// Spans name the command only: cached listings and identifiers must never reach
 	// a trace. Metrics give the connection pool's figures.
-	if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
+	if err := cfg.instrumentTracing(client); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("cache: redis tracing: %w", err)
 	}

@@ -16,10 +16,10 @@ import (
 // (tests install several; a tracer taken at init would stay with the first).
 func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/proxy") }
 
-// metrics counts requests by route, method, status and cache outcome. Latency
-// histograms come from the otelhttp server instrumentation around the handler
-// (http_server_request_duration_seconds); this counter adds what only the API knows:
-// the route name and how a listing was served.
+// metrics counts requests by route, method, status and cache outcome. OpenTelemetry's
+// HTTP server histograms come from the instrumentation around the handler
+// (telemetry.HTTPServer: http_server_request_duration_seconds); these add what only
+// the API knows: the route name and how a listing was served.
 type metrics struct {
 	requests metric.Int64Counter
 	duration metric.Float64Histogram

@@ -13,9 +13,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/proxy"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
-	"go.opentelemetry.io/otel/trace"
+	"github.com/dirgate/dirgate/telemetry"
 )
 
 // handler assembles the HTTP stack: tracing outside, then the request deadline, then
@@ -32,7 +30,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 	}
 	dec := decisionsFor(svc, m.Config.PolicyDrafts)
 	if dec != nil {
-		if err := addExplorer(mounts, basePath); err != nil {
+		if err := addExplorer(mounts, basePath, signIn != nil); err != nil {
 			return nil, err
 		}
 	}
@@ -80,20 +78,17 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		return "unmatched"
 	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rt := route(r)
-		trace.SpanFromContext(r.Context()).SetAttributes(semconv.HTTPRoute(rt))
-		if l, ok := otelhttp.LabelerFromContext(r.Context()); ok {
-			l.Add(semconv.HTTPRoute(rt))
-		}
 		ctx, cancel := context.WithTimeout(r.Context(), m.Config.RequestTimeout)
 		defer cancel()
 		api.ServeHTTP(w, r.WithContext(ctx))
 	})
-	return otelhttp.NewHandler(inner, "dirgate",
-		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string { return r.Method + " " + route(r) }),
+	srv := &telemetry.HTTPServer{
+		Route:   route,
+		Tracing: m.telemetry.Tracing,
 		// Probes and scrapes every few seconds would drown the traces that matter.
-		otelhttp.WithFilter(func(r *http.Request) bool { _, mounted := mounts[r.URL.Path]; return !mounted }),
-	), nil
+		Skip: func(r *http.Request) bool { _, mounted := mounts[r.URL.Path]; return mounted },
+	}
+	return srv.Handler(inner), nil
 }
 
 // readiness is /readyz: a server that answers is ready, and the body reports each

@@ -170,7 +170,8 @@ func (c *Config) cacheConfig(m *Main) cache.Config {
 		Redis: cache.RedisConfig{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
 			PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
 			TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
-			TLSServerName: c.RedisTLSServerName, KeyPrefix: c.RedisKeyPrefix},
+			TLSServerName: c.RedisTLSServerName, KeyPrefix: c.RedisKeyPrefix,
+			Tracing: m != nil && m.telemetry != nil && m.telemetry.Tracing},
 		TTL: c.CacheTTL, TTLJitter: jitter, MaxStale: c.CacheMaxStale,
 		Timeout: c.RedisTimeout, RetryInterval: c.RedisRetryInterval, MaxBytes: c.CacheMaxBytes,
 	}
