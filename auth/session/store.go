@@ -7,7 +7,9 @@
 // a key derived from the secret file, bound to the record's key name: someone able
 // to write to Redis can delete records (a denial of service they could cause anyway)
 // but can neither mint a token, nor extend or re-target one, nor move a session's
-// record under a token's name.
+// record under a token's name. Records carry no version: one copied earlier and put
+// back under its own key verifies until the expiry sealed in it, which undoes a
+// revocation or lets a used session be exchanged again (TestRedisWriterCanReplay).
 package session
 
 import (
