@@ -307,6 +307,10 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
 	a.metrics.decisions.Add(ctx, int64(n), viewAllowed)
 	a.metrics.decisions.Add(ctx, int64(denied), viewDenied)
+	// The candidate is asked before the answer returns, bounded by its budget (its
+	// plan's building included): its comparison belongs in this request's decision
+	// line, and asking it afterwards would need a bound of its own on the
+	// comparisons in flight, which a slow candidate would fill.
 	cand := a.cand.view(ctx, in, objs, allowed, st.decided)
 	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand})
 	return allowed, n, nil

@@ -117,6 +117,7 @@ func (c *candidate) reload(ctx context.Context) {
 	c.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "ok")))
 	c.metrics.broken.Record(ctx, 0)
 	if v != prev {
+		v.planBudget = c.budgetOf() // set before the version is shared
 		c.current.Store(v)
 		c.logger.Info("candidate policy loaded", "source", c.cfg.Dir, "revision", v.revision, "modules", v.files)
 	}
@@ -213,11 +214,16 @@ func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed
 // request's cancellation and deadline (its values, such as the trace, are kept),
 // and bounded by the candidate's own budget.
 func (c *candidate) budget(ctx context.Context) (context.Context, context.CancelFunc) {
-	b := c.cfg.Budget
-	if b == 0 {
-		b = DefaultCandidateBudget
+	return context.WithTimeout(context.WithoutCancel(ctx), c.budgetOf())
+}
+
+// budgetOf is the candidate's budget per request, which also bounds the building
+// of each of its listing plans (version.planBudget).
+func (c *candidate) budgetOf() time.Duration {
+	if b := c.cfg.Budget; b != 0 {
+		return b
 	}
-	return context.WithTimeout(context.WithoutCancel(ctx), b)
+	return DefaultCandidateBudget
 }
 
 // failed reports a candidate evaluation that ended in an error: the request is

@@ -467,7 +467,7 @@ func FuzzDraft(f *testing.F) {
 
 // TestCandidateNeverChangesAnswer: a candidate that panics, fails to evaluate or
 // is slow leaves the active policy's answers as they are; a slow one is stopped by
-// its own budget, not by the request's deadline (changes only: see "slow").
+// its own budget, not by the request's deadline.
 func TestCandidateNeverChangesAnswer(t *testing.T) {
 	allowAll := map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
 	slow := map[string]string{"authz.rego": `package dirgate.authz
@@ -510,19 +510,13 @@ allow if {
 					t.Errorf("change answered %v, want allowed", err)
 				}
 			}
-			if tc.name == "slow" {
-				// Left undone: building the candidate's listing plan (partial
-				// evaluation) is not bounded by the budget.
-				if ctx.Err() != nil || time.Since(start) > time.Second {
-					t.Errorf("the slow candidate took %s of the request's deadline", time.Since(start))
-				}
-				return
-			}
+			// The listing's plan is built under the budget too (partial evaluation
+			// is what the slow candidate spends its time in).
 			shown, err := a.FilterView(ctx, dirgate.Principal{}, dirgate.Object{}, dirgate.ListOptions{}, objs)
 			if err != nil || len(shown) != len(objs) {
 				t.Errorf("listing: %d of %d shown, %v", len(shown), len(objs), err)
 			}
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || tc.name == "slow" && time.Since(start) > 1500*time.Millisecond {
 				t.Errorf("the candidate used up the request's deadline (%s)", time.Since(start))
 			}
 			for _, l := range candidateLines(t, &log) {

@@ -50,7 +50,8 @@ type filterStats struct {
 // once limit objects are allowed; the objects after it are left undecided (false),
 // which stats.decided tells.
 //
-// The only error returned is the request's context ending.
+// The only error returned is the request's context ending, or, for a candidate,
+// its listing plan running out of the candidate's budget (decideListing).
 func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool, limit int) (filterStats, error) {
 	st, err := v.decideListing(ctx, logger, in, objs, allowed, limit)
 	if st.decided == 0 {
@@ -81,6 +82,20 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 		pctx := context.WithoutCancel(ctx)
 		if v.draft {
 			pctx = ctx
+		} else if v.planBudget > 0 {
+			// A candidate's plan is bounded by the candidate's budget, counted from
+			// the build's start rather than from one request's, so a request that
+			// joins a build waits at most until the build's own deadline, which falls
+			// before its own budget ends. A build that runs out of it is an error,
+			// not a plan (buildPlan), so it is not cached: the next request tries
+			// again, which costs it at most its budget, as every candidate
+			// evaluation may. Caching the failure would instead decide that plan's
+			// listings in Rego for as long as the version lives, though the build
+			// may only have been slow for a moment (a busy CPU, a garbage
+			// collection).
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(pctx, v.planBudget)
+			defer cancel()
 		}
 		return v.buildPlan(pctx, logger, base)
 	})
@@ -126,6 +141,11 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 	}
 	pq, err := v.residual(ctx, val)
 	if err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			// Stopped (a candidate's budget, a draft's request), not failed: no
+			// plan, so none is cached.
+			return nil, fmt.Errorf("build listing plan: %w", ctxErr)
+		}
 		logger.Warn("policy: partial evaluation failed; evaluating listings in Rego", "revision", v.revision, "err", err)
 		return &plan{why: "partial evaluation failed"}, nil
 	}
@@ -139,6 +159,9 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 		return p, nil
 	}
 	if p.residual, err = v.compileResidual(ctx, pq); err != nil {
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, fmt.Errorf("build listing plan: %w", ctxErr)
+		}
 		logger.Warn("policy: residual does not compile; evaluating listings in Rego", "revision", v.revision, "err", err)
 		return p, nil
 	}

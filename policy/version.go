@@ -62,6 +62,10 @@ type version struct {
 	plans *planCache
 	// draft marks a draft tried through the decisions API (explain.go).
 	draft bool
+	// planBudget, when positive, bounds the building of each listing plan: a
+	// candidate's budget (candidate.go), so that a candidate whose partial
+	// evaluation is slow or loops cannot delay the listings it shadows.
+	planBudget time.Duration
 }
 
 // batchQuery evaluates the decision for each input.objects[i] in one evaluation,
