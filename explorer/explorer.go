@@ -2,12 +2,14 @@
 // page"): one HTML page, its script and its style sheet, embedded in the binary
 // (no CDN, no build step) and served under a Content-Security-Policy that allows
 // no inline script. The page calls the decisions API with a token the engineer
-// pastes, which it keeps in memory only.
+// pastes, or gets by signing in when the gateway serves sign-in; it keeps the token
+// in memory only.
 package explorer
 
 import (
 	"bytes"
 	"embed"
+	"errors"
 	"html/template"
 	"net/http"
 	"strconv"
@@ -24,16 +26,28 @@ const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-sr
 //go:embed assets
 var assets embed.FS
 
+// Config is what the page is told about the gateway. The page reads these paths
+// from its own markup (data- attributes of its body), escaped by html/template.
+type Config struct {
+	// DecisionsURL is the decisions API's path, base path included.
+	DecisionsURL string
+	// SessionURL and AuthURL are the sign-in flow's paths, base path included
+	// ({base}/api/authSessions/create and {base}/api/auth; docs/auth.md). When
+	// SessionURL is empty (sign-in is not served) the page has no sign-in form.
+	SessionURL, AuthURL string
+}
+
 // Mounts returns the page's handlers by exact path, for proxy.Config.Mounts.
-// decisionsURL is the decisions API's path (base path included), which the page
-// reads from its own markup.
-func Mounts(decisionsURL string) (map[string]http.Handler, error) {
+func Mounts(c Config) (map[string]http.Handler, error) {
+	if (c.SessionURL == "") != (c.AuthURL == "") {
+		return nil, errors.New("explorer: sign-in needs both the session and the auth path")
+	}
 	tmpl, err := template.ParseFS(assets, "assets/index.html")
 	if err != nil {
 		return nil, err
 	}
 	var page bytes.Buffer
-	if err := tmpl.Execute(&page, struct{ DecisionsURL string }{decisionsURL}); err != nil {
+	if err := tmpl.Execute(&page, c); err != nil {
 		return nil, err
 	}
 	js, err := assets.ReadFile("assets/explorer.js")

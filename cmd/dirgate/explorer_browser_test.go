@@ -93,15 +93,13 @@ func candidatePolicy(t *testing.T) string {
 	return dir
 }
 
-// TestExplorerInBrowser drives the explorer page in headless Chromium against the
-// demo gateway with a candidate policy: the token, caller and group are typed, and
-// the table's rows and highlighted differences must equal the decisions API's
-// answer; a draft likewise. An injected inline script must not run (the CSP).
-// With DIRGATE_EXPLORER_SCREENSHOTS=DIR it saves the screenshots of docs/policy.md.
-func TestExplorerInBrowser(t *testing.T) {
-	ctx := browser(t)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
-		"--policy-candidate-dir", candidatePolicy(t), "--policy-drafts"}, func(string) string { return "" }, io.Discard)
+// explorerGateway runs the memory demo gateway (its tokens and sign-in passwords)
+// with the candidate policy of candidatePolicy and drafts on, plus extra flags, and
+// returns its root URL.
+func explorerGateway(t *testing.T, extra ...string) string {
+	t.Helper()
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
+		"--policy-candidate-dir", candidatePolicy(t), "--policy-drafts"}, extra...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +108,18 @@ func TestExplorerInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	root := "http://" + m.Addr()
-	query := url.Values{"subject": {hugo}, "group": {"CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"}, "includeIndirect": {"true"}}
+	return "http://" + m.Addr()
+}
 
-	// The API's own answer, to compare the page with.
-	r := call(t, "GET", root+"/restApi/api/policy/decisions?"+query.Encode(), adminTok)
+// explorerQuery is what the browser tests explore: the help desk on Mixed Members,
+// indirect members included.
+var explorerQuery = url.Values{"subject": {hugo}, "group": {"CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"}, "includeIndirect": {"true"}}
+
+// explanation is the decisions API's own answer for explorerQuery, asked with
+// token, to compare the page with.
+func explanation(t *testing.T, root, token string) policy.Explanation {
+	t.Helper()
+	r := call(t, "GET", root+"/restApi/api/policy/decisions?"+explorerQuery.Encode(), token)
 	if r.status != 200 {
 		t.Fatalf("decisions API: %d %s", r.status, r.body)
 	}
@@ -122,11 +127,25 @@ func TestExplorerInBrowser(t *testing.T) {
 	if err := json.Unmarshal(r.body, &want); err != nil {
 		t.Fatal(err)
 	}
+	return want
+}
 
-	err = chromedp.Do(ctx,
+// TestExplorerInBrowser drives the explorer page in headless Chromium against the
+// demo gateway with a candidate policy: the token, caller and group are typed, and
+// the table's rows and highlighted differences must equal the decisions API's
+// answer; a draft likewise. An injected inline script must not run (the CSP).
+// With DIRGATE_EXPLORER_SCREENSHOTS=DIR it saves the screenshots of docs/policy.md.
+func TestExplorerInBrowser(t *testing.T) {
+	ctx := browser(t)
+	root := explorerGateway(t)
+	query := explorerQuery
+	want := explanation(t, root, adminTok)
+
+	err := chromedp.Do(ctx,
 		chromedp.Navigate(root+"/explorer/"),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
-		// Keyboard only: type into the focused fields, submit with Enter.
+		// Typed into the fields (SendKeys focuses each one first), the checkbox
+		// clicked, submitted with Enter. TestExplorerKeyboard uses the keyboard alone.
 		chromedp.SendKeys(chromedp.CSS("#token"), adminTok),
 		chromedp.SendKeys(chromedp.CSS("#subject"), hugo),
 		chromedp.SendKeys(chromedp.CSS("#group"), query.Get("group")),
@@ -145,7 +164,6 @@ func TestExplorerInBrowser(t *testing.T) {
 	if !slices.ContainsFunc(rows, func(r shownRow) bool { return r.Diff }) {
 		t.Error("the candidate differs for the help desk, but no row is highlighted")
 	}
-	screenshot(t, ctx, "explorer-candidate.png")
 
 	// A draft: the help desk sees nothing.
 	draft := "package dirgate.authz\nallow if input.action == \"explain\"\n"
@@ -209,6 +227,206 @@ func TestExplorerInBrowser(t *testing.T) {
 	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.length + "," + sessionStorage.length + "," + document.cookie`))
 	if err != nil || stored != "0,0," {
 		t.Errorf("storage after use: %q %v", stored, err)
+	}
+}
+
+// TestExplorerSignIn signs in through the page's form with the memory demo's
+// password: the token lands in the token field (in memory only), the password
+// field is emptied, and the table loaded with that token equals the API's answer
+// for it. A wrong password shows the refusal's message and code, and leaves no
+// token.
+func TestExplorerSignIn(t *testing.T) {
+	ctx := browser(t)
+	root := explorerGateway(t)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(root+"/explorer/"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), "dana.admin@corp.example.com"),
+		chromedp.SendKeys(chromedp.CSS("#password"), demoPasswords["dana.admin"]+"\r"), // Enter submits the form
+		until(`document.getElementById("token").value !== "" || !document.getElementById("signin-error").hidden`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type formState struct {
+		Token, Password, Status, Error, Focus string
+		ErrorShown                            bool
+	}
+	const readForm = `({token: document.getElementById("token").value, password: document.getElementById("password").value,
+		status: document.getElementById("signin-status").textContent, error: document.getElementById("signin-error").textContent,
+		errorShown: !document.getElementById("signin-error").hidden, focus: document.activeElement.id})`
+	st, err := chromedp.Run(ctx, chromedp.Evaluate[formState](readForm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(st.Token, "dgt_") || st.Password != "" || st.ErrorShown ||
+		!strings.Contains(st.Status, "Signed in as dana.admin@corp.example.com") || st.Focus != "subject" {
+		t.Fatalf("after signing in: %+v", st)
+	}
+	// The caller's field has the focus: type the query and submit it with Enter.
+	err = chromedp.Do(ctx,
+		chromedp.KeyEvent(explorerQuery.Get("subject")),
+		chromedp.SendKeys(chromedp.CSS("#group"), explorerQuery.Get("group")),
+		chromedp.Click(chromedp.CSS("#indirect")),
+		chromedp.SendKeys(chromedp.CSS("#group"), "\r"),
+		chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`)),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows(t, "signed in", rows, explanation(t, root, st.Token))
+	screenshot(t, ctx, "explorer-candidate.png")
+	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.length + "," + sessionStorage.length + "," + document.cookie`))
+	if err != nil || stored != "0,0," {
+		t.Errorf("storage after signing in: %q %v", stored, err)
+	}
+
+	// A wrong password, on a fresh page: the refusal is shown, no token is set.
+	err = chromedp.Do(ctx,
+		chromedp.Navigate(root+"/explorer/"),
+		chromedp.WaitVisible(chromedp.CSS("#username")),
+		chromedp.SendKeys(chromedp.CSS("#username"), "dana.admin@corp.example.com"),
+		chromedp.SendKeys(chromedp.CSS("#password"), "not-the-password\r"),
+		until(`!document.getElementById("signin-error").hidden`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err = chromedp.Run(ctx, chromedp.Evaluate[formState](readForm)); err != nil {
+		t.Fatal(err)
+	}
+	if st.Token != "" || st.Password != "" || st.Status != "" || st.Focus != "password" ||
+		!strings.Contains(st.Error, "The user name or password is incorrect.") || !strings.Contains(st.Error, "403 invalidCredentials") {
+		t.Errorf("after a wrong password: %+v", st)
+	}
+}
+
+// TestExplorerSignInOff: with DIRGATE_SIGNIN=false the page offers no sign-in
+// form, only the token field.
+func TestExplorerSignInOff(t *testing.T) {
+	ctx := browser(t)
+	root := explorerGateway(t, "--signin=false")
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(root+"/explorer/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("signin") !== null || document.getElementById("password") !== null`))
+	if err != nil || form {
+		t.Errorf("sign-in is off, but the page has a sign-in form (%v)", err)
+	}
+}
+
+// TestExplorerKeyboard operates the page with the keyboard alone (Tab, typing,
+// Space, Enter), from the page's start to the table: the tab order, the token,
+// caller and group fields, the indirect checkbox and the Show decisions button.
+// It also checks that every form control has a label.
+func TestExplorerKeyboard(t *testing.T) {
+	ctx := browser(t)
+	root := explorerGateway(t)
+	err := chromedp.Do(ctx,
+		chromedp.Navigate(root+"/explorer/"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlabelled, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("input, select, textarea, button")]
+		.filter(e => !(e.labels && e.labels.length > 0) && !e.getAttribute("aria-label") && !(e.tagName === "BUTTON" && e.textContent.trim() !== ""))
+		.map(e => e.id || e.outerHTML)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(unlabelled) > 0 {
+		t.Errorf("controls without a label: %q", unlabelled)
+	}
+	controls, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("input, select, textarea").length`))
+	if err != nil || controls < 8 {
+		t.Fatalf("%d form controls (%v): the label check saw too few", controls, err)
+	}
+
+	focused := func() string {
+		t.Helper()
+		id, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement ? document.activeElement.id : ""`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	key := func(keys string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.KeyEvent(keys)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// From the top of the page, Tab reaches the sign-in form, then the token field.
+	var order []string
+	for len(order) < 10 && (len(order) == 0 || order[len(order)-1] != "token") {
+		key("\t")
+		order = append(order, focused())
+	}
+	if want := []string{"username", "password", "signin-button", "token"}; !slices.Equal(order, want) {
+		t.Fatalf("tab order %q, want %q", order, want)
+	}
+	key(adminTok)
+	key("\t")
+	if f := focused(); f != "subject" {
+		t.Fatalf("Tab after the token: focus on %q, want subject", f)
+	}
+	key(explorerQuery.Get("subject"))
+	key("\t")
+	if f := focused(); f != "group" {
+		t.Fatalf("Tab after the caller: focus on %q, want group", f)
+	}
+	key(explorerQuery.Get("group"))
+	key("\t")
+	if f := focused(); f != "indirect" {
+		t.Fatalf("Tab after the group: focus on %q, want indirect", f)
+	}
+	key(" ") // Space ticks the checkbox
+	key("\t")
+	if f := focused(); f != "show" {
+		t.Fatalf("Tab after the checkbox: focus on %q, want show", f)
+	}
+	type fields struct {
+		Token, Subject, Group string
+		Indirect              bool
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[fields](`({token: document.getElementById("token").value,
+		subject: document.getElementById("subject").value, group: document.getElementById("group").value,
+		indirect: document.getElementById("indirect").checked})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (fields{adminTok, explorerQuery.Get("subject"), explorerQuery.Get("group"), true}); got != want {
+		t.Fatalf("typed %+v, want %+v", got, want)
+	}
+	key("\r") // Enter on the Show decisions button
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`))); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRows(t, "keyboard", rows, explanation(t, root, adminTok))
+
+	// Space on the button, which keeps the focus, asks again.
+	if f := focused(); f != "show" {
+		t.Fatalf("after the answer: focus on %q, want show", f)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("rows").dataset.complete = "false"`)); err != nil {
+		t.Fatal(err)
+	}
+	key(" ")
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`))); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -285,7 +503,7 @@ func TestExplorerManyRows(t *testing.T) {
 			Candidate: &cand, Reasons: policy.ActionReasons{View: []string{"role r, scope {\"all\":true}"}, Remove: []string{}}}
 	}
 	answer, _ := json.Marshal(policy.Explanation{ActiveRevision: "a", CandidateRevision: "b", CandidateSource: "candidate", Objects: objs})
-	mounts, err := explorer.Mounts("/api/policy/decisions")
+	mounts, err := explorer.Mounts(explorer.Config{DecisionsURL: "/api/policy/decisions"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,15 @@
 // dirgate policy explorer: asks the decisions API for every decision on a group's
-// members for one principal and shows them, differences highlighted. The token lives
-// in this script's memory (the password field) only: no storage, no cookie.
+// members for one principal and shows them, differences highlighted. The token is
+// pasted or comes from signing in (when the gateway serves sign-in); it lives in this
+// page's memory (the token field) only: no storage, no cookie. Text from the server is
+// only ever set as textContent.
 "use strict";
 
 (function () {
   const $ = (id) => document.getElementById(id);
   const api = document.body.dataset.decisionsUrl;
+  const sessionURL = document.body.dataset.sessionUrl; // "" when sign-in is not served
+  const authURL = document.body.dataset.authUrl;
   const chunk = 250; // rows rendered per frame, so that 2,000 rows never freeze the page
   let renderId = 0;
 
@@ -56,6 +60,79 @@
       return;
     }
     render(body);
+  }
+
+  // postJSON posts body as JSON and answers the response with its JSON body (null
+  // when there is none).
+  async function postJSON(url, body) {
+    const res = await fetch(url, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      credentials: "omit",
+      cache: "no-store",
+    });
+    let data = null;
+    try { data = await res.json(); } catch (_) { /* not JSON */ }
+    return { res, data };
+  }
+
+  // refusal describes a refused sign-in from the product's error body,
+  // {message, code, innerError: {message, code}}: both messages and the most
+  // specific code.
+  function refusal(res, body) {
+    const inner = body && body.innerError && typeof body.innerError === "object" ? body.innerError : {};
+    const parts = [];
+    if (body && typeof body.message === "string") parts.push(body.message);
+    if (typeof inner.message === "string" && inner.message !== "" && inner.message !== parts[0]) parts.push(inner.message);
+    if (parts.length === 0) parts.push(res.statusText || "No answer.");
+    const code = typeof inner.code === "string" && inner.code ? inner.code : body && typeof body.code === "string" ? body.code : "";
+    return "Sign-in failed: " + parts.join(" ") + " (" + res.status + (code ? " " + code : "") + ")";
+  }
+
+  // signIn creates a session with the typed user name and password, exchanges it
+  // for a token and puts the token in the token field. The password field is
+  // emptied as soon as it is read; the session id and the password live in this
+  // function's variables only.
+  async function signIn(ev) {
+    ev.preventDefault();
+    const username = $("username").value.trim();
+    const password = $("password").value;
+    $("password").value = "";
+    const status = $("signin-status");
+    const error = $("signin-error");
+    const button = $("signin-button");
+    const fail = (text) => {
+      status.textContent = "";
+      error.textContent = text;
+      error.hidden = false;
+      $("password").focus();
+    };
+    status.textContent = "Signing in…";
+    error.textContent = "";
+    error.hidden = true;
+    button.disabled = true;
+    try {
+      const s = await postJSON(sessionURL, { username, password });
+      if (!s.res.ok || !s.data || typeof s.data.sessionId !== "string") {
+        fail(refusal(s.res, s.data));
+        return;
+      }
+      const a = await postJSON(authURL, { sessionId: s.data.sessionId });
+      if (!a.res.ok || !a.data || typeof a.data.token !== "string") {
+        fail(refusal(a.res, a.data));
+        return;
+      }
+      $("token").value = a.data.token;
+      const until = typeof a.data.expiresAtUtc === "string" ? a.data.expiresAtUtc.replace(/\.\d+Z$/, "Z") : "";
+      status.textContent = "Signed in as " + username + "; the token is in Your token" +
+        (until ? ", valid until " + until : "") + ".";
+      $("subject").focus();
+    } catch (err) {
+      fail("Sign-in failed: the request failed: " + err.message);
+    } finally {
+      button.disabled = false;
+    }
   }
 
   function decisionCell(tr, allowed, changed) {
@@ -162,5 +239,10 @@
       ask($("draft").value);
     });
     $("only-diff").addEventListener("change", applyFilter);
+    const form = $("signin");
+    if (form) {
+      if (sessionURL && authURL) form.addEventListener("submit", signIn);
+      else form.hidden = true; // sign-in is not served
+    }
   });
 })();
