@@ -124,8 +124,9 @@
         return;
       }
       $("token").value = a.data.token;
-      const until = typeof a.data.expiresAtUtc === "string" ? a.data.expiresAtUtc.replace(/\.\d+Z$/, "Z") : "";
-      status.textContent = "Signed in as " + username + "; the token is in Your token" +
+      const until = typeof a.data.expiresAtUtc === "string"
+        ? a.data.expiresAtUtc.replace(/\.\d+Z$/, "").replace("T", " ") + " UTC" : "";
+      status.textContent = "Signed in as " + username + "; your token is filled in below" +
         (until ? ", valid until " + until : "") + ".";
       $("subject").focus();
     } catch (err) {
