@@ -30,9 +30,10 @@ type CandidateConfig struct {
 	// request); negative means none (the candidate is loaded, for the decisions API,
 	// but decides no request).
 	Sample float64
-	// Budget bounds the candidate's evaluation for one request. It runs detached
-	// from the request's cancellation, so a slow candidate cannot use up the
-	// request's deadline and fail the answer. 0 means DefaultCandidateBudget.
+	// Budget bounds the candidate's evaluation for one request, and each building
+	// of one of its listing plans. It runs detached from the request's
+	// cancellation, so a slow candidate cannot use up the request's deadline and
+	// fail the answer. 0 means DefaultCandidateBudget.
 	Budget time.Duration
 }
 
