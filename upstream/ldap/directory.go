@@ -24,6 +24,9 @@ type Directory struct {
 	userDialer dialer
 	// netbios is the domain's NetBIOS name, read at the first sign-in (signin.go).
 	netbios atomic.Pointer[string]
+	// refusals times wrong-password refusals, so that an unknown name's takes as
+	// long (refusaltime.go).
+	refusals refusalTimes
 
 	// Learnt from the server at Open.
 	domainSID string // objectSid of the domain naming context: primary groups live there

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -48,6 +49,7 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 		// succeeds (RFC 4513 5.1.2): never send one.
 		return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonInvalidCredentials, Err: errors.New("empty password")}
 	}
+	start := time.Now()
 	dn, err := d.resolve(ctx, name)
 	if err != nil {
 		return dirgate.Identifier{}, err
@@ -61,7 +63,18 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 	c, err := dl.dial(ctx)
 	if err != nil {
 		if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultInvalidCredentials {
-			return dirgate.Identifier{}, bindRefusal(err)
+			refusal := bindRefusal(err)
+			// Only the wrong password's refusal is shared by both kinds of name; the
+			// others (disabled, locked, …) name a real account anyway.
+			var se *dirgate.SignInError
+			if errors.As(refusal, &se) && se.Reason == dirgate.ReasonInvalidCredentials {
+				if known {
+					d.refusals.record(time.Since(start))
+				} else {
+					d.refusals.wait(ctx, start)
+				}
+			}
+			return dirgate.Identifier{}, refusal
 		}
 		return dirgate.Identifier{}, wrap("sign-in bind", err)
 	}
