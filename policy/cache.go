@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"sync"
 	"sync/atomic"
+	"time"
 	"weak"
 
 	"github.com/dirgate/dirgate"
@@ -69,6 +70,17 @@ type planCache struct {
 	ll    *list.List
 	items map[string]*list.Element
 	group singleflight.Group
+	// retryAfter, when positive, makes a build that failed answer its error at once
+	// for that long instead of being tried again by every request: a candidate's
+	// plan that runs out of its budget would otherwise cost every listing the whole
+	// budget. failed holds those errors, at most max of them.
+	retryAfter time.Duration
+	failed     map[string]planFailure
+}
+
+type planFailure struct {
+	err   error
+	until time.Time
 }
 
 type planEntry struct {
@@ -121,12 +133,16 @@ func (c *planCache) getOrBuild(key string, build func() (*plan, error)) (*plan, 
 	if p, ok := c.get(key); ok {
 		return p, true, nil
 	}
+	if err := c.recentFailure(key); err != nil {
+		return nil, false, err
+	}
 	v, err, _ := c.group.Do(key, func() (any, error) {
 		if p, ok := c.get(key); ok {
 			return p, nil
 		}
 		p, err := build()
 		if err != nil {
+			c.fail(key, err)
 			return nil, err
 		}
 		c.put(key, p)
@@ -136,4 +152,33 @@ func (c *planCache) getOrBuild(key string, build func() (*plan, error)) (*plan, 
 		return nil, false, err
 	}
 	return v.(*plan), false, nil
+}
+
+// recentFailure returns the error of a build of key that failed less than
+// retryAfter ago.
+func (c *planCache) recentFailure(key string) error {
+	if c.retryAfter <= 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.failed[key]; ok {
+		if time.Now().Before(f.until) {
+			return f.err
+		}
+		delete(c.failed, key)
+	}
+	return nil
+}
+
+func (c *planCache) fail(key string, err error) {
+	if c.retryAfter <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed == nil || len(c.failed) >= c.max {
+		c.failed = map[string]planFailure{} // bounded: forget them all, they are retried
+	}
+	c.failed[key] = planFailure{err: err, until: time.Now().Add(c.retryAfter)}
 }

@@ -118,7 +118,9 @@ func (c *candidate) reload(ctx context.Context) {
 	c.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "ok")))
 	c.metrics.broken.Record(ctx, 0)
 	if v != prev {
-		v.planBudget = c.budgetOf() // set before the version is shared
+		// Set before the version is shared.
+		v.planBudget = c.budgetOf()
+		v.plans.retryAfter = candidatePlanRetry
 		c.current.Store(v)
 		c.logger.Info("candidate policy loaded", "source", c.cfg.Dir, "revision", v.revision, "modules", v.files)
 	}
@@ -217,6 +219,11 @@ func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed
 func (c *candidate) budget(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), c.budgetOf())
 }
+
+// candidatePlanRetry is how long a candidate's listing plan that ran out of its
+// budget is not tried again: the listings of that plan are compared no more
+// (counted as candidate errors) instead of each waiting the whole budget.
+const candidatePlanRetry = 30 * time.Second
 
 // budgetOf is the candidate's budget per request, which also bounds the building
 // of each of its listing plans (version.planBudget).

@@ -69,8 +69,9 @@ func metricValue(t *testing.T, r *sdkmetric.ManualReader, name string, attrs ...
 // evaluating Rego (a non-deterministic policy, decided per request), delays a
 // listing by about its budget at most: the answer is the active policy's, the
 // listing is not compared, and the candidate's errors are counted. A timed-out plan
-// is not cached: each listing tries again, bounded again, and listings that wait for
-// the same plan are bounded too.
+// is not cached as a plan; its failure is remembered for a while, so the listings
+// after it are not compared at once rather than each waiting the budget, and
+// listings that wait for the same plan are bounded too.
 func TestCandidateSlowListingBounded(t *testing.T) {
 	allowAll := map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
 	// 36 million iterations that do not depend on the object: partial evaluation
