@@ -1,10 +1,8 @@
 package policy_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"path/filepath"
@@ -283,17 +281,7 @@ type changeLine struct {
 
 func changeLines(t *testing.T, log *bytes.Buffer) []changeLine {
 	t.Helper()
-	var out []changeLine
-	sc := bufio.NewScanner(log)
-	for sc.Scan() {
-		var l changeLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, l)
-	}
-	log.Reset()
-	return out
+	return decodeLines[changeLine](t, log)
 }
 
 // TestBrokenCandidateMetrics: a candidate that does not load is reported by the

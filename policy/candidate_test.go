@@ -62,11 +62,17 @@ type candidateLine struct {
 
 func candidateLines(t *testing.T, log *bytes.Buffer) []candidateLine {
 	t.Helper()
-	var out []candidateLine
+	return decodeLines[candidateLine](t, log)
+}
+
+// decodeLines decodes each JSON line of log into a T and empties log.
+func decodeLines[T any](t *testing.T, log *bytes.Buffer) []T {
+	t.Helper()
+	var out []T
 	sc := bufio.NewScanner(log)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		var l candidateLine
+		var l T
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatal(err)
 		}
