@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -37,5 +38,43 @@ func TestPlainHTTPSignInWarns(t *testing.T) {
 		if got := strings.Contains(log.String(), "sign-in is served over plain HTTP on a non-loopback address"); got != want {
 			t.Errorf("%s: warned %v\n%s", listen, got, log.String())
 		}
+	}
+}
+
+// TestSignedInTokenActsAsItsUser: on the demo directory, a token from signing in
+// with a demo account is the same caller under the policy as that account's
+// tokens-file token: the same listings, byte for byte, with and without sizeLimit,
+// the same refusal of a removal the policy denies, and, for the administrator, the
+// same removal allowed.
+func TestSignedInTokenActsAsItsUser(t *testing.T) {
+	m, base := startDemo(t, nil)
+	root := "http://" + m.Addr() + "/restApi"
+	const mixed = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+	const contact = "CN=Acme Support,OU=Contacts,DC=corp,DC=example,DC=com"
+	for _, c := range []struct{ user, password, fileToken string }{
+		{"hugo.helpdesk@corp.example.com", "Demo-Helpdesk-1", "demo-helpdesk"},
+		{"dana.admin@corp.example.com", "Demo-Admin-1", adminTok},
+	} {
+		_, tok := signIn(t, root, root, c.user, c.password)
+		for _, q := range []string{"", "&sizeLimit=2", "&includeIndirect=true", "&properties=mail"} {
+			u := base + "?group=" + url.QueryEscape(mixed) + q
+			signed, file := call(t, "GET", u, tok), call(t, "GET", u, c.fileToken)
+			if signed.status != 200 || file.status != 200 || !bytes.Equal(signed.body, file.body) {
+				t.Errorf("%s%s: signed-in token %d %s, tokens-file token %d %s", c.user, q, signed.status, signed.body, file.status, file.body)
+			}
+		}
+		// A removal the help desk may not make is refused alike (the admin's would
+		// change the demo group, which the other tests read).
+		del := base + "?group=" + url.QueryEscape(mixed) + "&member=" + url.QueryEscape(contact)
+		if c.fileToken != adminTok {
+			if a, b := call(t, "DELETE", del, tok), call(t, "DELETE", del, c.fileToken); a.status != 403 || b.status != 403 || !bytes.Equal(a.body, b.body) {
+				t.Errorf("%s: removal %d %s, tokens-file token %d %s", c.user, a.status, a.body, b.status, b.body)
+			}
+		}
+	}
+	// The help desk's view is not the administrator's: the comparison above could
+	// not pass with one token standing for every caller.
+	if a, b := call(t, "GET", base+"?group="+url.QueryEscape(mixed), "demo-helpdesk"), call(t, "GET", base+"?group="+url.QueryEscape(mixed), adminTok); bytes.Equal(a.body, b.body) {
+		t.Fatal("the two demo callers see the same listing: the test proves nothing")
 	}
 }
