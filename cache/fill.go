@@ -172,11 +172,11 @@ func (c *Cache) validKnown(ctx context.Context, e *entry, known map[string]strin
 	if len(ks) == 0 {
 		return true, nil
 	}
-	// Shared with concurrent requests for the same groups, in a read sent after this
-	// one arrived (versionReads).
-	cur, err := c.versions.get(ks, func() (cur []string, err error) {
+	// Shared with concurrent requests, in a read sent after this one arrived
+	// (versionReads).
+	cur, err := c.versions.get(ks, func(keys []string) (cur []string, err error) {
 		err = c.op(ctx, false, func(ctx context.Context) (err error) {
-			cur, err = c.store.get(ctx, ks...)
+			cur, err = c.store.get(ctx, keys...)
 			return err
 		})
 		return cur, err
