@@ -42,24 +42,48 @@ type decided struct {
 	first   weak.Pointer[dirgate.Object]
 	n       int
 	allowed []bool
+	// denied is the decision log's deniedGuids array for these decisions, made by
+	// the first line that names them: every later request of this caller on this
+	// listing writes the same bytes.
+	denied atomic.Pointer[deniedSegment]
 }
 
-// reused copies the remembered decisions of objs into allowed, if there are some.
-func (p *plan) reused(objs []dirgate.Object, allowed []bool) bool {
+type deniedSegment struct {
+	max       int    // the most GUIDs named (DecisionLogMaxDenied)
+	json      []byte // the JSON array of the first max denied GUIDs
+	truncated bool   // more were denied than named
+}
+
+// deniedJSON returns the deniedGuids array of d over objs, the listing d decided,
+// naming at most max GUIDs.
+func (d *decided) deniedJSON(objs []dirgate.Object, max int) *deniedSegment {
+	if s := d.denied.Load(); s != nil && s.max == max {
+		return s
+	}
+	b, truncated := appendDenied(nil, objs, d.allowed, max)
+	s := &deniedSegment{max: max, json: b, truncated: truncated}
+	d.denied.Store(s)
+	return s
+}
+
+// reused copies the remembered decisions of objs into allowed and returns them, if
+// there are some.
+func (p *plan) reused(objs []dirgate.Object, allowed []bool) *decided {
 	first := weak.Make(&objs[0])
 	for i := range p.recent {
 		if d := p.recent[i].Load(); d != nil && d.n == len(objs) && d.first == first {
 			copy(allowed, d.allowed)
-			return true
+			return d
 		}
 	}
-	return false
+	return nil
 }
 
 // remember keeps the complete decisions of objs.
-func (p *plan) remember(objs []dirgate.Object, allowed []bool) {
+func (p *plan) remember(objs []dirgate.Object, allowed []bool) *decided {
 	d := &decided{first: weak.Make(&objs[0]), n: len(objs), allowed: append([]bool(nil), allowed...)}
 	p.recent[(p.next.Add(1)-1)%recentListings].Store(d)
+	return d
 }
 
 // planCache keeps the most recently used plans of one policy version; it is

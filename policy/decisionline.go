@@ -316,22 +316,13 @@ func (w *lineWriter) result(top *obj, l *line) {
 	w.int(&o, "/result/allowed", "allowed", nAllowed)
 	w.int(&o, "/result/denied", "denied", decided-nAllowed)
 	dm := w.member(&o, "deniedGuids")
-	w.b = append(w.b, '[')
-	named, truncated := 0, false
-	for i, ok := range r.allowed[:decided] {
-		switch {
-		case ok:
-		case named < r.maxDenied:
-			if named > 0 {
-				w.b = append(w.b, ',')
-			}
-			w.b = appendJSONString(w.b, r.objs[i].GUID)
-			named++
-		default:
-			truncated = true
-		}
+	var truncated bool
+	if d := r.stats.from; d != nil && decided == d.n {
+		seg := d.deniedJSON(r.objs, r.maxDenied)
+		w.b, truncated = append(w.b, seg.json...), seg.truncated
+	} else {
+		w.b, truncated = appendDenied(w.b, r.objs, r.allowed[:decided], r.maxDenied)
 	}
-	w.b = append(w.b, ']')
 	w.end(&o, dm, "/result/deniedGuids")
 	w.bool(&o, "/result/deniedTruncated", "deniedTruncated", truncated)
 	if r.stats.errors > 0 {
@@ -342,6 +333,27 @@ func (w *lineWriter) result(top *obj, l *line) {
 		w.int(&o, "/result/undecided", "undecided", u)
 	}
 	w.close(top, mark, "/result")
+}
+
+// appendDenied appends the JSON array of the GUIDs of the first max objects of objs
+// that allowed denies, and reports whether it left some out.
+func appendDenied(b []byte, objs []dirgate.Object, allowed []bool, max int) ([]byte, bool) {
+	b = append(b, '[')
+	named, truncated := 0, false
+	for i, ok := range allowed {
+		switch {
+		case ok:
+		case named < max:
+			if named > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, objs[i].GUID)
+			named++
+		default:
+			truncated = true
+		}
+	}
+	return append(b, ']'), truncated
 }
 
 // appendJSONString appends s as encoding/json encodes a string: printable ASCII

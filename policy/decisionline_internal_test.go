@@ -177,6 +177,10 @@ func testLine(kind int, s string, n, decided int, span bool) *line {
 		}
 		l.listing = &listingResult{objs: objs, allowed: allowed, nAllowed: nAllowed, maxDenied: 3,
 			stats: filterStats{mode: modePredicate, cached: n%2 == 1, reused: span, errors: n % 3, decided: decided}}
+		if span && n > 0 {
+			// Decisions a plan remembered: the denied GUIDs come from its segment.
+			l.listing.stats.from = remembered(allowed)
+		}
 	case 1:
 		l.in.Action, l.in.Object = ActionRemove, &dirgate.Object{DN: "CN=m" + s, GUID: "mg", ObjectType: "user"}
 		l.in.Request = Request{Properties: []string{}}
@@ -228,6 +232,36 @@ func TestAppendLineMatchesReference(t *testing.T) {
 	}
 }
 
+// remembered is what a plan remembers of a listing's decisions.
+func remembered(allowed []bool) *decided {
+	return &decided{n: len(allowed), allowed: append([]bool(nil), allowed...)}
+}
+
+// TestDeniedSegmentReused: lines written from remembered decisions equal the
+// reference whatever DecisionLogMaxDenied each asks for, and the segment is made once
+// per bound.
+func TestDeniedSegmentReused(t *testing.T) {
+	l := testLine(0, "seg", 12, 12, true)
+	d := l.listing.stats.from
+	if d == nil {
+		t.Fatal("testLine made no remembered decisions")
+	}
+	for _, max := range []int{3, 3, 1, 0, 100, 3} {
+		l.listing.maxDenied = max
+		if got, want := appendLine(nil, l, nil), referenceLine(l, nil); string(got) != string(want) {
+			t.Fatalf("maxDenied %d:\n got %s\nwant %s", max, got, want)
+		}
+		if seg := d.denied.Load(); seg == nil || seg.max != max {
+			t.Fatalf("maxDenied %d: segment %+v", max, seg)
+		}
+	}
+	first := d.denied.Load()
+	appendLine(nil, l, nil)
+	if d.denied.Load() != first {
+		t.Fatal("the segment was made again for the same bound")
+	}
+}
+
 // FuzzAppendLine: whatever the strings of the directory and the request, the line
 // is the reference's.
 func FuzzAppendLine(f *testing.F) {
@@ -261,13 +295,24 @@ func BenchmarkDecisionLine(b *testing.B) {
 	for i := range l.listing.objs {
 		l.listing.objs[i].GUID = uuid.NewString() // as long as the directory's
 	}
-	b.Run("append", func(b *testing.B) {
-		b.ReportAllocs()
-		var buf []byte
-		for b.Loop() {
-			buf = appendLine(buf[:0], l, &lm)
-		}
-	})
+	// "append" names the denied GUIDs from the plan's remembered decisions, as a
+	// caller's repeated listing does; "append-fresh" from the decisions themselves,
+	// as the first listing after a fill does.
+	from := l.listing.stats.from
+	for _, c := range []struct {
+		name string
+		from *decided
+	}{{"append", from}, {"append-fresh", nil}} {
+		b.Run(c.name, func(b *testing.B) {
+			l.listing.stats.from = c.from
+			b.ReportAllocs()
+			var buf []byte
+			for b.Loop() {
+				buf = appendLine(buf[:0], l, &lm)
+			}
+		})
+	}
+	l.listing.stats.from = from
 	b.Run("reference", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {

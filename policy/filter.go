@@ -26,6 +26,9 @@ type filterStats struct {
 	mode   string
 	cached bool
 	reused bool // the decisions of the same listing's previous request were reused
+	// from holds every decision of the listing, remembered by the plan (nil when
+	// they were not): the decision line names the denied objects from it.
+	from   *decided
 	errors int
 	// decided is how many objects, from the first, were decided: all of them unless
 	// a size limit was reached first.
@@ -115,8 +118,8 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 	// A caller listing the same cached listing again (the same shared slice, which
 	// the cache never modifies) gets the same decisions from a deterministic
 	// predicate: reuse them rather than visiting every object again.
-	if p.reused(objs, allowed) {
-		return filterStats{mode: modePredicate, cached: cached, reused: true}, nil
+	if d := p.reused(objs, allowed); d != nil {
+		return filterStats{mode: modePredicate, cached: cached, reused: true, from: d}, nil
 	}
 	e := p.pred.newEnv()
 	n := 0
@@ -128,8 +131,8 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 			}
 		}
 	}
-	p.remember(objs, allowed)
-	return filterStats{mode: modePredicate, cached: cached}, nil
+	d := p.remember(objs, allowed)
+	return filterStats{mode: modePredicate, cached: cached, from: d}, nil
 }
 
 // buildPlan partially evaluates the decision for one base input and translates the
