@@ -2,6 +2,7 @@ package load
 
 import (
 	"fmt"
+	"os"
 
 	bundled "github.com/dirgate/dirgate/rego"
 )
@@ -12,6 +13,9 @@ import (
 func (s Setup) WritePolicy(dir string) error {
 	if len(s.Callers) <= CallerHalf {
 		return fmt.Errorf("load: the setup has no caller %d", CallerHalf)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("load: %w", err)
 	}
 	var scopes []any
 	for _, st := range HalfSubtrees {
