@@ -5,8 +5,12 @@ import (
 	"context"
 	"io"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dirgate/dirgate/test/redistest"
 )
 
 func TestIsLoopback(t *testing.T) {
@@ -76,5 +80,42 @@ func TestSignedInTokenActsAsItsUser(t *testing.T) {
 	// not pass with one token standing for every caller.
 	if a, b := call(t, "GET", base+"?group="+url.QueryEscape(mixed), "demo-helpdesk"), call(t, "GET", base+"?group="+url.QueryEscape(mixed), adminTok); bytes.Equal(a.body, b.body) {
 		t.Fatal("the two demo callers see the same listing: the test proves nothing")
+	}
+}
+
+// TestSignInFailuresCountedAcrossReplicas: two demo instances sharing a real Redis
+// count an address's failed sign-ins together. With --auth-max-failures 3, three
+// wrong passwords sent to A, B and A make the fourth attempt a 429 on B, where only
+// one of them failed; and a right password is refused with 429 too while it lasts.
+func TestSignInFailuresCountedAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("a test secret of at least thirty-two bytes\n"), 0o600)
+	start := func() string {
+		cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
+			"--redis-addr", srv.Addr(), "--secret-file", secret, "--auth-max-failures", "3", "--auth-failure-window", "1m"},
+			func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := NewMain(cfg, io.Discard, io.Discard)
+		if err := m.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return "http://" + m.Addr() + "/restApi"
+	}
+	a, b := start(), start()
+	wrong := map[string]string{"username": "dana.admin@corp.example.com", "password": "not-Her-Password-1"}
+	for i, root := range []string{a, b, a} {
+		if r := postJSON(t, root+"/api/authSessions/create", wrong); r.status != 403 {
+			t.Fatalf("failure %d: %d %s", i+1, r.status, r.raw)
+		}
+	}
+	right := map[string]string{"username": "dana.admin@corp.example.com", "password": "Demo-Admin-1"}
+	for _, root := range []string{b, a} {
+		if r := postJSON(t, root+"/api/authSessions/create", right); r.status != 429 {
+			t.Fatalf("after three failures on two replicas, %s answered %d %s", root, r.status, r.raw)
+		}
 	}
 }
