@@ -12,7 +12,9 @@ import (
 // "Signing in"). The LDAP upstream binds once as the user; the memory upstream
 // compares demo passwords. On success it returns the account's object as a subject
 // for a principal. A refusal is a *SignInError; anything else (the directory down)
-// is a coded error as for any other directory call.
+// is a coded error as for any other directory call. A refusal for a right password
+// that must be changed (PasswordChangeReason != 0) also returns the account, when
+// the checker knows it, so that the sign-in rule can be asked about it.
 type CredentialChecker interface {
 	CheckPassword(ctx context.Context, name SignInName, password string) (Identifier, error)
 }

@@ -57,24 +57,20 @@ func (s *Service) CreateSession(ctx context.Context, name dirgate.SignInName, pa
 	var se *dirgate.SignInError
 	switch {
 	case errors.As(err, &se) && se.PasswordChangeReason() != 0:
+		// A session that can never be exchanged; still, an account the sign-in rule
+		// refuses must not learn that its password is right. A checker that does
+		// not name the account leaves nothing to ask about.
 		reason = se.PasswordChangeReason()
+		if !subject.IsZero() {
+			if err := s.admit(ctx, subject); err != nil {
+				return dirgate.SignInSession{}, err
+			}
+		}
 	case err != nil:
 		return dirgate.SignInSession{}, fmt.Errorf("check password: %w", err)
 	default:
-		p, err := s.Principals.Principal(ctx, subject)
-		if err != nil {
-			if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
-				return dirgate.SignInSession{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
-			}
-			return dirgate.SignInSession{}, fmt.Errorf("resolve the signed-in account: %w", err)
-		}
-		if s.Policy != nil {
-			if err := s.Policy.AllowSignIn(ctx, p); err != nil {
-				if dirgate.ErrorCode(err) == dirgate.EFORBIDDEN {
-					return dirgate.SignInSession{}, &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
-				}
-				return dirgate.SignInSession{}, fmt.Errorf("sign-in rule: %w", err)
-			}
+		if err := s.admit(ctx, subject); err != nil {
+			return dirgate.SignInSession{}, err
 		}
 	}
 	ses, err := s.Store.CreateSession(ctx, subject.Canonical(), reason)
@@ -82,6 +78,27 @@ func (s *Service) CreateSession(ctx context.Context, name dirgate.SignInName, pa
 		return dirgate.SignInSession{}, storeDown(err)
 	}
 	return dirgate.SignInSession{ID: ses.ID, ChangePasswordReason: reason, Expires: ses.Expires}, nil
+}
+
+// admit resolves the account to a principal and asks the sign-in rule about it: an
+// account the directory does not serve, or that the rule refuses, is accessDenied.
+func (s *Service) admit(ctx context.Context, subject dirgate.Identifier) error {
+	p, err := s.Principals.Principal(ctx, subject)
+	if err != nil {
+		if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
+			return &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
+		}
+		return fmt.Errorf("resolve the signed-in account: %w", err)
+	}
+	if s.Policy != nil {
+		if err := s.Policy.AllowSignIn(ctx, p); err != nil {
+			if dirgate.ErrorCode(err) == dirgate.EFORBIDDEN {
+				return &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
+			}
+			return fmt.Errorf("sign-in rule: %w", err)
+		}
+	}
+	return nil
 }
 
 // Exchange turns a session into a token, once.

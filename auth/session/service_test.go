@@ -418,9 +418,9 @@ func TestServiceCredentialRefusals(t *testing.T) {
 
 // TestServicePasswordMustChange: a right password that has expired (532) or must be
 // changed (773) opens a session with changePasswordReason 2 or 1, which yields no
-// token: its exchange is 403 passwordChangeNeeded, and consumes it. As implemented,
-// such a session is opened without resolving the account or asking the sign-in
-// rule (it can never act as the account).
+// token: its exchange is 403 passwordChangeNeeded, and consumes it. A checker that
+// does not name the account leaves nothing to resolve or ask the sign-in rule
+// about (TestServicePasswordMustChangeRule covers one that does).
 func TestServicePasswordMustChange(t *testing.T) {
 	backends(t, func(t *testing.T, b Backend, raw *redis.Client) {
 		ctx := context.Background()
@@ -451,6 +451,36 @@ func TestServicePasswordMustChange(t *testing.T) {
 		}
 		if len(f.resolver.calls) != 0 || len(f.policy.seen) != 0 {
 			t.Errorf("resolver asked %q, policy %d times", f.resolver.calls, len(f.policy.seen))
+		}
+	})
+}
+
+// TestServicePasswordMustChangeRule: when the checker names the account of a right
+// password that must be changed (the LDAP upstream does), the account is resolved
+// and the sign-in rule asked, as for any sign-in: an account the rule refuses is
+// accessDenied and does not learn that its password is right; one it allows gets
+// the session that cannot be exchanged.
+func TestServicePasswordMustChangeRule(t *testing.T) {
+	backends(t, func(t *testing.T, b Backend, raw *redis.Client) {
+		ctx := context.Background()
+		f := newFixture(t, b, raw)
+		must := &dirgate.SignInError{Reason: dirgate.ReasonMustChangePassword, DataCode: "773"}
+		f.checker.set("dana.admin@corp.example.com", "Right-9", checkAnswer{subject: danaGUID, err: must})
+		f.checker.set("hugo.helpdesk@corp.example.com", "Right-9", checkAnswer{subject: hugoGUID, err: must})
+		f.policy.deny[danaGUID] = true
+		ses, err := f.svc.CreateSession(ctx, signInName(t, "dana.admin@corp.example.com"), "Right-9")
+		wantRefusal(t, "must change, refused by the rule", err, dirgate.ReasonAccessDenied)
+		if ses.ID != "" || f.records(t) != 0 {
+			t.Errorf("refused by the rule: session %+v, %d records stored", ses, f.records(t))
+		}
+		ses, err = f.svc.CreateSession(ctx, signInName(t, "hugo.helpdesk@corp.example.com"), "Right-9")
+		if err != nil || ses.ChangePasswordReason != 1 {
+			t.Fatalf("must change, allowed: %+v %v", ses, err)
+		}
+		_, err = f.svc.Exchange(ctx, ses.ID)
+		wantRefusal(t, "must change, allowed: exchange", err, dirgate.ReasonPasswordChange)
+		if len(f.policy.seen) != 2 {
+			t.Errorf("the rule was asked %d times, want 2", len(f.policy.seen))
 		}
 	})
 }

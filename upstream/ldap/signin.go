@@ -74,6 +74,12 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 					d.refusals.wait(ctx, start)
 				}
 			}
+			if known && se != nil && se.PasswordChangeReason() != 0 {
+				// The password was right: name the account, for the sign-in rule.
+				if id, err := dirgate.ParseIdentifier(dn); err == nil {
+					return id, refusal
+				}
+			}
 			return dirgate.Identifier{}, refusal
 		}
 		return dirgate.Identifier{}, wrap("sign-in bind", err)

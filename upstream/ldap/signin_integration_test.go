@@ -134,10 +134,16 @@ func TestCheckPasswordOutcomes(t *testing.T) {
 		}},
 	}
 	for _, s := range states {
-		_, upn := dc.TempUser(t, tempSAM(s.tag), signInPassword, s.change)
-		_, err := d.CheckPassword(ctx, mustName(t, upn), signInPassword)
+		dn, upn := dc.TempUser(t, tempSAM(s.tag), signInPassword, s.change)
+		id, err := d.CheckPassword(ctx, mustName(t, upn), signInPassword)
 		if reasonOf(err) != s.reason {
 			t.Errorf("%s with the right password: %v, want %s", s.tag, err, s.reason)
+		}
+		// A right password that must be changed names its account (for the sign-in
+		// rule); no other refusal names anything.
+		if wantID := s.reason == dirgate.ReasonMustChangePassword; wantID != !id.IsZero() ||
+			wantID && !strings.EqualFold(id.String(), dn) {
+			t.Errorf("%s with the right password: identifier %q (account %s)", s.tag, id, dn)
 		}
 		// With a wrong password every state but a lockout is a wrong password: a
 		// session must never be opened, nor an account's state told, without it.
