@@ -3,9 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -14,23 +12,6 @@ import (
 	"testing"
 	"time"
 )
-
-// startDemoWith runs the real program on port 0 with the embedded demo and extra
-// arguments, and returns its root URL.
-func startDemoWith(t *testing.T, args ...string) string {
-	t.Helper()
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, args...),
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return "http://" + m.Addr()
-}
 
 // readyChecks reads /readyz's checks.
 func readyChecks(t *testing.T, root string) map[string]string {

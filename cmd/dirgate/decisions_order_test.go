@@ -9,7 +9,7 @@ import (
 // the same 403 whether the subject or group exists or not (no existence oracle);
 // one who may explain learns that it does not (404).
 func TestDecisionsAskBeforeRevealing(t *testing.T) {
-	root := demoGateway(t)
+	root := startDemoWith(t, "--decision-log", "off")
 	api := root + "/restApi/api/policy/decisions?"
 	const mixed = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
 	const nobody = "CN=Nobody Here,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"

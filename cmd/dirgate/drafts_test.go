@@ -3,29 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
 	"net/url"
 	"testing"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
 )
-
-// demoGateway starts the demo gateway with the given extra settings.
-func demoGateway(t *testing.T, args ...string) string {
-	t.Helper()
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off"}, args...),
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	return "http://" + m.Addr()
-}
 
 // TestDraftsOffByDefault: without --policy-drafts a POSTed draft is refused with
 // 403 in the error shape, naming the module; with it, the draft is tried.
@@ -36,7 +19,7 @@ func TestDraftsOffByDefault(t *testing.T) {
 		args   []string
 		status int
 	}{{nil, 403}, {[]string{"--policy-drafts"}, 200}} {
-		root := demoGateway(t, tt.args...)
+		root := startDemoWith(t, append([]string{"--decision-log", "off"}, tt.args...)...)
 		r := post(t, root+"/restApi/api/policy/decisions?"+query.Encode(), adminTok, "application/json", body)
 		if r.status != tt.status {
 			t.Fatalf("%v: POST draft: %d %s, want %d", tt.args, r.status, r.body, tt.status)

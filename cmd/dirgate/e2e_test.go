@@ -27,17 +27,35 @@ const (
 // startDemo runs the real program on port 0 with the embedded demo, as `make run` does.
 func startDemo(t *testing.T, wrap func(dirgate.Directory) dirgate.Directory) (*Main, string) {
 	t.Helper()
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	m := startMain(t, func(m *Main) { m.wrapDirectory = wrap })
+	return m, "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+}
+
+// startMain runs an instance on a free loopback port, logging errors only, with
+// args after those defaults (the demo directory unless they say otherwise); before,
+// when set, adjusts it before it starts. It is closed when the test ends.
+func startMain(t *testing.T, before func(*Main), args ...string) *Main {
+	t.Helper()
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, args...),
+		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := NewMain(cfg, io.Discard, io.Discard)
-	m.wrapDirectory = wrap
+	if before != nil {
+		before(m)
+	}
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	return m, "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	return m
+}
+
+// startDemoWith runs the demo with args and returns its root URL.
+func startDemoWith(t *testing.T, args ...string) string {
+	t.Helper()
+	return "http://" + startMain(t, nil, args...).Addr()
 }
 
 type response struct {
@@ -287,16 +305,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 // followed by a stale listing.
 func TestEndToEndRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--redis-addr", srv.Addr()},
-		func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := startMain(t, nil, "--redis-addr", srv.Addr())
 	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
 	q := base + "?group=" + url.QueryEscape(helpDesk) + "&includeIndirect=true"
 	for i, want := range []string{"miss", "hit"} {

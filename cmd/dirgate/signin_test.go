@@ -92,18 +92,8 @@ func TestSignInFailuresCountedAcrossReplicas(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	os.WriteFile(secret, []byte("a test secret of at least thirty-two bytes\n"), 0o600)
 	start := func() string {
-		cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
-			"--redis-addr", srv.Addr(), "--secret-file", secret, "--auth-max-failures", "3", "--auth-failure-window", "1m"},
-			func(string) string { return "" }, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := NewMain(cfg, io.Discard, io.Discard)
-		if err := m.Run(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { m.Close() })
-		return "http://" + m.Addr() + "/restApi"
+		return startDemoWith(t, "--decision-log", "off", "--redis-addr", srv.Addr(), "--secret-file", secret,
+			"--auth-max-failures", "3", "--auth-failure-window", "1m") + "/restApi"
 	}
 	a, b := start(), start()
 	wrong := map[string]string{"username": "dana.admin@corp.example.com", "password": "not-Her-Password-1"}
