@@ -33,7 +33,7 @@ func (w *discardWriter) Write(b []byte) (int, error) { w.bytes += len(b); return
 // cachedHandler is the API as deployed over dir: the cache in Redis at addr (keys
 // under prefix), authz, shared bodies, and the tokens "all" (the administrator) and
 // "half" (a caller who may view about half of All Staff with policyWithRole).
-func cachedHandler(b *testing.B, dir dirgate.Directory, authz dirgate.Authorizer, addr, prefix string) http.Handler {
+func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer, addr, prefix string) http.Handler {
 	b.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -1,0 +1,66 @@
+package proxy_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+// maxCachedAllocs bounds the allocations of one cached listing served through the
+// handler (BenchmarkCachedListing's path: token, resolution, first level and the
+// version check in a real Redis, the bundled policy, the shared body). It measured
+// 95 without the race detector and 100 with it (2026-11-25), for the administrator
+// and for a caller denied half the listing; a regression that allocates per object
+// adds a thousand. (AllocsPerRun counts every goroutine's allocations: the headroom
+// is for the cache's and the Redis client's background work.)
+const maxCachedAllocs = 130
+
+// TestCachedListingAllocations keeps the bound stated in docs/benchmarks.md from
+// regressing unseen: allocations per cached request do not grow with the listing.
+func TestCachedListingAllocations(t *testing.T) {
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authz, err := policy.Open(ctx, policy.Config{Dir: policyWithRole(t, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU), Logger: quiet,
+		DecisionLog: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer authz.Close()
+	redis := redistest.Start(t)
+	org := fixture.Large()
+	all := org.MustObject(fixture.AllStaffDN)
+	all.Members = all.Members[:1000]
+	dir, err := memory.Load("large", fixture.Export(org))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := cachedHandler(t, dir, authz, redis.Addr(), "allocs:")
+	for _, caller := range []string{"all", "half"} {
+		r, _ := http.NewRequest(http.MethodGet, api+"?group="+url.QueryEscape(fixture.AllStaffDN), nil)
+		r.Header.Set(proxy.HeaderToken, caller)
+		r.Header.Set("Accept-Encoding", "gzip")
+		serve := func() {
+			w := &discardWriter{h: http.Header{}}
+			h.ServeHTTP(w, r)
+			if w.code != http.StatusOK {
+				t.Fatalf("status %d", w.code)
+			}
+		}
+		serve() // fills the cache, the decisions and the body
+		serve()
+		n := testing.AllocsPerRun(200, serve)
+		t.Logf("%s: %.0f allocations per cached request", caller, n)
+		if n > maxCachedAllocs {
+			t.Errorf("%s: %.0f allocations per cached request, more than %d", caller, n, maxCachedAllocs)
+		}
+	}
+}
