@@ -284,6 +284,20 @@ func TestExplorerSignIn(t *testing.T) {
 	if err != nil || stored != "0,0," {
 		t.Errorf("storage after signing in: %q %v", stored, err)
 	}
+	// Sign out revokes the token: the field is emptied and the API refuses it.
+	err = chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("#signout-button")),
+		until(`document.getElementById("signin-status").textContent.startsWith("Signed out") || !document.getElementById("signin-error").hidden`),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2, err := chromedp.Run(ctx, chromedp.Evaluate[formState](readForm)); err != nil || st2.Token != "" || st2.ErrorShown {
+		t.Errorf("after signing out: %+v %v", st2, err)
+	}
+	if r := call(t, "GET", root+"/restApi/api/directoryObjects/groupMembers?group="+url.QueryEscape(explorerQuery.Get("group")), st.Token); r.status != 401 {
+		t.Errorf("the signed-out token still lists: %d %s", r.status, r.body)
+	}
 
 	// A wrong password, on a fresh page: the refusal is shown, no token is set.
 	err = chromedp.Do(ctx,

@@ -124,6 +124,8 @@
         return;
       }
       $("token").value = a.data.token;
+      signedIn = a.data.token;
+      $("signout-button").hidden = false;
       const until = typeof a.data.expiresAtUtc === "string"
         ? a.data.expiresAtUtc.replace(/\.\d+Z$/, "").replace("T", " ") + " UTC" : "";
       status.textContent = "Signed in as " + username + "; your token is filled in below" +
@@ -134,6 +136,44 @@
     } finally {
       button.disabled = false;
     }
+  }
+
+  // signedIn is the token the last sign-in gave, for Sign out; "" when none.
+  let signedIn = "";
+
+  // signOut revokes the signed-in token on every replica (DELETE {base}/api/auth,
+  // as the product's clients tear down) and empties the token field if it still
+  // holds it.
+  async function signOut() {
+    const token = signedIn;
+    const status = $("signin-status");
+    const error = $("signin-error");
+    if (!token) return;
+    try {
+      const res = await fetch(authURL + "?token=" + encodeURIComponent(token), {
+        method: "DELETE",
+        headers: { "Adm-Authorization": token },
+        credentials: "omit",
+        cache: "no-store",
+      });
+      if (!res.ok) {
+        let body = null;
+        try { body = await res.json(); } catch (_) { /* not JSON */ }
+        error.textContent = "Sign-out failed: " + (body && typeof body.message === "string" ? body.message : res.statusText) + " (" + res.status + ")";
+        error.hidden = false;
+        return;
+      }
+    } catch (err) {
+      error.textContent = "Sign-out failed: the request failed: " + err.message;
+      error.hidden = false;
+      return;
+    }
+    signedIn = "";
+    if ($("token").value === token) $("token").value = "";
+    $("signout-button").hidden = true;
+    error.hidden = true;
+    status.textContent = "Signed out: the token no longer works.";
+    $("username").focus();
   }
 
   function decisionCell(tr, allowed, changed) {
@@ -242,7 +282,10 @@
     $("only-diff").addEventListener("change", applyFilter);
     const form = $("signin");
     if (form) {
-      if (sessionURL && authURL) form.addEventListener("submit", signIn);
+      if (sessionURL && authURL) {
+        form.addEventListener("submit", signIn);
+        $("signout-button").addEventListener("click", signOut);
+      }
       else form.hidden = true; // sign-in is not served
     }
   });
