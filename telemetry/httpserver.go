@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -61,35 +62,38 @@ func (s *HTTPServer) Handler(next http.Handler) http.Handler {
 		}
 		s.once.Do(s.init)
 		start := time.Now()
-		route := s.Route(r)
-		method := boundedMethod(r.Method)
+		k := serverKey{method: boundedMethod(r.Method), route: s.Route(r), proto: protoVersion(r), tls: r.TLS != nil}
 		ctx := otel.GetTextMapPropagator().Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		var span trace.Span
 		if s.Tracing {
-			name := method + " " + route
-			if method == "_OTHER" {
-				name = "HTTP " + route
+			name := k.method + " " + k.route
+			if k.method == "_OTHER" {
+				name = "HTTP " + k.route
+			}
+			peer, _, err := net.SplitHostPort(r.RemoteAddr)
+			if err != nil {
+				peer = r.RemoteAddr
 			}
 			ctx, span = otel.Tracer("github.com/dirgate/dirgate/telemetry").Start(ctx, name,
 				trace.WithSpanKind(trace.SpanKindServer),
-				trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), semconv.HTTPRoute(route),
-					scheme(r), semconv.NetworkProtocolVersion(protoVersion(r)),
-					semconv.NetworkPeerAddress(hostOf(r.RemoteAddr))))
+				trace.WithAttributes(semconv.HTTPRequestMethodKey.String(k.method), semconv.HTTPRoute(k.route),
+					semconv.URLScheme(k.scheme()), semconv.NetworkProtocolVersion(k.proto),
+					semconv.NetworkPeerAddress(peer)))
 		}
 		cw := &countingWriter{ResponseWriter: w}
 		next.ServeHTTP(cw, r.WithContext(ctx))
-		status := cw.status
-		if status == 0 {
-			status = http.StatusOK
+		k.status = cw.status
+		if k.status == 0 {
+			k.status = http.StatusOK
 		}
 		if span != nil {
-			span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-			if status >= 500 {
+			span.SetAttributes(semconv.HTTPResponseStatusCode(k.status))
+			if k.status >= 500 {
 				span.SetStatus(codes.Error, "")
 			}
 			span.End()
 		}
-		set := s.set(serverKey{method: method, route: route, proto: protoVersion(r), status: status, tls: r.TLS != nil})
+		set := s.set(k)
 		s.inst.duration.Record(ctx, time.Since(start).Seconds(), set)
 		s.inst.requestBytes.Record(ctx, max(r.ContentLength, 0), set)
 		s.inst.responseBytes.Record(ctx, cw.bytes, set)
@@ -113,13 +117,9 @@ func (s *HTTPServer) set(k serverKey) metric.MeasurementOption {
 	if o, ok := s.sets.Load(k); ok {
 		return o.(metric.MeasurementOption)
 	}
-	sch := "http"
-	if k.tls {
-		sch = "https"
-	}
 	o := metric.WithAttributeSet(attribute.NewSet(
 		semconv.HTTPRequestMethodKey.String(k.method), semconv.HTTPRoute(k.route),
-		semconv.HTTPResponseStatusCode(k.status), semconv.URLScheme(sch),
+		semconv.HTTPResponseStatusCode(k.status), semconv.URLScheme(k.scheme()),
 		semconv.NetworkProtocolName("http"), semconv.NetworkProtocolVersion(k.proto)))
 	v, _ := s.sets.LoadOrStore(k, o)
 	return v.(metric.MeasurementOption)
@@ -148,24 +148,11 @@ func protoVersion(r *http.Request) string {
 	return strconv.Itoa(r.ProtoMajor) + "." + strconv.Itoa(r.ProtoMinor%10)
 }
 
-func scheme(r *http.Request) attribute.KeyValue {
-	if r.TLS != nil {
-		return semconv.URLScheme("https")
+func (k serverKey) scheme() string {
+	if k.tls {
+		return "https"
 	}
-	return semconv.URLScheme("http")
-}
-
-func hostOf(addr string) string {
-	for i := len(addr) - 1; i >= 0; i-- {
-		if addr[i] == ':' {
-			h := addr[:i]
-			if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
-				return h[1 : len(h)-1]
-			}
-			return h
-		}
-	}
-	return addr
+	return "http"
 }
 
 // countingWriter records the status and the bytes of a response.
