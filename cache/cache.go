@@ -42,9 +42,14 @@ type Cache struct {
 	flights singleflight.Group
 	// versions shares the version reads of concurrent requests (versionreads.go).
 	versions versionReads
-	health   health
-	pending  pending
-	now      func() time.Time
+	// lease lets trusted first-level entries skip those reads (lease.go); nil without
+	// Redis or with leases off.
+	lease *lease
+	// tokenReads counts the requests that read tokens for an entry (tests).
+	tokenReads atomic.Int64
+	health     health
+	pending    pending
+	now        func() time.Time
 
 	// storeTTL is how long an entry is kept: fresh for TTL, then servable as stale
 	// until MaxStale after its fill. versionTTL outlives every entry that recorded a
@@ -139,6 +144,10 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 	}
 	ch.versionTTL = 2 * ch.storeTTL
 	ch.pending.m = map[string]time.Time{}
+	if rs, ok := st.(*redisStore); ok && c.Lease > 0 {
+		ch.lease = newLease(rs.client, c.Redis.KeyPrefix, c.Lease, c.Timeout)
+		go ch.lease.run()
+	}
 	go ch.retryLoop()
 	return ch
 }
@@ -156,6 +165,9 @@ func (c *Cache) Close() error {
 	}
 	close(c.stop)
 	<-c.done
+	if c.lease != nil {
+		c.lease.close()
+	}
 	if err := c.store.close(); err != nil {
 		return fmt.Errorf("cache: close: %w", err)
 	}
@@ -316,11 +328,14 @@ const anyMembershipChange = "00000000-0000-0000-0000-000000000000"
 
 // invalidate gives each group a new version token. Entries record the tokens of the
 // groups they were computed from and are served only while those tokens are
-// current, so this one write invalidates them all, on every instance. If the store
-// cannot take it, the group is retried in the background, and until then this
-// instance bypasses the cache (other instances cannot be told: docs/cache.md).
+// current, so this one write invalidates them all, on every instance. With leases it
+// then announces the change and waits until every instance has dropped its trust in
+// its first level (lease.go). If the store cannot take it, the group is retried in
+// the background, and until then this instance bypasses the cache (other instances
+// cannot be told: docs/cache.md).
 func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 	c.localGen.Add(1)
+	var bumped []string
 	for _, guid := range guids {
 		if !canonicalGUID(guid) {
 			continue // never cached
@@ -328,8 +343,44 @@ func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 		if err := c.bump(ctx, guid); err != nil {
 			c.pending.add(guid, c.now())
 			c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "group", guid, "error", err)
+			continue
 		}
+		bumped = append(bumped, guid)
 	}
+	if c.lease == nil || len(bumped) == 0 {
+		return
+	}
+	c.lease.drop()
+	var a announcement
+	err := c.op(ctx, true, func(ctx context.Context) (err error) {
+		a, err = c.lease.announce(ctx)
+		return err
+	})
+	if err != nil {
+		// Other instances may trust entries the new tokens invalidate: bump and
+		// announce again until the store takes it, and bypass until then.
+		for _, guid := range bumped {
+			c.pending.add(guid, c.now())
+		}
+		c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "groups", bumped, "error", err)
+		return
+	}
+	start := c.now()
+	c.lease.await(ctx, a)
+	c.metrics.leaseWait.Record(ctx, c.now().Sub(start).Seconds())
+}
+
+// announce tells the instances holding leases that tokens changed, without waiting
+// for them (the change feed, deferred invalidations).
+func (c *Cache) announce(ctx context.Context) error {
+	if c.lease == nil {
+		return nil
+	}
+	c.lease.drop()
+	return c.op(ctx, true, func(ctx context.Context) error {
+		_, err := c.lease.announce(ctx)
+		return err
+	})
 }
 
 func (c *Cache) bump(ctx context.Context, guid string) error {
@@ -355,10 +406,20 @@ func (c *Cache) retryLoop() {
 }
 
 func (c *Cache) retryPending() {
-	for guid, since := range c.pending.snapshot() {
-		if c.now().Sub(since) > c.storeTTL || c.bump(context.Background(), guid) == nil {
+	var done []string
+	snap := c.pending.snapshot()
+	for guid, since := range snap {
+		if c.now().Sub(since) > c.storeTTL {
 			c.pending.remove(guid, since)
+		} else if c.bump(context.Background(), guid) == nil {
+			done = append(done, guid)
 		}
+	}
+	if len(done) == 0 || c.announce(context.Background()) != nil {
+		return
+	}
+	for _, guid := range done {
+		c.pending.remove(guid, snap[guid])
 	}
 }
 

@@ -489,7 +489,7 @@ func (c *Cache) bumpAll(ctx context.Context, guids []string) error {
 		}
 	}
 	c.localGen.Add(1)
-	return nil
+	return c.announce(ctx)
 }
 
 // dropLookups removes from the first level the identifier resolutions an event

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/dirgate/dirgate"
@@ -39,6 +40,9 @@ type entry struct {
 	deps   []dep
 	list   *dirgate.EncodedListing // objects, and their encodings when fragments are kept
 	size   int                     // bytes held in memory, for the first level's bound
+	// trust is the lease generation for which a token read found the entry current
+	// (lease.go); the only field that changes after decoding.
+	trust atomic.Uint64
 }
 
 // objectOverhead approximates the memory of a decoded object beyond its strings

@@ -24,6 +24,7 @@ const (
 	DefaultRetryInterval = time.Second            // DIRGATE_REDIS_RETRY_INTERVAL
 	DefaultMaxBytes      = 256 << 20              // DIRGATE_CACHE_MAX_BYTES
 	DefaultKeyPrefix     = "dirgate:"             // DIRGATE_REDIS_KEY_PREFIX
+	DefaultLease         = time.Second            // DIRGATE_CACHE_LEASE
 )
 
 // Redis modes.
@@ -56,6 +57,12 @@ type Config struct {
 	// MaxBytes bounds the decoded listings kept in process, and the in-process
 	// backend when there is no Redis (DIRGATE_CACHE_MAX_BYTES).
 	MaxBytes int64
+	// Lease is how long an instance sharing Redis may serve its first level without
+	// reading version tokens, between renewals of its lease; a removal or addition
+	// waits for every instance's acknowledgement, or at most this long for one that
+	// stopped answering (lease.go, DIRGATE_CACHE_LEASE). 0 means DefaultLease; a
+	// negative value reads the tokens on every request instead.
+	Lease time.Duration
 	// ExpandConcurrency bounds parallel member reads while a nested listing is filled
 	// (dirgate.MemberService.ExpandConcurrency).
 	ExpandConcurrency int
@@ -134,6 +141,9 @@ func (c Config) withDefaults() Config {
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -171,6 +181,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBytes < 0 {
 		bad("max bytes must be positive")
+	}
+	if c.Lease > 0 && c.Lease < 20*time.Millisecond {
+		bad("lease must be at least 20ms (or negative: off)")
 	}
 	errs = append(errs, c.Redis.validate()...)
 	return errors.Join(errs...)

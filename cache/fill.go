@@ -38,9 +38,12 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 	now := c.now()
 	usable := c.usable()
 	gen := c.dropGen.Load()
+	// Taken before any token is read: a read vouches for the lease generation current
+	// when it was sent, not for one that an announcement ended meanwhile.
+	trustGen := c.lease.current()
 	var stale *entry // a valid entry past its freshness, for stale-if-error
 	if e := c.l1.get(req.key); e != nil && now.Sub(e.filled) <= c.storeTTL {
-		valid := len(e.deps) == 0 || req.followed
+		valid := len(e.deps) == 0 || req.followed || usable && c.lease.trusts(e)
 		if !valid && usable {
 			ok, err := c.valid(ctx, e)
 			switch {
@@ -48,6 +51,7 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 				usable = false
 			case ok:
 				valid = true
+				c.lease.mark(e, trustGen)
 			default:
 				c.l1.remove(req.key, e)
 			}
@@ -107,6 +111,7 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 			}
 			if ok && now.Sub(e.filled) <= c.storeTTL {
 				if now.Before(e.fresh) {
+					c.lease.mark(e, trustGen)
 					c.l1add(req, e, gen)
 					return e, dirgate.CacheHit, nil
 				}
@@ -172,6 +177,7 @@ func (c *Cache) validKnown(ctx context.Context, e *entry, known map[string]strin
 	if len(ks) == 0 {
 		return true, nil
 	}
+	c.tokenReads.Add(1)
 	// Shared with concurrent requests, in a read sent after this one arrived
 	// (versionReads).
 	cur, err := c.versions.get(ks, func(keys []string) (cur []string, err error) {

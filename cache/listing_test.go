@@ -37,6 +37,9 @@ func sharedBackends() []struct {
 		{"redis", func(t *testing.T) Config {
 			return Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
 		}},
+		{"redis-no-lease", func(t *testing.T) Config {
+			return Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Lease: -1}
+		}},
 		{"cluster", func(t *testing.T) Config {
 			return Config{Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}}
 		}},

@@ -14,12 +14,16 @@ import (
 func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/cache") }
 
 type cacheMetrics struct {
-	listings metric.Int64Counter
+	listings  metric.Int64Counter
+	leaseWait metric.Float64Histogram
 }
 
 func newCacheMetrics() cacheMetrics {
 	m := otel.Meter("github.com/dirgate/dirgate/cache")
 	listings, _ := m.Int64Counter("dirgate_cache_listings",
 		metric.WithDescription("Listings requested from the cache, by how they were served: hit, miss, stale or bypass."))
-	return cacheMetrics{listings: listings}
+	leaseWait, _ := m.Float64Histogram("dirgate_cache_lease_wait", metric.WithUnit("s"),
+		metric.WithDescription("Time a removal or addition waited for every instance holding a lease to drop its trust in its first level."),
+		metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+	return cacheMetrics{listings: listings, leaseWait: leaseWait}
 }

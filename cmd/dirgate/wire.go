@@ -166,7 +166,12 @@ func (c *Config) cacheConfig(m *Main) cache.Config {
 	if jitter == 0 {
 		jitter = -1 // the setting's 0 means none; the package's 0 is its default
 	}
+	lease := c.CacheLease
+	if lease == 0 {
+		lease = -1 // the setting's 0 means off; the package's 0 is its default
+	}
 	cfg := cache.Config{
+		Lease: lease,
 		Redis: cache.RedisConfig{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
 			PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
 			TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,

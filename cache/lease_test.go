@@ -1,0 +1,151 @@
+package cache
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+)
+
+// leasePair is two instances sharing one real Redis with leases of d, and the
+// directory they front.
+func leasePair(t *testing.T, d time.Duration) (a, b instance, dir dirgate.Directory, srv *redistest.Server) {
+	t.Helper()
+	srv = redistest.Start(t)
+	dir = demo(t)
+	cfg := Config{Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Lease: d, Timeout: time.Second}
+	a, b = newInstance(t, dir, cfg), newInstance(t, dir, cfg)
+	for _, in := range []instance{a, b} {
+		waitFor(t, "a lease", in.c.lease.held)
+	}
+	return a, b, dir, srv
+}
+
+// trusted lists group on in until a listing is served without reading tokens, and
+// returns the number of token reads so far.
+func trusted(t *testing.T, in instance, group string) int64 {
+	t.Helper()
+	for range 5 {
+		before := in.c.tokenReads.Load()
+		if _, st := in.list(t, group, dirgate.ListOptions{}); st == dirgate.CacheHit && in.c.tokenReads.Load() == before {
+			return before
+		}
+	}
+	t.Fatalf("%s: never served from a trusted first level", group)
+	return 0
+}
+
+// TestLeaseServesWithoutTokenReads: with a lease, repeated hits of one listing read
+// no tokens; without one, every hit does.
+func TestLeaseServesWithoutTokenReads(t *testing.T) {
+	a, _, _, _ := leasePair(t, time.Second)
+	before := trusted(t, a, fixture.DesktopEngineersDN)
+	for range 100 {
+		a.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	}
+	if n := a.c.tokenReads.Load() - before; n > 2 {
+		t.Errorf("100 hits under a lease read tokens %d times", n)
+	}
+
+	off := newInstance(t, demo(t), Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Lease: -1})
+	for range 3 {
+		off.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	}
+	if n := off.c.tokenReads.Load(); n < 2 {
+		t.Errorf("without leases, 2 hits read tokens %d times", n)
+	}
+}
+
+// TestLeaseRemovalWaitsForEveryInstance: a removal through a is answered only once b,
+// which trusted the group's listing, has dropped that trust; b's next listing is the
+// directory's.
+func TestLeaseRemovalWaitsForEveryInstance(t *testing.T) {
+	a, b, dir, _ := leasePair(t, time.Second)
+	trusted(t, b, fixture.DesktopEngineersDN)
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if guids(got)[member.GUID] {
+		t.Fatalf("b still lists %s after the removal was answered", member.DN)
+	}
+}
+
+// TestLeaseSilentInstance: an instance that stops renewing its lease (paused,
+// partitioned from Redis) neither holds up a removal for longer than its lease nor
+// serves what the removal changed once it is answered: it stops trusting its first
+// level when its lease runs out, before the store drops the lease.
+func TestLeaseSilentInstance(t *testing.T) {
+	const d = 400 * time.Millisecond
+	a, b, dir, _ := leasePair(t, d)
+	trusted(t, b, fixture.DesktopEngineersDN)
+	var silent atomic.Bool
+	silent.Store(true)
+	b.c.lease.testHookRenew = func() bool { return !silent.Load() }
+	defer silent.Store(false)
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	start := time.Now()
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the removal waited %v for a silent instance with a %v lease", time.Since(start), d)
+	if b.c.lease.held() {
+		t.Fatal("the removal was answered while the silent instance still held its lease")
+	}
+	reads := b.c.tokenReads.Load()
+	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if guids(got)[member.GUID] {
+		t.Fatalf("the silent instance lists %s after the removal was answered", member.DN)
+	}
+	if b.c.tokenReads.Load() == reads {
+		t.Error("without a lease, the listing was served without reading tokens")
+	}
+}
+
+// TestLeaseStoreLost: when the store loses the leases (restart, eviction, FLUSHALL),
+// a writer cannot see who holds one and waits out a whole lease, so an instance that
+// has not noticed the loss still stops trusting before the removal is answered.
+func TestLeaseStoreLost(t *testing.T) {
+	const d = 400 * time.Millisecond
+	a, b, dir, srv := leasePair(t, d)
+	trusted(t, b, fixture.DesktopEngineersDN)
+	var silent atomic.Bool
+	silent.Store(true)
+	b.c.lease.testHookRenew = func() bool { return !silent.Load() }
+	defer silent.Store(false)
+	if _, err := srv.Do("DEL", a.c.lease.key); err != nil {
+		t.Fatal(err)
+	}
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	if b.c.lease.held() {
+		t.Fatal("the removal was answered while an instance whose lease the store lost still held it")
+	}
+	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if guids(got)[member.GUID] {
+		t.Fatalf("b lists %s after the removal was answered", member.DN)
+	}
+}
+
+// TestLeaseDropsTrustOnEveryAnnouncement: a change announced by the change feed (no
+// wait) still ends every instance's trust in its first level once applied.
+func TestLeaseDropsTrustOnEveryAnnouncement(t *testing.T) {
+	a, b, _, _ := leasePair(t, time.Second)
+	trusted(t, b, fixture.DesktopEngineersDN)
+	g := b.c.lease.current()
+	if err := a.c.announce(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to apply the announcement", func() bool { return b.c.lease.current() > g })
+	reads := b.c.tokenReads.Load()
+	b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if b.c.tokenReads.Load() == reads {
+		t.Error("after an announcement, a listing was served without reading tokens")
+	}
+}
