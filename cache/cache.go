@@ -23,7 +23,6 @@ import (
 	"github.com/dirgate/dirgate"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/singleflight"
 )
@@ -180,16 +179,20 @@ func (c *Cache) Close() error {
 // callers must not modify it.
 func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) (objs []dirgate.Object, err error) {
 	rep := dirgate.ListingReportFrom(ctx)
-	ctx, span := tracer().Start(ctx, "cache listing", trace.WithAttributes(
-		attribute.String("dirgate.group.guid", group.GUID), attribute.Bool("dirgate.include_indirect", opts.IncludeIndirect)))
+	ctx, span := tracer().Start(ctx, "cache listing")
+	if span.IsRecording() { // attributes cost allocations even for a span nobody records
+		span.SetAttributes(attribute.String("dirgate.group.guid", group.GUID), attribute.Bool("dirgate.include_indirect", opts.IncludeIndirect))
+	}
 	defer func() {
 		st := rep.CacheStatus()
-		span.SetAttributes(attribute.String("dirgate.cache", string(st)), attribute.Int("dirgate.objects", len(objs)))
-		if err != nil {
-			span.SetStatus(codes.Error, dirgate.ErrorCode(err))
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("dirgate.cache", string(st)), attribute.Int("dirgate.objects", len(objs)))
+			if err != nil {
+				span.SetStatus(codes.Error, dirgate.ErrorCode(err))
+			}
 		}
 		span.End()
-		c.metrics.listings.Add(ctx, 1, metric.WithAttributes(attribute.String("status", string(st))))
+		c.metrics.listings.Add(ctx, 1, statusSet(st))
 	}()
 	props, err := dirgate.NormalizeProperties(opts.Properties)
 	if err != nil || !canonicalGUID(group.GUID) {

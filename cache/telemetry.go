@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"github.com/dirgate/dirgate"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -26,4 +28,21 @@ func newCacheMetrics() cacheMetrics {
 		metric.WithDescription("Time a removal or addition waited for every instance holding a lease to drop its trust in its first level."),
 		metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
 	return cacheMetrics{listings: listings, leaseWait: leaseWait}
+}
+
+// statusSets are the listings counter's attribute sets, built once: building one per
+// request cost two allocations and a sort.
+var statusSets = func() map[dirgate.CacheStatus]metric.AddOption {
+	m := map[dirgate.CacheStatus]metric.AddOption{}
+	for _, st := range []dirgate.CacheStatus{dirgate.CacheHit, dirgate.CacheMiss, dirgate.CacheStale, dirgate.CacheBypass} {
+		m[st] = metric.WithAttributeSet(attribute.NewSet(attribute.String("status", string(st))))
+	}
+	return m
+}()
+
+func statusSet(st dirgate.CacheStatus) metric.AddOption {
+	if o, ok := statusSets[st]; ok {
+		return o
+	}
+	return metric.WithAttributes(attribute.String("status", string(st)))
 }

@@ -22,7 +22,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -286,8 +285,12 @@ func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group 
 // decision log) and returns them with the number allowed.
 func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) ([]bool, int, error) {
 	start := time.Now()
-	ctx, span := tracer().Start(ctx, "policy filter", trace.WithAttributes(attribute.Int("dirgate.objects", len(objs))))
+	ctx, span := tracer().Start(ctx, "policy filter")
 	defer span.End()
+	recording := span.IsRecording() // attributes cost allocations even for a span nobody records
+	if recording {
+		span.SetAttributes(attribute.Int("dirgate.objects", len(objs)))
+	}
 	v := a.current.Load()
 	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
 	allowed := make([]bool, len(objs))
@@ -303,8 +306,10 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 		}
 	}
 	denied := st.decided - n
-	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
-		attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
+	if recording {
+		span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
+			attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
+	}
 	a.metrics.decisions.Add(ctx, int64(n), viewAllowed)
 	a.metrics.decisions.Add(ctx, int64(denied), viewDenied)
 	// The candidate is asked before the answer returns, bounded by its budget (its

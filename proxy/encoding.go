@@ -140,7 +140,11 @@ func zstdBytes(b []byte) []byte { return zstdEncoder.EncodeAll(b, make([]byte, 0
 // listing answer varies with Accept-Encoding, whichever coding it has.
 func writeListing(w http.ResponseWriter, r *http.Request, body *dirgate.Body) {
 	h := w.Header()
-	h.Add("Vary", "Accept-Encoding")
+	if len(h["Vary"]) == 0 {
+		h["Vary"] = varyEncoding
+	} else {
+		h.Add("Vary", "Accept-Encoding")
+	}
 	enc := negotiate(r.Header.Values("Accept-Encoding"))
 	if b := encoded(body, enc); b != nil {
 		h.Set("Content-Encoding", enc)

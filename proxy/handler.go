@@ -66,7 +66,7 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 	}
 	if st := report.CacheStatus(); st != "" {
 		rec.cache = string(st)
-		w.Header().Set(CacheHeader, string(st))
+		w.Header()[CacheHeader] = cacheHeaderValue(st)
 	}
 	writeListing(w, r, body)
 }
@@ -152,4 +152,17 @@ func writeOK(w http.ResponseWriter, r *http.Request, v any) {
 		return
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// cacheHeaderValues are the X-Dirgate-Cache header's values, allocated once.
+var cacheHeaderValues = map[dirgate.CacheStatus][]string{
+	dirgate.CacheHit: {string(dirgate.CacheHit)}, dirgate.CacheMiss: {string(dirgate.CacheMiss)},
+	dirgate.CacheStale: {string(dirgate.CacheStale)}, dirgate.CacheBypass: {string(dirgate.CacheBypass)},
+}
+
+func cacheHeaderValue(st dirgate.CacheStatus) []string {
+	if v, ok := cacheHeaderValues[st]; ok {
+		return v
+	}
+	return []string{string(st)}
 }
