@@ -355,10 +355,15 @@ func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 	}
 	c.lease.drop()
 	var a announcement
-	err := c.op(ctx, true, func(ctx context.Context) (err error) {
-		a, err = c.lease.announce(ctx)
-		return err
-	})
+	var err error
+	for range 3 { // the tokens are written: other instances must hear of them
+		if err = c.op(ctx, true, func(ctx context.Context) (err error) {
+			a, err = c.lease.announce(ctx)
+			return err
+		}); err == nil {
+			break
+		}
+	}
 	if err != nil {
 		// Other instances may trust entries the new tokens invalidate: bump and
 		// announce again until the store takes it, and bypass until then.

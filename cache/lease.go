@@ -59,8 +59,13 @@ type lease struct {
 
 	// testHookRenew, when set by a test, is asked before each renewal; false skips it
 	// (an instance that stopped answering).
-	testHookRenew func() bool
+	testHookRenew atomic.Pointer[func() bool]
 }
+
+// The hash: "inc" its incarnation, "born" when it was created (the store's clock, in
+// ms), "seq" the sequence number, and "h:<id>" each lease as "<applied seq>:<expiry ms>".
+// A script that finds no hash creates one; one created less than a lease ago may have
+// replaced a hash whose leases are still held, which writers must wait out.
 
 // renewScript: KEYS[1] the hash; ARGV id, applied incarnation, applied seq, lease ms,
 // a new incarnation and starting seq (used if the hash holds none). Returns
@@ -70,7 +75,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local inc = redis.call('HGET', KEYS[1], 'inc')
 if not inc then
-  redis.call('HSET', KEYS[1], 'inc', ARGV[5], 'seq', ARGV[6])
+  redis.call('HSET', KEYS[1], 'inc', ARGV[5], 'seq', ARGV[6], 'born', string.format('%d', now))
   inc = ARGV[5]
 end
 local seq = redis.call('HGET', KEYS[1], 'seq')
@@ -81,21 +86,27 @@ if ARGV[2] == inc and ARGV[3] == seq then
 end
 return {inc, seq, 0}`)
 
-// announceScript: KEYS[1] the hash; ARGV a new incarnation and starting seq. Returns
-// {inc, seq, 1 if the hash had to be created}.
+// announceScript: KEYS[1] the hash; ARGV a new incarnation and starting seq, lease ms.
+// Returns {inc, seq, ms for which leases of a hash this one replaced may still be held}.
 var announceScript = redis.NewScript(`
-local fresh = 0
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local inc = redis.call('HGET', KEYS[1], 'inc')
 if not inc then
-  redis.call('HSET', KEYS[1], 'inc', ARGV[1], 'seq', ARGV[2])
+  redis.call('HSET', KEYS[1], 'inc', ARGV[1], 'seq', ARGV[2], 'born', string.format('%d', now))
   inc = ARGV[1]
-  fresh = 1
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-return {inc, tostring(seq), fresh}`)
+local born = tonumber(redis.call('HGET', KEYS[1], 'born') or '0') or 0
+local young = born + tonumber(ARGV[3]) - now
+if young < 0 then young = 0 end
+if young > tonumber(ARGV[3]) then young = tonumber(ARGV[3]) end
+return {inc, seq, young}`)
 
-// awaitScript: KEYS[1] the hash; ARGV inc, seq. Returns how many live leases have not
-// applied seq, dropping expired ones; -1 if the hash is not the incarnation given.
+// awaitScript: KEYS[1] the hash; ARGV inc, seq, grace ms. Returns how many leases have
+// not applied seq; -1 if the hash is not the incarnation given. A lease that has not
+// applied it counts until its expiry is grace ms past, however expired it looks: the
+// store's wall clock may jump, and the writer's own deadline bounds the wait anyway.
 var awaitScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -103,13 +114,14 @@ if redis.call('HGET', KEYS[1], 'inc') ~= ARGV[1] then
   return -1
 end
 local want = tonumber(ARGV[2])
+local grace = tonumber(ARGV[3])
 local all = redis.call('HGETALL', KEYS[1])
 local pending = 0
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
   if string.sub(f, 1, 2) == 'h:' then
     local a, exp = string.match(v, '^(%d+):(%d+)$')
-    if not a or tonumber(exp) <= now then
+    if not a or tonumber(exp) + grace <= now then
       redis.call('HDEL', KEYS[1], f)
     elseif tonumber(a) < want then
       pending = pending + 1
@@ -117,6 +129,11 @@ for i = 1, #all, 2 do
   end
 end
 return pending`)
+
+// leaseGrace is how many lease durations an expired lease is kept before it is
+// dropped: until then a removal waits a whole lease for an instance that stopped
+// without giving its lease up (killed), rather than trust the store's clock.
+const leaseGrace = 10
 
 func newLease(client redis.UniversalClient, prefix string, dur, timeout time.Duration) *lease {
 	l := &lease{
@@ -198,7 +215,7 @@ func (l *lease) run() {
 // every entry's trust and reports again. A few rounds at most: under a flood of
 // announcements the lease lapses, and writers wait for its expiry instead.
 func (l *lease) renew(ctx context.Context) {
-	if l.testHookRenew != nil && !l.testHookRenew() {
+	if h := l.testHookRenew.Load(); h != nil && !(*h)() {
 		return
 	}
 	for range 3 {
@@ -229,42 +246,51 @@ func (l *lease) renew(ctx context.Context) {
 type announcement struct {
 	inc   string
 	seq   int64
-	fresh bool // the hash was created: leases it lost cannot be seen
-	at    time.Time
+	young time.Duration // leases of a hash this one replaced may be held this long
+	at    time.Time     // when the reply came: no lease renewed before it outlives at+dur
 }
 
 // announce increments the sequence number and nudges every instance. It must follow
 // the token writes it announces.
 func (l *lease) announce(ctx context.Context) (announcement, error) {
-	a := announcement{at: time.Now()}
+	var a announcement
 	inc, seq := newIncarnation()
-	res, err := announceScript.Run(ctx, l.client, []string{l.key}, inc, seq).Slice()
+	res, err := announceScript.Run(ctx, l.client, []string{l.key}, inc, seq, l.dur.Milliseconds()).Slice()
 	if err != nil {
 		return a, fmt.Errorf("redis announce: %w", err)
 	}
+	a.at = time.Now()
 	if len(res) != 3 {
 		return a, errors.New("redis announce: malformed reply")
 	}
 	a.inc, _ = res[0].(string)
-	if a.seq, err = strconv.ParseInt(fmt.Sprint(res[1]), 10, 64); err != nil {
-		return a, fmt.Errorf("redis announce: %w", err)
+	n, ok1 := res[1].(int64)
+	young, ok2 := res[2].(int64)
+	if a.inc == "" || !ok1 || !ok2 {
+		return a, errors.New("redis announce: malformed reply")
 	}
-	fresh, _ := res[2].(int64)
-	a.fresh = fresh == 1
+	a.seq, a.young = n, time.Duration(young)*time.Millisecond
 	// A lost nudge delays the acknowledgements to the next renewal, nothing more.
 	_ = l.client.Publish(ctx, l.channel, "1").Err()
 	return a, nil
 }
 
-// await returns once every live lease has applied a, or has expired: at most a
-// lease's duration (and a margin) after the announcement, which is also what it waits
-// when the store cannot tell.
+// await returns once every lease has applied a, or could have been held no longer: a
+// lease's duration (and a margin) after the announcement's reply, which is also what
+// it waits when the store cannot tell. Every lease confirmed before the announcement
+// ran has run out by then on its holder's own clock, and any confirmed after it has
+// applied a.
 func (l *lease) await(ctx context.Context, a announcement) {
 	deadline := a.at.Add(l.dur + l.margin)
+	if a.young > 0 {
+		// The hash is new, so leases in the one it replaced cannot be seen.
+		time.Sleep(time.Until(a.at.Add(a.young + l.margin)))
+	}
+	grace := (leaseGrace * l.dur).Milliseconds()
 	pause := time.Millisecond
-	for !a.fresh {
+	for {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-		n, err := awaitScript.Run(actx, l.client, []string{l.key}, a.inc, a.seq).Int()
+		n, err := awaitScript.Run(actx, l.client, []string{l.key}, a.inc, a.seq, grace).Int()
 		cancel()
 		if err != nil || n < 0 {
 			break
@@ -278,13 +304,19 @@ func (l *lease) await(ctx context.Context, a announcement) {
 		time.Sleep(pause)
 		pause = min(2*pause, 20*time.Millisecond)
 	}
+	if time.Until(deadline) < 0 {
+		return
+	}
 	time.Sleep(time.Until(deadline))
 }
 
-// close stops renewing and gives the lease up, so that writers do not wait for it.
+// close stops renewing and gives the lease up, so that writers do not wait for it;
+// the cache trusts nothing from then on.
 func (l *lease) close() {
 	close(l.stop)
 	<-l.done
+	l.until.Store(0)
+	l.drop()
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	_ = l.client.HDel(ctx, l.key, "h:"+l.id).Err()

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,7 +86,8 @@ func TestLeaseSilentInstance(t *testing.T) {
 	trusted(t, b, fixture.DesktopEngineersDN)
 	var silent atomic.Bool
 	silent.Store(true)
-	b.c.lease.testHookRenew = func() bool { return !silent.Load() }
+	hook := func() bool { return !silent.Load() }
+	b.c.lease.testHookRenew.Store(&hook)
 	defer silent.Store(false)
 	member := memberOf(t, dir, fixture.DesktopEngineersDN)
 	start := time.Now()
@@ -115,7 +117,8 @@ func TestLeaseStoreLost(t *testing.T) {
 	trusted(t, b, fixture.DesktopEngineersDN)
 	var silent atomic.Bool
 	silent.Store(true)
-	b.c.lease.testHookRenew = func() bool { return !silent.Load() }
+	hook := func() bool { return !silent.Load() }
+	b.c.lease.testHookRenew.Store(&hook)
 	defer silent.Store(false)
 	if _, err := srv.Do("DEL", a.c.lease.key); err != nil {
 		t.Fatal(err)
@@ -147,5 +150,85 @@ func TestLeaseDropsTrustOnEveryAnnouncement(t *testing.T) {
 	b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
 	if b.c.tokenReads.Load() == reads {
 		t.Error("after an announcement, a listing was served without reading tokens")
+	}
+}
+
+// TestLeaseHashRecreatedByRenewal: when the store loses the hash and another
+// instance's renewal creates a new one before the removal's announcement, the writer
+// still waits out the leases of the lost hash.
+func TestLeaseHashRecreatedByRenewal(t *testing.T) {
+	const d = 400 * time.Millisecond
+	a, b, dir, srv := leasePair(t, d)
+	trusted(t, b, fixture.DesktopEngineersDN)
+	var silent atomic.Bool
+	silent.Store(true)
+	hook := func() bool { return !silent.Load() }
+	b.c.lease.testHookRenew.Store(&hook)
+	defer silent.Store(false)
+	if _, err := srv.Do("DEL", a.c.lease.key); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a's renewal to recreate the hash", func() bool {
+		out, err := srv.Do("HEXISTS", a.c.lease.key, "inc")
+		return err == nil && strings.TrimSpace(out) == "1"
+	})
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	if b.c.lease.held() {
+		t.Fatal("the removal was answered while an instance whose lease the store lost still held it")
+	}
+}
+
+// TestLeaseAnnouncementRefused: when the store takes the tokens but refuses the
+// announcement, the writer bypasses the cache until a retry announces them, and the
+// retry ends every other instance's trust.
+func TestLeaseAnnouncementRefused(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := demo(t)
+	cfg := Config{Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Lease: time.Second, Timeout: time.Second, RetryInterval: 50 * time.Millisecond}
+	a, b := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
+	for _, in := range []instance{a, b} {
+		waitFor(t, "a lease", in.c.lease.held)
+	}
+	trusted(t, b, fixture.DesktopEngineersDN)
+	// HINCRBY is the announcement's increment; scripts obey the ACL.
+	if _, err := srv.Do("ACL", "SETUSER", "default", "-hincrby"); err != nil {
+		t.Fatal(err)
+	}
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	if a.c.usable() {
+		t.Fatal("the writer uses the cache while its announcement is deferred")
+	}
+	got, st := a.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if guids(got)[member.GUID] || st != dirgate.CacheBypass {
+		t.Fatalf("the writer served %s (%s) with its announcement deferred", st, member.DN)
+	}
+	g := b.c.lease.current()
+	if _, err := srv.Do("ACL", "SETUSER", "default", "+hincrby"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the retry to announce", func() bool { return a.c.usable() && b.c.lease.current() > g })
+	got, _ = b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if guids(got)[member.GUID] {
+		t.Fatalf("b lists %s after the deferred announcement", member.DN)
+	}
+}
+
+// TestLeaseClose: a closed cache trusts nothing and gives its lease up.
+func TestLeaseClose(t *testing.T) {
+	a, b, _, srv := leasePair(t, time.Second)
+	trusted(t, b, fixture.DesktopEngineersDN)
+	b.c.Close()
+	if b.c.lease.held() {
+		t.Error("a closed cache still holds its lease")
+	}
+	out, err := srv.Do("HEXISTS", a.c.lease.key, "h:"+b.c.lease.id)
+	if err != nil || strings.TrimSpace(out) != "0" {
+		t.Errorf("the closed cache's lease is still in the store: %q, %v", out, err)
 	}
 }
