@@ -270,7 +270,12 @@ func (l *lease) announce(ctx context.Context) (announcement, error) {
 		return a, errors.New("redis announce: malformed reply")
 	}
 	a.seq, a.young = n, time.Duration(young)*time.Millisecond
-	// A lost nudge delays the acknowledgements to the next renewal, nothing more.
+	// This instance renews at once, without the nudge's round trip. A lost nudge
+	// delays the others' acknowledgements to their next renewal, nothing more.
+	select {
+	case l.nudge <- struct{}{}:
+	default:
+	}
 	_ = l.client.Publish(ctx, l.channel, "1").Err()
 	return a, nil
 }
