@@ -137,7 +137,10 @@ func benchInstance(b *testing.B, cfg Config) (instance, dirgate.Identifier) {
 }
 
 // BenchmarkListing1000 serves a cached 1,000-member listing filtered to half:
-//   - FirstLevel: decoded in process, its group's version checked in Redis (one GET);
+//   - FirstLevel: decoded in process, its group's version checked in Redis (one GET),
+//     leases off;
+//   - FirstLevelLease: decoded in process and trusted under the instance's lease (no
+//     read), the default with Redis;
 //   - FirstLevelInProcess: the same with the in-process backend (no Redis at all);
 //   - Redis: read from Redis and decoded on every request (the first level cannot
 //     hold it), as on an instance that has not served it yet;
@@ -145,7 +148,12 @@ func benchInstance(b *testing.B, cfg Config) (instance, dirgate.Identifier) {
 //     (json.Marshal of the filtered listing), for comparison.
 func BenchmarkListing1000(b *testing.B) {
 	b.Run("FirstLevel", func(b *testing.B) {
+		in, id := benchInstance(b, Config{Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}, Lease: -1})
+		benchList(b, in, id, dirgate.CacheHit)
+	})
+	b.Run("FirstLevelLease", func(b *testing.B) {
 		in, id := benchInstance(b, Config{Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}})
+		waitFor(b, "a lease", in.c.lease.held)
 		benchList(b, in, id, dirgate.CacheHit)
 	})
 	b.Run("FirstLevelInProcess", func(b *testing.B) {
