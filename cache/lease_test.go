@@ -232,3 +232,26 @@ func TestLeaseClose(t *testing.T) {
 		t.Errorf("the closed cache's lease is still in the store: %q, %v", out, err)
 	}
 }
+
+// TestLeaseCluster: on a Redis Cluster (the hash in one slot, nudges published
+// across nodes) instances hold leases, trust their first level, and a removal through
+// one is followed by the directory's listing on the other.
+func TestLeaseCluster(t *testing.T) {
+	dir := demo(t)
+	cfg := Config{Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}, Timeout: time.Second}
+	a, b := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
+	for _, in := range []instance{a, b} {
+		waitFor(t, "a lease", in.c.lease.held)
+	}
+	trusted(t, b, fixture.DesktopEngineersDN)
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	start := time.Now()
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the removal waited %v", time.Since(start))
+	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+	if guids(got)[member.GUID] {
+		t.Fatalf("b still lists %s after the removal was answered", member.DN)
+	}
+}
