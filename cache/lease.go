@@ -81,7 +81,7 @@ end
 local seq = redis.call('HGET', KEYS[1], 'seq')
 local f = 'h:' .. ARGV[1]
 if ARGV[2] == inc and ARGV[3] == seq then
-  redis.call('HSET', KEYS[1], f, seq .. ':' .. string.format('%d', now + tonumber(ARGV[4])))
+  redis.call('HSET', KEYS[1], f, seq .. ':' .. string.format('%d', now + tonumber(ARGV[4])) .. ':' .. ARGV[4])
   return {inc, seq, 1}
 end
 return {inc, seq, 0}`)
@@ -103,32 +103,34 @@ if young < 0 then young = 0 end
 if young > tonumber(ARGV[3]) then young = tonumber(ARGV[3]) end
 return {inc, seq, young}`)
 
-// awaitScript: KEYS[1] the hash; ARGV inc, seq, grace ms. Returns how many leases have
-// not applied seq; -1 if the hash is not the incarnation given. A lease that has not
-// applied it counts until its expiry is grace ms past, however expired it looks: the
-// store's wall clock may jump, and the writer's own deadline bounds the wait anyway.
+// awaitScript: KEYS[1] the hash; ARGV inc, seq, grace ms. Returns {how many leases
+// have not applied seq, the longest duration among them in ms}; {-1, 0} if the hash is
+// not the incarnation given. A lease that has not applied it counts until its expiry is
+// grace ms past, however expired it looks: the store's wall clock may jump, and the
+// writer's own deadline bounds the wait anyway.
 var awaitScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if redis.call('HGET', KEYS[1], 'inc') ~= ARGV[1] then
-  return -1
+  return {-1, 0}
 end
 local want = tonumber(ARGV[2])
 local grace = tonumber(ARGV[3])
 local all = redis.call('HGETALL', KEYS[1])
-local pending = 0
+local pending, longest = 0, 0
 for i = 1, #all, 2 do
   local f, v = all[i], all[i + 1]
   if string.sub(f, 1, 2) == 'h:' then
-    local a, exp = string.match(v, '^(%d+):(%d+)$')
+    local a, exp, dur = string.match(v, '^(%d+):(%d+):(%d+)$')
     if not a or tonumber(exp) + grace <= now then
       redis.call('HDEL', KEYS[1], f)
     elseif tonumber(a) < want then
       pending = pending + 1
+      if tonumber(dur) > longest then longest = tonumber(dur) end
     end
   end
 end
-return pending`)
+return {pending, longest}`)
 
 // leaseGrace is how many lease durations an expired lease is kept before it is
 // dropped: until then a removal waits a whole lease for an instance that stopped
@@ -295,13 +297,18 @@ func (l *lease) await(ctx context.Context, a announcement) {
 	pause := time.Millisecond
 	for {
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-		n, err := awaitScript.Run(actx, l.client, []string{l.key}, a.inc, a.seq, grace).Int()
+		res, err := awaitScript.Run(actx, l.client, []string{l.key}, a.inc, a.seq, grace).Int64Slice()
 		cancel()
-		if err != nil || n < 0 {
+		if err != nil || len(res) != 2 || res[0] < 0 {
 			break
 		}
-		if n == 0 {
+		if res[0] == 0 {
 			return
+		}
+		// An instance configured with a longer lease than this one's is waited for
+		// as long as its own lease can last.
+		if d := time.Duration(res[1]) * time.Millisecond; d > l.dur {
+			deadline = later(deadline, a.at.Add(d+d/10+5*time.Millisecond))
 		}
 		if time.Now().Add(pause).After(deadline) {
 			break
@@ -325,4 +332,11 @@ func (l *lease) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	_ = l.client.HDel(ctx, l.key, "h:"+l.id).Err()
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -255,3 +255,31 @@ func TestLeaseCluster(t *testing.T) {
 		t.Fatalf("b still lists %s after the removal was answered", member.DN)
 	}
 }
+
+// TestLeaseLongerElsewhere: a writer whose own lease is shorter than a silent
+// instance's waits as long as that instance's lease can last.
+func TestLeaseLongerElsewhere(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := demo(t)
+	cfg := Config{Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Lease: 200 * time.Millisecond, Timeout: time.Second}
+	a := newInstance(t, dir, cfg)
+	cfg.Lease = 800 * time.Millisecond
+	b := newInstance(t, dir, cfg)
+	for _, in := range []instance{a, b} {
+		waitFor(t, "a lease", in.c.lease.held)
+	}
+	time.Sleep(800 * time.Millisecond) // the hash is older than either lease
+	trusted(t, b, fixture.DesktopEngineersDN)
+	var silent atomic.Bool
+	silent.Store(true)
+	hook := func() bool { return !silent.Load() }
+	b.c.lease.testHookRenew.Store(&hook)
+	defer silent.Store(false)
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	if b.c.lease.held() {
+		t.Fatal("the removal was answered while an instance with a longer lease still held it")
+	}
+}
