@@ -124,3 +124,13 @@ not json
 		t.Errorf("servingAddr = %q", got)
 	}
 }
+
+// TestFixedAddr: a DIRGATE_LISTEN with a port is used as given (a run at a log level
+// that does not say where dirgate serves); port 0 is read from the log.
+func TestFixedAddr(t *testing.T) {
+	for listen, want := range map[string]string{"127.0.0.1:18471": "127.0.0.1:18471", "127.0.0.1:0": "", "": "", "nonsense": ""} {
+		if got := fixedAddr(listen); got != want {
+			t.Errorf("fixedAddr(%q) = %q, want %q", listen, got, want)
+		}
+	}
+}

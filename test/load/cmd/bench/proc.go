@@ -102,7 +102,7 @@ func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfi
 		return nil, fmt.Errorf("start dirgate: %w", err)
 	}
 	go func() { p.exit <- p.cmd.Wait() }()
-	addr, err := p.waitServing(ctx, logPath)
+	addr, err := p.waitServing(ctx, logPath, fixedAddr(env["DIRGATE_LISTEN"]))
 	if err != nil {
 		p.stop()
 		return nil, err
@@ -126,11 +126,19 @@ func environ(env map[string]string) []string {
 	return out
 }
 
-// waitServing reads dirgate's log until it says where it serves, then waits until
-// /readyz answers 200.
-func (p *dirgateProc) waitServing(ctx context.Context, logPath string) (string, error) {
+// fixedAddr returns listen when it names a port (a -dirgate-env DIRGATE_LISTEN), ""
+// when dirgate picks one (port 0) and must say which in its log.
+func fixedAddr(listen string) string {
+	if _, port, err := net.SplitHostPort(listen); err == nil && port != "0" {
+		return listen
+	}
+	return ""
+}
+
+// waitServing reads dirgate's log until it says where it serves (unless addr is
+// given: a log level above info does not say), then waits until /readyz answers 200.
+func (p *dirgateProc) waitServing(ctx context.Context, logPath, addr string) (string, error) {
 	deadline := time.Now().Add(startTimeout)
-	addr := ""
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-p.exit:
