@@ -144,15 +144,16 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 	ch.versionTTL = 2 * ch.storeTTL
 	ch.pending.m = map[string]time.Time{}
 	if rs, ok := st.(*redisStore); ok && c.Lease > 0 {
-		ch.lease = newLease(rs.client, c.Redis.KeyPrefix, c.Lease, c.Timeout)
+		ch.lease = newLease(rs.client, c.Redis.KeyPrefix, c.Lease, c.Timeout, c.Logger)
 		go ch.lease.run()
 	}
 	go ch.retryLoop()
 	return ch
 }
 
-// Close stops the change feed and retrying invalidations and closes the connection
-// to Redis.
+// Close stops the change feed and retrying invalidations, gives the lease up (so that
+// removals elsewhere do not wait for this instance) and closes the connection to
+// Redis.
 func (c *Cache) Close() error {
 	select {
 	case <-c.stop:

@@ -493,8 +493,8 @@ func (c *Cache) bumpAll(ctx context.Context, guids []string) error {
 }
 
 // dropLookups removes from the first level the identifier resolutions an event
-// names (all of them for ev.All). They are the only entries not checked against
-// tokens on every request.
+// names (all of them for ev.All). They are the only entries neither checked against
+// tokens nor held to the leases.
 func (c *Cache) dropLookups(ev FeedEvent) {
 	set := make(map[string]bool, len(ev.GUIDs))
 	for _, g := range ev.GUIDs {

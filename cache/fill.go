@@ -32,8 +32,9 @@ type request struct {
 
 // get serves req from the first level, then the store, then the directory, and says
 // which served it. An entry that depends on group versions is served only after
-// they have been read from the store and found current: that one read per request
-// is what holds every instance's first level to the invalidation guarantee.
+// they have been read from the store and found current, or from the first level
+// while the instance's lease vouches for such a read (lease.go): that is what holds
+// every instance's first level to the invalidation guarantee.
 func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStatus, error) {
 	now := c.now()
 	usable := c.usable()

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	mrand "math/rand/v2"
 	"strconv"
 	"sync/atomic"
@@ -44,6 +45,7 @@ type lease struct {
 	margin  time.Duration
 	timeout time.Duration
 	id      string
+	log     *slog.Logger
 
 	base  time.Time    // monotonic origin of until
 	until atomic.Int64 // nanoseconds since base before which the lease is held; 0 none
@@ -52,6 +54,7 @@ type lease struct {
 	// Owned by the renewal loop.
 	appliedInc string
 	appliedSeq int64
+	failing    bool // the last renewal failed; logged once until one succeeds
 
 	nudge chan struct{}
 	stop  chan struct{}
@@ -63,7 +66,8 @@ type lease struct {
 }
 
 // The hash: "inc" its incarnation, "born" when it was created (the store's clock, in
-// ms), "seq" the sequence number, and "h:<id>" each lease as "<applied seq>:<expiry ms>".
+// ms), "seq" the sequence number, and "h:<id>" each lease as
+// "<applied seq>:<expiry ms>:<duration ms>".
 // A script that finds no hash creates one; one created less than a lease ago may have
 // replaced a hash whose leases are still held, which writers must wait out.
 
@@ -137,10 +141,10 @@ return {pending, longest}`)
 // without giving its lease up (killed), rather than trust the store's clock.
 const leaseGrace = 10
 
-func newLease(client redis.UniversalClient, prefix string, dur, timeout time.Duration) *lease {
+func newLease(client redis.UniversalClient, prefix string, dur, timeout time.Duration, log *slog.Logger) *lease {
 	l := &lease{
 		client: client, key: prefix + "{lease}", channel: prefix + "{lease}:nudge",
-		dur: dur, margin: dur/10 + 5*time.Millisecond, timeout: timeout, id: rand.Text(),
+		dur: dur, margin: dur/10 + 5*time.Millisecond, timeout: timeout, id: rand.Text(), log: log,
 		base: time.Now(), nudge: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	l.gen.Store(1)
@@ -192,6 +196,14 @@ func (l *lease) run() {
 	defer cancel()
 	sub := l.client.Subscribe(ctx, l.channel)
 	defer sub.Close()
+	// The confirmation tells whether nudges can arrive (an ACL user may lack the
+	// channel); go-redis keeps retrying either way.
+	sctx, scancel := context.WithTimeout(ctx, 10*l.timeout)
+	if _, err := sub.Receive(sctx); err != nil {
+		l.log.Warn("cache: lease nudges unavailable; removals wait for instances' regular renewals (a quarter of the lease)",
+			"channel", l.channel, "error", err)
+	}
+	scancel()
 	go func() {
 		for range sub.Channel() {
 			select {
@@ -227,8 +239,16 @@ func (l *lease) renew(ctx context.Context) {
 		res, err := renewScript.Run(rctx, l.client, []string{l.key}, l.id, l.appliedInc,
 			strconv.FormatInt(l.appliedSeq, 10), l.dur.Milliseconds(), inc, seq).Slice()
 		cancel()
-		if err != nil || len(res) != 3 {
-			return // the lease runs out; requests read tokens again
+		if err == nil && len(res) != 3 {
+			err = errors.New("malformed reply")
+		}
+		if err != nil {
+			// The lease runs out; requests read tokens again.
+			if !l.failing {
+				l.failing = true
+				l.log.Warn("cache: lease renewal failed; cached listings read their version tokens until it is renewed", "error", err)
+			}
+			return
 		}
 		curInc, _ := res[0].(string)
 		cur, err := strconv.ParseInt(fmt.Sprint(res[1]), 10, 64)
@@ -237,6 +257,10 @@ func (l *lease) renew(ctx context.Context) {
 		}
 		if ok, _ := res[2].(int64); ok == 1 {
 			l.until.Store(int64(sent + l.dur - l.margin))
+			if l.failing {
+				l.failing = false
+				l.log.Info("cache: lease renewed")
+			}
 			return
 		}
 		l.drop()

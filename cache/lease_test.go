@@ -62,13 +62,29 @@ func TestLeaseServesWithoutTokenReads(t *testing.T) {
 
 // TestLeaseRemovalWaitsForEveryInstance: a removal through a is answered only once b,
 // which trusted the group's listing, has dropped that trust; b's next listing is the
-// directory's.
+// directory's. With a long lease and a hash made old, the answer comes from b's
+// acknowledgement, well before any lease could have run out.
 func TestLeaseRemovalWaitsForEveryInstance(t *testing.T) {
-	a, b, dir, _ := leasePair(t, time.Second)
+	const d = 5 * time.Second
+	a, b, dir, srv := leasePair(t, d)
+	// As if the hash had been created long ago: no lost leases to wait out.
+	if _, err := srv.Do("HSET", a.c.lease.key, "born", "0"); err != nil {
+		t.Fatal(err)
+	}
 	trusted(t, b, fixture.DesktopEngineersDN)
+	g := b.c.lease.current()
 	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	start := time.Now()
 	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
 		t.Fatal(err)
+	}
+	waited := time.Since(start)
+	t.Logf("the removal waited %v", waited)
+	if waited > d/2 {
+		t.Errorf("the removal waited %v: the lease's expiry, not b's acknowledgement, ended it", waited)
+	}
+	if b.c.lease.current() == g {
+		t.Error("the removal was answered before b withdrew its trust")
 	}
 	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
 	if guids(got)[member.GUID] {

@@ -25,8 +25,7 @@ func newCacheMetrics() cacheMetrics {
 	listings, _ := m.Int64Counter("dirgate_cache_listings",
 		metric.WithDescription("Listings requested from the cache, by how they were served: hit, miss, stale or bypass."))
 	leaseWait, _ := m.Float64Histogram("dirgate_cache_lease_wait", metric.WithUnit("s"),
-		metric.WithDescription("Time a removal or addition waited for every instance holding a lease to drop its trust in its first level."),
-		metric.WithExplicitBucketBoundaries(0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+		metric.WithDescription("Time a removal or addition waited for every instance holding a lease to drop its trust in its first level."))
 	return cacheMetrics{listings: listings, leaseWait: leaseWait}
 }
 

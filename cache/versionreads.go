@@ -9,7 +9,8 @@ var errShortRead = errors.New("cache: a version read returned fewer values than 
 
 // versionReads lets concurrent requests share the reads of version tokens, without
 // weakening what each request's read proves. The guarantee (docs/cache.md) needs
-// every request to see tokens read after it arrived: a removal answered before the
+// every request that reads tokens (leases off, or an entry no lease vouches for) to
+// see tokens read after it arrived: a removal answered before the
 // request was sent has written its new token by then. So a request never uses a
 // read already sent when it arrives; it joins the batch that will be sent next, once
 // the read in flight has finished, adding its keys to it. At most one read is in

@@ -151,7 +151,9 @@ func Error(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
-// writeJSON writes an encoded JSON body with the headers every response carries.
+// Header values shared by every response, assigned under canonical keys: Set would
+// make a new slice each time. No code may modify them in place (h[k][0] = …, a sort);
+// Set and Add replace or copy them.
 var (
 	jsonContentType = []string{"application/json; charset=utf-8"}
 	noSniff         = []string{"nosniff"}
@@ -159,10 +161,9 @@ var (
 	varyEncoding    = []string{"Accept-Encoding"}
 )
 
+// writeJSON writes an encoded JSON body with the headers every response carries.
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	// Shared, never modified values assigned under canonical keys: one allocation
-	// per response instead of five (Set makes a new slice each time).
 	h["Content-Type"] = jsonContentType
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	h["X-Content-Type-Options"] = noSniff

@@ -147,7 +147,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Minute, "how long a cached listing is fresh")
 	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
 	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
-	fs.DurationVar(&c.CacheLease, "cache-lease", time.Second, "with Redis: how long an instance serves its first level without reading version tokens between lease renewals; the longest a removal waits for an instance that stopped answering (0: read tokens on every request)")
+	fs.DurationVar(&c.CacheLease, "cache-lease", time.Second, "with Redis: how long an instance serves its first level without reading version tokens between lease renewals; about how long a removal waits for an instance that stopped answering (0: read tokens on every request)")
 	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
 	fs.BoolVar(&c.ChangeFeed, "changefeed", true, "follow changes made in the directory itself (LDAP: one reader per deployment polls uSNChanged; memory: the LDIF file is watched); off: such changes are seen after cache-ttl and principal-ttl")
 	fs.DurationVar(&c.ChangeFeedInterval, "changefeed-interval", time.Second, "how often the change feed reads the directory")
