@@ -71,17 +71,27 @@ type lease struct {
 // A script that finds no hash creates one; one created less than a lease ago may have
 // replaced a hash whose leases are still held, which writers must wait out.
 
+// luaPrelude starts every script: now is the store's clock in ms, and hash creates
+// the hash when it is missing (with the incarnation and starting seq given) and
+// returns its incarnation.
+const luaPrelude = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local function hash(newInc, newSeq)
+  local inc = redis.call('HGET', KEYS[1], 'inc')
+  if not inc then
+    redis.call('HSET', KEYS[1], 'inc', newInc, 'seq', newSeq, 'born', string.format('%d', now))
+    inc = newInc
+  end
+  return inc
+end
+`
+
 // renewScript: KEYS[1] the hash; ARGV id, applied incarnation, applied seq, lease ms,
 // a new incarnation and starting seq (used if the hash holds none). Returns
 // {inc, seq, 1 if the lease was extended}.
-var renewScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local inc = redis.call('HGET', KEYS[1], 'inc')
-if not inc then
-  redis.call('HSET', KEYS[1], 'inc', ARGV[5], 'seq', ARGV[6], 'born', string.format('%d', now))
-  inc = ARGV[5]
-end
+var renewScript = redis.NewScript(luaPrelude + `
+local inc = hash(ARGV[5], ARGV[6])
 local seq = redis.call('HGET', KEYS[1], 'seq')
 local f = 'h:' .. ARGV[1]
 if ARGV[2] == inc and ARGV[3] == seq then
@@ -92,14 +102,8 @@ return {inc, seq, 0}`)
 
 // announceScript: KEYS[1] the hash; ARGV a new incarnation and starting seq, lease ms.
 // Returns {inc, seq, ms for which leases of a hash this one replaced may still be held}.
-var announceScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local inc = redis.call('HGET', KEYS[1], 'inc')
-if not inc then
-  redis.call('HSET', KEYS[1], 'inc', ARGV[1], 'seq', ARGV[2], 'born', string.format('%d', now))
-  inc = ARGV[1]
-end
+var announceScript = redis.NewScript(luaPrelude + `
+local inc = hash(ARGV[1], ARGV[2])
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 local born = tonumber(redis.call('HGET', KEYS[1], 'born') or '0') or 0
 local young = born + tonumber(ARGV[3]) - now
@@ -112,9 +116,7 @@ return {inc, seq, young}`)
 // not the incarnation given. A lease that has not applied it counts until its expiry is
 // grace ms past, however expired it looks: the store's wall clock may jump, and the
 // writer's own deadline bounds the wait anyway.
-var awaitScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+var awaitScript = redis.NewScript(luaPrelude + `
 if redis.call('HGET', KEYS[1], 'inc') ~= ARGV[1] then
   return {-1, 0}
 end

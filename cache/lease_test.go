@@ -25,6 +25,26 @@ func leasePair(t *testing.T, d time.Duration) (a, b instance, dir dirgate.Direct
 	return a, b, dir, srv
 }
 
+// silence stops in's renewals until the test ends: an instance that stopped
+// answering (paused, partitioned from Redis).
+func silence(t *testing.T, in instance) {
+	var silent atomic.Bool
+	silent.Store(true)
+	hook := func() bool { return !silent.Load() }
+	in.c.lease.testHookRenew.Store(&hook)
+	t.Cleanup(func() { silent.Store(false) })
+}
+
+// removeMember removes a user member of Desktop Engineers through in, and returns it.
+func removeMember(t *testing.T, in instance, dir dirgate.Directory) dirgate.Object {
+	t.Helper()
+	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	if err := in.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
+		t.Fatal(err)
+	}
+	return member
+}
+
 // trusted lists group on in until a listing is served without reading tokens, and
 // returns the number of token reads so far.
 func trusted(t *testing.T, in instance, group string) int64 {
@@ -73,11 +93,8 @@ func TestLeaseRemovalWaitsForEveryInstance(t *testing.T) {
 	}
 	trusted(t, b, fixture.DesktopEngineersDN)
 	g := b.c.lease.current()
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
 	start := time.Now()
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
+	member := removeMember(t, a, dir)
 	waited := time.Since(start)
 	t.Logf("the removal waited %v", waited)
 	if waited > d/2 {
@@ -100,16 +117,9 @@ func TestLeaseSilentInstance(t *testing.T) {
 	const d = 400 * time.Millisecond
 	a, b, dir, _ := leasePair(t, d)
 	trusted(t, b, fixture.DesktopEngineersDN)
-	var silent atomic.Bool
-	silent.Store(true)
-	hook := func() bool { return !silent.Load() }
-	b.c.lease.testHookRenew.Store(&hook)
-	defer silent.Store(false)
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
+	silence(t, b)
 	start := time.Now()
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
+	member := removeMember(t, a, dir)
 	t.Logf("the removal waited %v for a silent instance with a %v lease", time.Since(start), d)
 	if b.c.lease.held() {
 		t.Fatal("the removal was answered while the silent instance still held its lease")
@@ -126,29 +136,33 @@ func TestLeaseSilentInstance(t *testing.T) {
 
 // TestLeaseStoreLost: when the store loses the leases (restart, eviction, FLUSHALL),
 // a writer cannot see who holds one and waits out a whole lease, so an instance that
-// has not noticed the loss still stops trusting before the removal is answered.
+// has not noticed the loss still stops trusting before the removal is answered; also
+// when another instance's renewal has created a new hash before the announcement.
 func TestLeaseStoreLost(t *testing.T) {
-	const d = 400 * time.Millisecond
-	a, b, dir, srv := leasePair(t, d)
-	trusted(t, b, fixture.DesktopEngineersDN)
-	var silent atomic.Bool
-	silent.Store(true)
-	hook := func() bool { return !silent.Load() }
-	b.c.lease.testHookRenew.Store(&hook)
-	defer silent.Store(false)
-	if _, err := srv.Do("DEL", a.c.lease.key); err != nil {
-		t.Fatal(err)
-	}
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
-	if b.c.lease.held() {
-		t.Fatal("the removal was answered while an instance whose lease the store lost still held it")
-	}
-	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
-	if guids(got)[member.GUID] {
-		t.Fatalf("b lists %s after the removal was answered", member.DN)
+	for _, recreated := range []bool{false, true} {
+		t.Run(map[bool]string{false: "deleted", true: "recreated by a renewal"}[recreated], func(t *testing.T) {
+			const d = 400 * time.Millisecond
+			a, b, dir, srv := leasePair(t, d)
+			trusted(t, b, fixture.DesktopEngineersDN)
+			silence(t, b)
+			if _, err := srv.Do("DEL", a.c.lease.key); err != nil {
+				t.Fatal(err)
+			}
+			if recreated {
+				waitFor(t, "a's renewal to recreate the hash", func() bool {
+					out, err := srv.Do("HEXISTS", a.c.lease.key, "inc")
+					return err == nil && strings.TrimSpace(out) == "1"
+				})
+			}
+			member := removeMember(t, a, dir)
+			if b.c.lease.held() {
+				t.Fatal("the removal was answered while an instance whose lease the store lost still held it")
+			}
+			got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
+			if guids(got)[member.GUID] {
+				t.Fatalf("b lists %s after the removal was answered", member.DN)
+			}
+		})
 	}
 }
 
@@ -169,34 +183,6 @@ func TestLeaseDropsTrustOnEveryAnnouncement(t *testing.T) {
 	}
 }
 
-// TestLeaseHashRecreatedByRenewal: when the store loses the hash and another
-// instance's renewal creates a new one before the removal's announcement, the writer
-// still waits out the leases of the lost hash.
-func TestLeaseHashRecreatedByRenewal(t *testing.T) {
-	const d = 400 * time.Millisecond
-	a, b, dir, srv := leasePair(t, d)
-	trusted(t, b, fixture.DesktopEngineersDN)
-	var silent atomic.Bool
-	silent.Store(true)
-	hook := func() bool { return !silent.Load() }
-	b.c.lease.testHookRenew.Store(&hook)
-	defer silent.Store(false)
-	if _, err := srv.Do("DEL", a.c.lease.key); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "a's renewal to recreate the hash", func() bool {
-		out, err := srv.Do("HEXISTS", a.c.lease.key, "inc")
-		return err == nil && strings.TrimSpace(out) == "1"
-	})
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
-	if b.c.lease.held() {
-		t.Fatal("the removal was answered while an instance whose lease the store lost still held it")
-	}
-}
-
 // TestLeaseAnnouncementRefused: when the store takes the tokens but refuses the
 // announcement, the writer bypasses the cache until a retry announces them, and the
 // retry ends every other instance's trust.
@@ -213,10 +199,7 @@ func TestLeaseAnnouncementRefused(t *testing.T) {
 	if _, err := srv.Do("ACL", "SETUSER", "default", "-hincrby"); err != nil {
 		t.Fatal(err)
 	}
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
+	member := removeMember(t, a, dir)
 	if a.c.usable() {
 		t.Fatal("the writer uses the cache while its announcement is deferred")
 	}
@@ -260,11 +243,8 @@ func TestLeaseCluster(t *testing.T) {
 		waitFor(t, "a lease", in.c.lease.held)
 	}
 	trusted(t, b, fixture.DesktopEngineersDN)
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
 	start := time.Now()
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
+	member := removeMember(t, a, dir)
 	t.Logf("the removal waited %v", time.Since(start))
 	got, _ := b.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
 	if guids(got)[member.GUID] {
@@ -286,15 +266,8 @@ func TestLeaseLongerElsewhere(t *testing.T) {
 	}
 	time.Sleep(800 * time.Millisecond) // the hash is older than either lease
 	trusted(t, b, fixture.DesktopEngineersDN)
-	var silent atomic.Bool
-	silent.Store(true)
-	hook := func() bool { return !silent.Load() }
-	b.c.lease.testHookRenew.Store(&hook)
-	defer silent.Store(false)
-	member := memberOf(t, dir, fixture.DesktopEngineersDN)
-	if err := a.c.RemoveMember(t.Context(), object(t, dir, fixture.DesktopEngineersDN), member); err != nil {
-		t.Fatal(err)
-	}
+	silence(t, b)
+	removeMember(t, a, dir)
 	if b.c.lease.held() {
 		t.Fatal("the removal was answered while an instance with a longer lease still held it")
 	}
