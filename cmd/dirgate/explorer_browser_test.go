@@ -53,6 +53,19 @@ type shownRow struct {
 	Changed []bool   `json:"changed"`
 }
 
+// completeRows waits until every row of an answer is shown, and reads them.
+func completeRows(t *testing.T, ctx context.Context) []shownRow {
+	t.Helper()
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`))); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
 const readRows = `[...document.querySelectorAll("#rows tr")].map(tr => ({
 	guid: tr.dataset.guid, diff: tr.dataset.diff === "true",
 	cells: [...tr.children].map(td => td.textContent),
@@ -151,15 +164,11 @@ func TestExplorerInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#group"), query.Get("group")),
 		chromedp.Click(chromedp.CSS("#indirect")),
 		chromedp.SendKeys(chromedp.CSS("#group"), "\r"),
-		chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`)),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows))
-	if err != nil {
-		t.Fatal(err)
-	}
+	rows := completeRows(t, ctx)
 	checkRows(t, "candidate", rows, want)
 	if !slices.ContainsFunc(rows, func(r shownRow) bool { return r.Diff }) {
 		t.Error("the candidate differs for the help desk, but no row is highlighted")
@@ -184,15 +193,11 @@ func TestExplorerInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS("#draft"), draft),
 		chromedp.Click(chromedp.CSS("#try")),
 		until(`document.getElementById("summary").textContent.includes("draft")`),
-		chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`)),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rows, err = chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows)); err != nil {
-		t.Fatal(err)
-	}
-	checkRows(t, "draft", rows, wantDraft)
+	checkRows(t, "draft", completeRows(t, ctx), wantDraft)
 
 	// A draft that does not compile: the error, with its line, is shown.
 	err = chromedp.Do(ctx,
@@ -269,16 +274,11 @@ func TestExplorerSignIn(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#group"), explorerQuery.Get("group")),
 		chromedp.Click(chromedp.CSS("#indirect")),
 		chromedp.SendKeys(chromedp.CSS("#group"), "\r"),
-		chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`)),
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkRows(t, "signed in", rows, explanation(t, root, st.Token))
+	checkRows(t, "signed in", completeRows(t, ctx), explanation(t, root, st.Token))
 	screenshot(t, ctx, "explorer-candidate.png")
 	stored, err := chromedp.Run(ctx, chromedp.Evaluate[string](`localStorage.length + "," + sessionStorage.length + "," + document.cookie`))
 	if err != nil || stored != "0,0," {
@@ -422,14 +422,7 @@ func TestExplorerKeyboard(t *testing.T) {
 		t.Fatalf("typed %+v, want %+v", got, want)
 	}
 	key("\r") // Enter on the Show decisions button
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`#rows[data-complete="true"]`))); err != nil {
-		t.Fatal(err)
-	}
-	rows, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownRow](readRows))
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkRows(t, "keyboard", rows, explanation(t, root, adminTok))
+	checkRows(t, "keyboard", completeRows(t, ctx), explanation(t, root, adminTok))
 
 	// Space on the button, which keeps the focus, asks again.
 	if f := focused(); f != "show" {
