@@ -71,16 +71,10 @@ func metricValue(t *testing.T, r *sdkmetric.ManualReader, name string, attrs ...
 // after it are not compared at once rather than each waiting the budget, and
 // listings that wait for the same plan are bounded too.
 func TestCandidateSlowListingBounded(t *testing.T) {
-	allowAll := map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
+	allowAll := allowAllPolicy()
 	// 36 million iterations that do not depend on the object: partial evaluation
 	// does them all while building the plan (seconds, minutes under -race).
-	slowPlan := map[string]string{"authz.rego": `package dirgate.authz
-allow if {
-	some x in numbers.range(1, 6000)
-	some y in numbers.range(1, 6000)
-	x * y < 0
-}
-`}
+	slowPlan := slowPolicy(6000)
 	// time.now_ns makes the policy non-deterministic: no plan, one Rego evaluation
 	// of the whole listing per request, which iterates as long.
 	slowRego := map[string]string{"authz.rego": `package dirgate.authz

@@ -183,7 +183,7 @@ func nonNil(s []string) []string {
 // TestCandidateBoundedAndSampled: the GUIDs named are bounded like deniedGuids,
 // and a negative sample compares nothing.
 func TestCandidateBoundedAndSampled(t *testing.T) {
-	allowAll := map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
+	allowAll := allowAllPolicy()
 	none := map[string]string{"authz.rego": "package dirgate.authz\nallow if false\n"}
 	objs := randObjects(rand.New(rand.NewPCG(1, 1)), 20)
 	for _, tc := range []struct {
@@ -471,18 +471,29 @@ func FuzzDraft(f *testing.F) {
 	})
 }
 
+// allowAllPolicy is a policy directory's files allowing everything.
+func allowAllPolicy() map[string]string {
+	return map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
+}
+
+// slowPolicy denies everything after n² iterations that do not depend on the object,
+// which partial evaluation does while building a listing's plan.
+func slowPolicy(n int) map[string]string {
+	return map[string]string{"authz.rego": fmt.Sprintf(`package dirgate.authz
+allow if {
+	some x in numbers.range(1, %d)
+	some y in numbers.range(1, %d)
+	x * y < 0
+}
+`, n, n)}
+}
+
 // TestCandidateNeverChangesAnswer: a candidate that panics, fails to evaluate or
 // is slow leaves the active policy's answers as they are; a slow one is stopped by
 // its own budget, not by the request's deadline.
 func TestCandidateNeverChangesAnswer(t *testing.T) {
-	allowAll := map[string]string{"authz.rego": "package dirgate.authz\nallow if true\n"}
-	slow := map[string]string{"authz.rego": `package dirgate.authz
-allow if {
-	some x in numbers.range(1, 3000)
-	some y in numbers.range(1, 3000)
-	x * y < 0
-}
-`}
+	allowAll := allowAllPolicy()
+	slow := slowPolicy(3000)
 	conflict := map[string]string{"authz.rego": "package dirgate.authz\nallow := true if true\nallow := false if input.action != \"x\"\n"}
 	objs := randObjects(rand.New(rand.NewPCG(1, 1)), 20)
 	for _, tc := range []struct {
