@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/telemetry"
 )
 
 // Bounds on what the request log takes from a request or from an error, so that a
@@ -57,8 +58,8 @@ func (r *record) abort(err error) {
 // logRequest writes the request's one line: method, route name (never the raw path),
 // status, duration, bytes, client, caller, and the identifiers acted on. The token
 // and raw query are never logged.
-func (s *server) logRequest(r *http.Request, rec *record, sw *statusWriter, start time.Time, panicked any) {
-	status := sw.status
+func (s *server) logRequest(r *http.Request, rec *record, sw *telemetry.StatusWriter, start time.Time, panicked any) {
+	status := sw.Status
 	switch {
 	case rec.aborted || panicked == http.ErrAbortHandler:
 		status = StatusClientClosedRequest
@@ -83,7 +84,7 @@ func (s *server) logRequest(r *http.Request, rec *record, sw *statusWriter, star
 		slog.String("route", rec.route),
 		slog.Int("status", status),
 		slog.Duration("duration", elapsed),
-		slog.Int64("bytes", sw.bytes),
+		slog.Int64("bytes", sw.Bytes),
 		slog.String("client", rec.client),
 	}
 	if rec.subject != "" {
@@ -114,39 +115,4 @@ func clip(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
-}
-
-// statusWriter records the status and size of a response for the log.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	bytes  int64
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	if w.status == 0 && status >= 200 { // 1xx responses are interim
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *statusWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the connection's writer (mounted
-// handlers may flush or set deadlines).
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// Flush keeps http.Flusher visible to mounted handlers that type-assert for it.
-func (w *statusWriter) Flush() {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	_ = http.NewResponseController(w.ResponseWriter).Flush() // http.Flusher has no error either
 }

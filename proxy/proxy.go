@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/telemetry"
 )
 
 // Service is what the API needs from the domain. *dirgate.MemberService implements it;
@@ -188,7 +189,8 @@ const (
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := s.cfg.Now()
 	rec := &record{client: clip(s.cfg.ClientAddr(r), maxLoggedAddr)}
-	sw := &statusWriter{ResponseWriter: w}
+	// One recorder per request: the one around the API when telemetry serves it.
+	sw := telemetry.RecordResponse(w)
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
 	defer func() {
 		p := recover()

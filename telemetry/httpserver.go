@@ -80,9 +80,9 @@ func (s *HTTPServer) Handler(next http.Handler) http.Handler {
 					semconv.URLScheme(k.scheme()), semconv.NetworkProtocolVersion(k.proto),
 					semconv.NetworkPeerAddress(peer)))
 		}
-		cw := &countingWriter{ResponseWriter: w}
+		cw := RecordResponse(w)
 		next.ServeHTTP(cw, r.WithContext(ctx))
-		k.status = cw.status
+		k.status = cw.Status
 		if k.status == 0 {
 			k.status = http.StatusOK
 		}
@@ -96,7 +96,7 @@ func (s *HTTPServer) Handler(next http.Handler) http.Handler {
 		set := s.set(k)
 		s.inst.duration.Record(ctx, time.Since(start).Seconds(), set)
 		s.inst.requestBytes.Record(ctx, max(r.ContentLength, 0), set)
-		s.inst.responseBytes.Record(ctx, cw.bytes, set)
+		s.inst.responseBytes.Record(ctx, cw.Bytes, set)
 	})
 }
 
@@ -155,28 +155,46 @@ func (k serverKey) scheme() string {
 	return "http"
 }
 
-// countingWriter records the status and the bytes of a response.
-type countingWriter struct {
+// StatusWriter records the status and the bytes of a response, for the HTTP server
+// metrics here and for the API's request log (proxy): one wrapper per request.
+type StatusWriter struct {
 	http.ResponseWriter
-	status int
-	bytes  int64
+	Status int // the final status written; 0 while nothing was
+	Bytes  int64
 }
 
-func (w *countingWriter) WriteHeader(status int) {
-	if w.status == 0 && status >= 200 {
-		w.status = status
+// RecordResponse returns w itself when it already records (a handler served by
+// HTTPServer), or w wrapped.
+func RecordResponse(w http.ResponseWriter) *StatusWriter {
+	if sw, ok := w.(*StatusWriter); ok {
+		return sw
+	}
+	return &StatusWriter{ResponseWriter: w}
+}
+
+func (w *StatusWriter) WriteHeader(status int) {
+	if w.Status == 0 && status >= 200 { // 1xx responses are interim
+		w.Status = status
 	}
 	w.ResponseWriter.WriteHeader(status)
 }
 
-func (w *countingWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
+func (w *StatusWriter) Write(b []byte) (int, error) {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
 	}
 	n, err := w.ResponseWriter.Write(b)
-	w.bytes += int64(n)
+	w.Bytes += int64(n)
 	return n, err
 }
 
 // Unwrap lets http.ResponseController reach the connection (read deadlines, flushes).
-func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+func (w *StatusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Flush keeps http.Flusher visible to handlers that type-assert for it.
+func (w *StatusWriter) Flush() {
+	if w.Status == 0 {
+		w.Status = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush() // http.Flusher has no error either
+}
