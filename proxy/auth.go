@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/dirgate/dirgate"
 	"go.opentelemetry.io/otel/attribute"
@@ -32,7 +30,7 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 		return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "missing or repeated %s header", HeaderToken)
 	}
 	if len(vals[0]) > MaxTokenLength {
-		s.hold(r.Context(), s.throttle.fail(addr, s.cfg.Now()))
+		dirgate.Sleep(r.Context(), s.throttle.fail(addr, s.cfg.Now()))
 		return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "token longer than %d bytes", MaxTokenLength)
 	}
 	// The span records who was authenticated, never the token.
@@ -42,23 +40,10 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 	if err != nil {
 		span.SetAttributes(attribute.String("dirgate.outcome", dirgate.ErrorCode(err)))
 		if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
-			s.hold(ctx, s.throttle.fail(addr, s.cfg.Now()))
+			dirgate.Sleep(ctx, s.throttle.fail(addr, s.cfg.Now()))
 		}
 		return dirgate.Principal{}, fmt.Errorf("authenticate: %w", err)
 	}
 	span.SetAttributes(attribute.String("dirgate.outcome", "ok"), attribute.String("dirgate.subject.guid", p.GUID))
 	return p, nil
-}
-
-// hold delays a failed authentication's answer, unless the client goes away first.
-func (s *server) hold(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -183,7 +183,7 @@ func (s *server) refused(r *http.Request, rec *record, err error) {
 		}
 		d = max(d, s.throttle.delay(n))
 	}
-	s.hold(r.Context(), d)
+	dirgate.Sleep(r.Context(), d)
 }
 
 // throttled answers 429 when the client's address has used up its failures on this

@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/dirgate/dirgate"
 )
 
 // refusalTimes makes a name that is no account take as long to refuse as a wrong
@@ -47,14 +49,5 @@ func (r *refusalTimes) target() time.Duration {
 
 // wait holds a refusal that began at start until target has passed, or ctx ends.
 func (r *refusalTimes) wait(ctx context.Context, start time.Time) {
-	d := r.target() - time.Since(start)
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	dirgate.Sleep(ctx, r.target()-time.Since(start))
 }
