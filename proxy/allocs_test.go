@@ -12,7 +12,6 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/upstream/memory"
 )
 
 // maxCachedAllocs bounds the allocations of one cached listing served through the
@@ -38,14 +37,7 @@ func TestCachedListingAllocations(t *testing.T) {
 	}
 	defer authz.Close()
 	redis := redistest.Start(t)
-	org := fixture.Large()
-	all := org.MustObject(fixture.AllStaffDN)
-	all.Members = all.Members[:1000]
-	dir, err := memory.Load("large", fixture.Export(org))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := cachedHandler(t, dir, authz, redis.Addr(), "allocs:")
+	h := cachedHandler(t, largeDirectory(t, 1000), authz, redis.Addr(), "allocs:")
 	for _, caller := range []string{"all", "half"} {
 		r, _ := http.NewRequest(http.MethodGet, api+"?group="+url.QueryEscape(fixture.AllStaffDN), nil)
 		r.Header.Set(proxy.HeaderToken, caller)

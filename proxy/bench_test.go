@@ -56,10 +56,24 @@ func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer
 	return h
 }
 
+// largeDirectory is the large fixture in the memory upstream, with All Staff cut to
+// its first n members.
+func largeDirectory(tb testing.TB, n int) *memory.Directory {
+	tb.Helper()
+	org := fixture.Large()
+	all := org.MustObject(fixture.AllStaffDN)
+	all.Members = all.Members[:n]
+	dir, err := memory.Load("large", fixture.Export(org))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
 // BenchmarkCachedListing is the hot path of a cached listing through the handler as
 // deployed: token to principal (a map here), the group's resolution and its listing
-// from the cache's first level with the version check in Redis (one GET to a real
-// redis-server), the bundled policy plus one role, the shared body, and its coding.
+// from the cache's first level, trusted under the cache's lease in a real
+// redis-server (docs/cache.md), the bundled policy plus one role, the shared body, and its coding.
 // The group is the large fixture's All Staff cut to n members; "all" is the
 // administrator, "half" a caller who may view the Finance and HR OUs (about half).
 func BenchmarkCachedListing(b *testing.B) {
@@ -73,14 +87,7 @@ func BenchmarkCachedListing(b *testing.B) {
 	defer authz.Close()
 	redis := redistest.Start(b)
 	for _, n := range []int{1000, 2000} {
-		org := fixture.Large()
-		all := org.MustObject(fixture.AllStaffDN)
-		all.Members = all.Members[:n]
-		dir, err := memory.Load("large", fixture.Export(org))
-		if err != nil {
-			b.Fatal(err)
-		}
-		h := cachedHandler(b, dir, authz, redis.Addr(), fmt.Sprintf("bench%d:", n))
+		h := cachedHandler(b, largeDirectory(b, n), authz, redis.Addr(), fmt.Sprintf("bench%d:", n))
 		target := api + "?group=" + url.QueryEscape(fixture.AllStaffDN)
 		for _, caller := range []string{"all", "half"} {
 			for _, coding := range []string{"identity", "gzip", "zstd"} {

@@ -15,7 +15,6 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/upstream/memory"
 )
 
 // cpuTime is the process's user and system CPU time so far.
@@ -34,13 +33,7 @@ func BenchmarkCachedListingCandidate(b *testing.B) {
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	redis := redistest.Start(b)
-	org := fixture.Large()
-	all := org.MustObject(fixture.AllStaffDN)
-	all.Members = all.Members[:2000]
-	dir, err := memory.Load("large", fixture.Export(org))
-	if err != nil {
-		b.Fatal(err)
-	}
+	dir := largeDirectory(b, 2000)
 	active := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU)
 	candidate := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.SalesOU)
 	for _, tc := range []struct{ name, candidate string }{{"none", ""}, {"sample1", candidate}} {
