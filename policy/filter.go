@@ -90,12 +90,11 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 			// the build's start rather than from one request's, so a request that
 			// joins a build waits at most until the build's own deadline, which falls
 			// before its own budget ends. A build that runs out of it is an error,
-			// not a plan (buildPlan), so it is not cached: the next request tries
-			// again, which costs it at most its budget, as every candidate
-			// evaluation may. Caching the failure would instead decide that plan's
-			// listings in Rego for as long as the version lives, though the build
-			// may only have been slow for a moment (a busy CPU, a garbage
-			// collection).
+			// not a plan (buildPlan), so it is never kept as one; the failure is
+			// remembered for candidatePlanRetry (planCache.retryAfter), so that a
+			// permanently slow plan costs one listing its budget every 30 s rather
+			// than every listing, while a build that was only slow for a moment (a
+			// busy CPU, a garbage collection) is tried again soon.
 			var cancel context.CancelFunc
 			pctx, cancel = context.WithTimeout(pctx, v.planBudget)
 			defer cancel()
