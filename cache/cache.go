@@ -354,17 +354,7 @@ func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 	if c.lease == nil || len(bumped) == 0 {
 		return
 	}
-	c.lease.drop()
-	var a announcement
-	var err error
-	for range 3 { // the tokens are written: other instances must hear of them
-		if err = c.op(ctx, true, func(ctx context.Context) (err error) {
-			a, err = c.lease.announce(ctx)
-			return err
-		}); err == nil {
-			break
-		}
-	}
+	a, err := c.announce(ctx)
 	if err != nil {
 		// Other instances may trust entries the new tokens invalidate: bump and
 		// announce again until the store takes it, and bypass until then.
@@ -379,17 +369,24 @@ func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 	c.metrics.leaseWait.Record(ctx, c.now().Sub(start).Seconds())
 }
 
-// announce tells the instances holding leases that tokens changed, without waiting
-// for them (the change feed, deferred invalidations).
-func (c *Cache) announce(ctx context.Context) error {
+// announce tells the instances holding leases that tokens changed, after this one
+// has withdrawn its own trust; invalidate then waits for the others, the change feed
+// and deferred invalidations do not. The tokens are written already, so a refusal is
+// tried twice more before it is returned.
+func (c *Cache) announce(ctx context.Context) (a announcement, err error) {
 	if c.lease == nil {
-		return nil
+		return a, nil
 	}
 	c.lease.drop()
-	return c.op(ctx, true, func(ctx context.Context) error {
-		_, err := c.lease.announce(ctx)
-		return err
-	})
+	for range 3 {
+		if err = c.op(ctx, true, func(ctx context.Context) (err error) {
+			a, err = c.lease.announce(ctx)
+			return err
+		}); err == nil {
+			return a, nil
+		}
+	}
+	return a, err
 }
 
 func (c *Cache) bump(ctx context.Context, guid string) error {
@@ -424,7 +421,10 @@ func (c *Cache) retryPending() {
 			done = append(done, guid)
 		}
 	}
-	if len(done) == 0 || c.announce(context.Background()) != nil {
+	if len(done) == 0 {
+		return
+	}
+	if _, err := c.announce(context.Background()); err != nil {
 		return
 	}
 	for _, guid := range done {

@@ -489,7 +489,8 @@ func (c *Cache) bumpAll(ctx context.Context, guids []string) error {
 		}
 	}
 	c.localGen.Add(1)
-	return c.announce(ctx)
+	_, err := c.announce(ctx)
+	return err
 }
 
 // dropLookups removes from the first level the identifier resolutions an event

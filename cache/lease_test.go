@@ -172,7 +172,7 @@ func TestLeaseDropsTrustOnEveryAnnouncement(t *testing.T) {
 	a, b, _, _ := leasePair(t, time.Second)
 	trusted(t, b, fixture.DesktopEngineersDN)
 	g := b.c.lease.current()
-	if err := a.c.announce(t.Context()); err != nil {
+	if _, err := a.c.announce(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "b to apply the announcement", func() bool { return b.c.lease.current() > g })
