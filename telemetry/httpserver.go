@@ -81,7 +81,10 @@ func (s *HTTPServer) Handler(next http.Handler) http.Handler {
 					semconv.NetworkPeerAddress(peer)))
 		}
 		cw := RecordResponse(w)
-		next.ServeHTTP(cw, r.WithContext(ctx))
+		if ctx != r.Context() { // a client's trace context or baggage, or a span
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(cw, r)
 		k.status = cw.Status
 		if k.status == 0 {
 			k.status = http.StatusOK

@@ -324,3 +324,23 @@ func TestEndToEndRedis(t *testing.T) {
 		t.Fatalf("/readyz does not report Redis: %s", r.body)
 	}
 }
+
+// The request deadline (--request-timeout) is made lazily (internal/lazyctx): a call
+// that waits on the directory must still be ended by it, with a 504 in the error shape.
+func TestRequestDeadlineEndsASlowCall(t *testing.T) {
+	slow := &slowDir{started: make(chan struct{}, 1), release: make(chan struct{})}
+	// Without the deadline the call would be answered 200 once released.
+	go func() { time.Sleep(5 * time.Second); close(slow.release) }()
+	m := startMain(t, func(m *Main) {
+		m.wrapDirectory = func(d dirgate.Directory) dirgate.Directory { slow.Directory = d; return slow }
+	}, "--request-timeout", "300ms")
+	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	start := time.Now()
+	r := call(t, "GET", base+"?group="+url.QueryEscape(helpDesk), adminTok)
+	if took := time.Since(start); r.status != http.StatusGatewayTimeout || took > 4*time.Second {
+		t.Fatalf("status %d after %v, want 504 at the 300ms deadline: %s", r.status, took, r.body)
+	}
+	if !bytes.Contains(r.body, []byte(`"code"`)) || !bytes.Contains(r.body, []byte(`"message"`)) {
+		t.Fatalf("504 not in the error shape: %s", r.body)
+	}
+}

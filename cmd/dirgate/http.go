@@ -12,6 +12,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/session"
+	"github.com/dirgate/dirgate/internal/lazyctx"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/telemetry"
 )
@@ -78,7 +79,9 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		return "unmatched"
 	}
 	inner := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), m.Config.RequestTimeout)
+		// Lazily: a cached listing never waits on its deadline, and arming a timer per
+		// request was a measurable part of its CPU (internal/lazyctx).
+		ctx, cancel := lazyctx.WithTimeout(r.Context(), m.Config.RequestTimeout)
 		defer cancel()
 		api.ServeHTTP(w, r.WithContext(ctx))
 	})
