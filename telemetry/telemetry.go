@@ -21,6 +21,7 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/exemplar"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -105,8 +106,14 @@ func Setup(ctx context.Context, opts Options) (*Telemetry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
 	}
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(promExp), sdkmetric.WithResource(res),
-		sdkmetric.WithView(latencyBuckets))
+	mopts := []sdkmetric.Option{sdkmetric.WithReader(promExp), sdkmetric.WithResource(res), sdkmetric.WithView(latencyBuckets)}
+	if !t.Tracing && getenv("OTEL_METRICS_EXEMPLAR_FILTER") == "" {
+		// The default filter (trace_based) looks for a sampled span in every
+		// measurement's context; without tracing there never is one, and the look-up
+		// walked each request's context five times.
+		mopts = append(mopts, sdkmetric.WithExemplarFilter(exemplar.AlwaysOffFilter))
+	}
+	mp := sdkmetric.NewMeterProvider(mopts...)
 	otel.SetMeterProvider(mp)
 	t.shutdown = append(t.shutdown, mp.Shutdown)
 	t.Metrics = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
