@@ -1,14 +1,10 @@
 package proxy_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"testing"
 
-	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -28,16 +24,8 @@ const maxCachedAllocs = 100
 // TestCachedListingAllocations keeps the bound stated in docs/benchmarks.md from
 // regressing unseen: allocations per cached request do not grow with the listing.
 func TestCachedListingAllocations(t *testing.T) {
-	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authz, err := policy.Open(ctx, policy.Config{Dir: policyWithRole(t, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU), Logger: quiet,
-		DecisionLog: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer authz.Close()
 	redis := redistest.Start(t)
-	h := cachedHandler(t, largeDirectory(t, 1000), authz, redis.Addr(), "allocs:")
+	h := cachedHandler(t, largeDirectory(t, 1000), halfCallerPolicy(t), redis.Addr(), "allocs:")
 	for _, caller := range []string{"all", "half"} {
 		r, _ := http.NewRequest(http.MethodGet, api+"?group="+url.QueryEscape(fixture.AllStaffDN), nil)
 		r.Header.Set(proxy.HeaderToken, caller)

@@ -70,6 +70,20 @@ func largeDirectory(tb testing.TB, n int) *memory.Directory {
 	return dir
 }
 
+// halfCallerPolicy is the bundled policy plus a role letting the "half" caller view
+// the Finance and HR OUs, with its decision log encoded to io.Discard.
+func halfCallerPolicy(tb testing.TB) *policy.Authorizer {
+	tb.Helper()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: policyWithRole(tb, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU),
+		Logger: quiet, DecisionLog: io.Discard})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { authz.Close() })
+	return authz
+}
+
 // BenchmarkCachedListing is the hot path of a cached listing through the handler as
 // deployed: token to principal (a map here), the group's resolution and its listing
 // from the cache's first level, trusted under the cache's lease in a real
@@ -77,14 +91,7 @@ func largeDirectory(tb testing.TB, n int) *memory.Directory {
 // The group is the large fixture's All Staff cut to n members; "all" is the
 // administrator, "half" a caller who may view the Finance and HR OUs (about half).
 func BenchmarkCachedListing(b *testing.B) {
-	ctx := context.Background()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authz, err := policy.Open(ctx, policy.Config{Dir: policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU), Logger: quiet,
-		DecisionLog: io.Discard})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer authz.Close()
+	authz := halfCallerPolicy(b)
 	redis := redistest.Start(b)
 	for _, n := range []int{1000, 2000} {
 		h := cachedHandler(b, largeDirectory(b, n), authz, redis.Addr(), fmt.Sprintf("bench%d:", n))
