@@ -106,10 +106,13 @@ func (c *classRec) example(s string) {
 
 // Report is the result of one run.
 type Report struct {
-	Target      string        `json:"target"`
-	Workload    string        `json:"workload"`
-	Concurrency int           `json:"concurrency"`
-	Elapsed     time.Duration `json:"elapsedNs"`
+	Target      string `json:"target"`
+	Workload    string `json:"workload"`
+	Concurrency int    `json:"concurrency"`
+	// Repetition is the round of interleaved runs this run belongs to (the bench
+	// command's -repeat), which pairs it with the other targets' runs of that round.
+	Repetition int           `json:"repetition"`
+	Elapsed    time.Duration `json:"elapsedNs"`
 	// All is every request; Classes splits them by kind (list, remove).
 	All     Stats             `json:"all"`
 	Classes map[string]*Stats `json:"classes"`

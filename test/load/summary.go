@@ -137,3 +137,65 @@ func WriteSummary(w io.Writer, sums []Summary) error {
 	}
 	return nil
 }
+
+// Paired is the ratio of target's server CPU per request to base's in each repetition
+// where both ran workload and both were read, in repetition order. Two runs of one
+// repetition are seconds apart, so a ratio of the pair is less exposed to the machine's
+// drift between repetitions than the ratio of two medians (on the project's shared
+// 2-core machines the bare server's own figure moved by 70% between invocations).
+func Paired(reports []*Report, workload, target, base string) []float64 {
+	type pair struct{ t, b float64 }
+	byRep := map[int]*pair{}
+	var reps []int
+	for _, r := range reports {
+		if r.Workload != workload || (r.Target != target && r.Target != base) {
+			continue
+		}
+		c, ok := r.ServerCPU()
+		if !ok || c <= 0 {
+			continue
+		}
+		p := byRep[r.Repetition]
+		if p == nil {
+			p = &pair{}
+			byRep[r.Repetition] = p
+			reps = append(reps, r.Repetition)
+		}
+		if r.Target == target {
+			p.t = c
+		} else {
+			p.b = c
+		}
+	}
+	slices.Sort(reps)
+	var out []float64
+	for _, rep := range reps {
+		if p := byRep[rep]; p.t > 0 && p.b > 0 {
+			out = append(out, p.t/p.b)
+		}
+	}
+	return out
+}
+
+// Spread is a set of ratios' median and range.
+type Spread struct {
+	N      int     `json:"n"`
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// SpreadOf summarises v (the zero Spread when v is empty).
+func SpreadOf(v []float64) Spread {
+	if len(v) == 0 {
+		return Spread{}
+	}
+	return Spread{N: len(v), Median: median(v), Min: slices.Min(v), Max: slices.Max(v)}
+}
+
+func (s Spread) String() string {
+	if s.N == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f× (%.2f–%.2f, %d pairs)", s.Median, s.Min, s.Max, s.N)
+}

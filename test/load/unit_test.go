@@ -1,6 +1,7 @@
 package load
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -128,5 +129,34 @@ func TestCheckDNs(t *testing.T) {
 				t.Errorf("CheckDNs = %q, want right=%t", got, tt.right)
 			}
 		})
+	}
+}
+
+// TestPaired: each repetition's ratio is of that repetition's two runs; a repetition
+// missing either run, or without a CPU reading, gives no pair.
+func TestPaired(t *testing.T) {
+	run := func(rep int, target, workload string, us ...float64) *Report {
+		r := &Report{Target: target, Workload: workload, Repetition: rep}
+		for _, u := range us {
+			r.CPU = append(r.CPU, ProcessCPU{Name: target, PerRequest: u})
+		}
+		r.CPU = append(r.CPU, ProcessCPU{Name: ClientProcess, PerRequest: 1000}) // never counted
+		return r
+	}
+	reports := []*Report{
+		run(1, "bare", "w", 100), run(1, "dirgate", "w", 100, 50), // dirgate and its Redis: 1.5
+		run(0, "dirgate", "w", 120), run(0, "bare", "w", 60), // 2.0, listed first once sorted
+		run(0, "dirgate", "other", 999), run(2, "dirgate", "w", 80), // no bare run in repetition 2
+		run(3, "bare", "w", 90), run(3, "dirgate", "w"), // no reading
+	}
+	got := Paired(reports, "w", "dirgate", "bare")
+	if fmt.Sprint(got) != "[2 1.5]" {
+		t.Fatalf("Paired = %v, want [2 1.5]", got)
+	}
+	if s := SpreadOf(got); s != (Spread{N: 2, Median: 1.75, Min: 1.5, Max: 2}) {
+		t.Fatalf("SpreadOf = %+v", s)
+	}
+	if s := SpreadOf(nil).String(); s != "-" {
+		t.Fatalf("empty spread prints %q", s)
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,7 +61,14 @@ type options struct {
 	encoding    string
 	writePolicy string
 	dirgateEnv  map[string]string
+	// A second dirgate ("dirgate-b"), for an A/B of two binaries or two settings in
+	// one run: its own binary (default: the first's) and settings (after the first's).
+	binB string
+	envB map[string]string
 }
+
+// targetB names the second dirgate's runs.
+const targetB = "dirgate-b"
 
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == bareCommand {
@@ -88,6 +96,8 @@ func parse(args []string) (options, error) {
 	workloads := fs.String("workloads", "list1000,mix,mix-removals", "workloads: list1000, list1000-admin, list1000-helpdesk, list1000-half, list2000-admin, list2000-half, mix (listings), mix-removals (dirgate only)")
 	fs.StringVar(&o.encoding, "encoding", "", "Accept-Encoding of every request to dirgate and bare (gzip, zstd); empty asks for none")
 	dgEnv := fs.String("dirgate-env", "", "settings for the dirgate this run starts, NAME=value,... (after the tool's own: DIRGATE_DECISION_LOG=off measures without the decision log)")
+	fs.StringVar(&o.binB, "b-bin", "", "also start this dirgate binary as target dirgate-b, interleaved with the others (an A/B in one run)")
+	envB := fs.String("b-env", "", "also start a dirgate-b with these settings, NAME=value,... (after -dirgate-env's)")
 	fs.StringVar(&o.writePolicy, "write-policy", "", "write the run's policy (the bundled one plus the half caller's role) to this directory and exit: for -url")
 	fs.IntVar(&o.concurrency, "concurrency", 32, "concurrent clients")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
@@ -101,24 +111,52 @@ func parse(args []string) (options, error) {
 		return o, err
 	}
 	o.targets, o.workloads = strings.Split(*targets, ","), strings.Split(*workloads, ",")
-	if *dgEnv != "" {
-		o.dirgateEnv = map[string]string{}
-		for _, kv := range strings.Split(*dgEnv, ",") {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || !strings.HasPrefix(k, "DIRGATE_") {
-				return o, fmt.Errorf("-dirgate-env: %q is not DIRGATE_NAME=value", kv)
-			}
-			o.dirgateEnv[k] = v
-		}
+	var err error
+	if o.dirgateEnv, err = parseEnv("-dirgate-env", *dgEnv); err != nil {
+		return o, err
+	}
+	if o.envB, err = parseEnv("-b-env", *envB); err != nil {
+		return o, err
 	}
 	if o.url != "" && o.tokens == "" {
 		return o, errors.New("-url needs -tokens")
+	}
+	if o.hasB() {
+		if o.url != "" {
+			return o, errors.New("-b-bin and -b-env need a dirgate this run starts, not -url")
+		}
+		if l, ok := o.dirgateEnv["DIRGATE_LISTEN"]; ok && fixedAddr(l) != "" && o.envB["DIRGATE_LISTEN"] == "" {
+			return o, errors.New("-dirgate-env gives DIRGATE_LISTEN a port: give -b-env a DIRGATE_LISTEN of its own")
+		}
+		if !slices.Contains(o.targets, targetB) {
+			o.targets = append(o.targets, targetB)
+		}
+	} else if slices.Contains(o.targets, targetB) {
+		return o, errors.New("target dirgate-b needs -b-bin or -b-env")
 	}
 	if o.concurrency <= 0 || o.repeat <= 0 || (o.duration <= 0 && o.requests <= 0) {
 		return o, errors.New("concurrency and repeat must be positive, and a duration or a request count must bound each run")
 	}
 	return o, nil
 }
+
+// parseEnv reads NAME=value,... settings, each a DIRGATE_ one.
+func parseEnv(flag, spec string) (map[string]string, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(spec, ",") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(k, "DIRGATE_") {
+			return nil, fmt.Errorf("%s: %q is not DIRGATE_NAME=value", flag, kv)
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+func (o options) hasB() bool { return o.binB != "" || o.envB != nil }
 
 func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parse(args)
@@ -172,15 +210,34 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 
 	env := machine()
-	var dg *dirgateProc
+	var dg, dgB *dirgateProc
 	url := o.url
 	if url == "" {
-		dg, err = startDirgate(ctx, work, o, lc, policyDir, setup.Callers)
+		tokens := filepath.Join(work, "tokens.yaml")
+		if err := writeTokens(tokens, setup.Callers); err != nil {
+			return err
+		}
+		dg, err = startDirgate(ctx, filepath.Join(work, "dirgate"), o.bin, o.dirgateEnv, o, lc, policyDir, tokens)
 		if err != nil {
 			return err
 		}
 		defer dg.stop()
 		url, env.Cache = dg.url, dg.cache
+		if o.hasB() {
+			bin := o.binB
+			if bin == "" {
+				bin = dg.bin
+			}
+			settings := maps.Clone(o.dirgateEnv)
+			if settings == nil {
+				settings = map[string]string{}
+			}
+			maps.Copy(settings, o.envB)
+			if dgB, err = startDirgate(ctx, filepath.Join(work, targetB), bin, settings, o, lc, policyDir, tokens); err != nil {
+				return err
+			}
+			defer dgB.stop()
+		}
 	} else if err := setTokens(setup.Callers, o.tokens); err != nil {
 		return err
 	}
@@ -190,8 +247,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	all.Callers = setup.Callers
 	env.print(stdout)
 	if dg != nil {
-		fmt.Fprintf(stdout, "dirgate pid %d serving %s\n\n", dg.cmd.Process.Pid, url)
+		fmt.Fprintf(stdout, "dirgate pid %d serving %s\n", dg.cmd.Process.Pid, url)
 	}
+	if dgB != nil {
+		fmt.Fprintf(stdout, "dirgate-b pid %d serving %s (binary %s, settings %v after dirgate's)\n", dgB.cmd.Process.Pid, dgB.url, dgB.bin, o.envB)
+	}
+	fmt.Fprintln(stdout)
 
 	dgTarget := load.NewHTTPTarget("dirgate", url, all, checker)
 	dgTarget.AcceptEncoding = o.encoding
@@ -211,6 +272,14 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		"bare":    bareTarget,
 		"ldap":    &load.LDAPTarget{Config: lc, Checker: checker},
 	}
+	if dgB != nil {
+		bTarget := load.NewHTTPTarget(targetB, dgB.url, all, checker)
+		bTarget.AcceptEncoding = o.encoding
+		if _, err := bTarget.Capture(ctx, all.Listings()); err != nil { // warms its cache
+			return err
+		}
+		targets[targetB] = bTarget
+	}
 	// The processes whose CPU each target's runs read: the server's own, and the
 	// load generator's ("client") for comparison. The DC's is not read.
 	client := load.Process{Name: load.ClientProcess}
@@ -224,6 +293,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			procs["dirgate"] = append(procs["dirgate"], load.Process{Name: "redis", PID: dg.redis.Process.Pid})
 		}
 		procs["dirgate"] = append(procs["dirgate"], client)
+	}
+	if dgB != nil {
+		procs[targetB] = []load.Process{{Name: targetB, PID: dgB.cmd.Process.Pid}}
+		if dgB.redis != nil {
+			procs[targetB] = append(procs[targetB], load.Process{Name: "redis", PID: dgB.redis.Process.Pid})
+		}
+		procs[targetB] = append(procs[targetB], client)
 	}
 
 	var reports []*load.Report
@@ -247,6 +323,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				if err != nil {
 					return err
 				}
+				r.Repetition = rep
 				reports = append(reports, r)
 				if err := load.WriteTable(stdout, []*load.Report{r}); err != nil {
 					return err
@@ -259,11 +336,12 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := load.WriteSummary(stdout, sums); err != nil {
 		return err
 	}
-	if err := verdict(stdout, sums); err != nil {
+	paired := pairs(reports, wls)
+	if err := verdict(stdout, sums, paired); err != nil {
 		return err
 	}
 	if o.jsonFile != "" {
-		b, err := json.MarshalIndent(map[string]any{"machine": env, "options": o.public(), "reports": reports, "summary": sums}, "", "  ")
+		b, err := json.MarshalIndent(map[string]any{"machine": env, "options": o.public(), "reports": reports, "summary": sums, "paired": paired}, "", "  ")
 		if err != nil {
 			return err
 		}
@@ -349,30 +427,74 @@ func expect(ctx context.Context, lc load.LDAPConfig, policyDir string, w load.Wo
 	return load.Expect(ctx, &dirgate.MemberService{Dir: d, Authz: authz}, w)
 }
 
-// verdict compares, for every workload run against dirgate and the bare server, the
+// pairing is one paired comparison of server CPU per request: Of's runs against
+// Against's, repetition by repetition (load.Paired).
+type pairing struct {
+	Workload string      `json:"workload"`
+	Of       string      `json:"of"`
+	Against  string      `json:"against"`
+	Ratio    load.Spread `json:"cpuRatio"`
+}
+
+// pairs are, for each workload, each dirgate against the bare server, and dirgate-b
+// against dirgate: the A/B's own figure.
+func pairs(reports []*load.Report, wls []load.Workload) []pairing {
+	var out []pairing
+	for _, w := range wls {
+		for _, p := range [][2]string{{"dirgate", "bare"}, {targetB, "bare"}, {targetB, "dirgate"}} {
+			if s := load.SpreadOf(load.Paired(reports, w.Name, p[0], p[1])); s.N > 0 {
+				out = append(out, pairing{Workload: w.Name, Of: p[0], Against: p[1], Ratio: s})
+			}
+		}
+	}
+	return out
+}
+
+// verdict compares, for every workload run against a dirgate and the bare server, the
 // medians with the targets of issue #12, and says by how much a missed one is missed.
-func verdict(w io.Writer, sums []load.Summary) error {
+// The CPU target is judged on the median of the repetitions' paired ratios; the ratio
+// of the two medians is printed beside it.
+func verdict(w io.Writer, sums []load.Summary, paired []pairing) error {
 	for _, dg := range sums {
-		if dg.Target != "dirgate" {
+		if dg.Target != "dirgate" && dg.Target != targetB {
 			continue
 		}
 		b, ok := load.Find(sums, dg.Workload, "bare")
 		if !ok || b.Throughput <= 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s against the bare server:\n", dg.Workload)
+		fmt.Fprintf(w, "\n%s, %s against the bare server:\n", dg.Workload, dg.Target)
 		r := dg.Throughput / b.Throughput
 		fmt.Fprintf(w, "  throughput >= 60%% of bare: %.0f%% %s\n", 100*r, mark(r >= 0.6))
 		if dg.ServerCPU > 0 && b.ServerCPU > 0 {
 			c := dg.ServerCPU / b.ServerCPU
-			fmt.Fprintf(w, "  server CPU per request <= 1.3x bare: %.0f vs %.0f µs, %.2fx %s\n", dg.ServerCPU, b.ServerCPU, c, mark(c <= 1.3))
+			if p, ok := findPairing(paired, dg.Workload, dg.Target, "bare"); ok {
+				fmt.Fprintf(w, "  server CPU per request <= 1.3x bare: paired %s %s; medians %.0f vs %.0f µs, %.2fx\n",
+					p.Ratio, mark(p.Ratio.Median <= 1.3), dg.ServerCPU, b.ServerCPU, c)
+			} else {
+				fmt.Fprintf(w, "  server CPU per request <= 1.3x bare: %.0f vs %.0f µs, %.2fx %s\n", dg.ServerCPU, b.ServerCPU, c, mark(c <= 1.3))
+			}
 		}
 		if b.P99 > 0 {
 			p := float64(dg.P99) / float64(b.P99)
 			fmt.Fprintf(w, "  p99 <= 1.5x bare: %s vs %s ms, %.2fx %s\n", dg.P99, b.P99, p, mark(p <= 1.5))
 		}
 	}
+	for _, p := range paired {
+		if p.Of == targetB && p.Against == "dirgate" {
+			fmt.Fprintf(w, "\n%s, dirgate-b's server CPU per request against dirgate's: paired %s\n", p.Workload, p.Ratio)
+		}
+	}
 	return nil
+}
+
+func findPairing(ps []pairing, workload, of, against string) (pairing, bool) {
+	for _, p := range ps {
+		if p.Workload == workload && p.Of == of && p.Against == against {
+			return p, true
+		}
+	}
+	return pairing{}, false
 }
 
 func mark(ok bool) string {
@@ -385,5 +507,5 @@ func mark(ok bool) string {
 func (o options) public() map[string]any {
 	return map[string]any{"targets": o.targets, "workloads": o.workloads, "concurrency": o.concurrency,
 		"duration": o.duration.String(), "requests": o.requests, "warmup": o.warmup.String(), "repeat": o.repeat, "redis": o.redis,
-		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv}
+		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv, "bBin": o.binB, "bEnv": o.envB}
 }

@@ -23,12 +23,21 @@ func TestParse(t *testing.T) {
 		// A run must stop by itself.
 		{"unbounded", []string{"-duration", "0"}, "must bound"},
 		{"no clients", []string{"-concurrency", "0"}, "must be positive"},
+		// The A/B's second dirgate.
+		{"b settings", []string{"-b-env", "DIRGATE_DECISION_LOG=off"}, ""},
+		{"b setting not dirgate's", []string{"-b-env", "GOGC=400"}, "is not DIRGATE_NAME=value"},
+		{"b target without b", []string{"-targets", "dirgate,dirgate-b"}, "needs -b-bin or -b-env"},
+		{"b with a running dirgate", []string{"-url", "http://127.0.0.1:1/x", "-tokens", "a=b", "-b-bin", "/x"}, "not -url"},
+		{"b on the first's port", []string{"-dirgate-env", "DIRGATE_LISTEN=127.0.0.1:8099", "-b-bin", "/x"}, "DIRGATE_LISTEN of its own"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parse(tt.args)
+			o, err := parse(tt.args)
 			if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("parse(%q) = %v, want %q", tt.args, err, tt.wantErr)
+			}
+			if err == nil && o.hasB() != slices.Contains(o.targets, targetB) {
+				t.Errorf("parse(%q): targets %v with hasB %v", tt.args, o.targets, o.hasB())
 			}
 		})
 	}

@@ -31,6 +31,7 @@ const startTimeout = time.Minute
 // dirgateProc is dirgate running as a subprocess, with the redis-server it uses when
 // this run started one.
 type dirgateProc struct {
+	bin   string
 	url   string
 	cache string
 	cmd   *exec.Cmd
@@ -38,10 +39,13 @@ type dirgateProc struct {
 	redis *exec.Cmd
 }
 
-// startDirgate builds (unless -dirgate-bin) and starts dirgate on a free loopback
-// port against the DC, with tokens for callers (their Token fields are set here).
-func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfig, policyDir string, callers []load.Caller) (*dirgateProc, error) {
-	bin := o.bin
+// startDirgate builds (when bin is "") and starts dirgate on a free loopback port
+// against the DC, with the tokens file and settings (after the tool's own), its files
+// in the directory work (made here).
+func startDirgate(ctx context.Context, work, bin string, settings map[string]string, o options, lc load.LDAPConfig, policyDir, tokens string) (*dirgateProc, error) {
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return nil, err
+	}
 	if bin == "" {
 		bin = filepath.Join(work, "dirgate")
 		root, err := moduleRoot()
@@ -55,12 +59,7 @@ func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfi
 		}
 	}
 	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
-	p := &dirgateProc{exit: make(chan error, 1), cache: "none (this dirgate build has no cache settings)"}
-
-	tokens := filepath.Join(work, "tokens.yaml")
-	if err := writeTokens(tokens, callers); err != nil {
-		return nil, err
-	}
+	p := &dirgateProc{bin: bin, exit: make(chan error, 1), cache: "none (this dirgate build has no cache settings)"}
 	env := map[string]string{
 		"DIRGATE_LISTEN": "127.0.0.1:0", "DIRGATE_UPSTREAM": "ldap", "DIRGATE_TOKENS_FILE": tokens,
 		"DIRGATE_LDAP_URL": lc.URL, "DIRGATE_LDAP_BIND_DN": lc.BindDN, "DIRGATE_LDAP_PASSWORD_FILE": lc.PasswordFile,
@@ -84,7 +83,7 @@ func startDirgate(ctx context.Context, work string, o options, lc load.LDAPConfi
 		env["DIRGATE_REDIS_ADDR"] = addr
 		p.cache = "redis " + addr + " with the in-process first level"
 	}
-	for k, v := range o.dirgateEnv {
+	for k, v := range settings {
 		env[k] = v
 	}
 	logPath := filepath.Join(work, "dirgate.log")
