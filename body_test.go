@@ -59,8 +59,13 @@ func TestSelection(t *testing.T) {
 }
 
 // everyOther is a ViewSelector (and FilterView for List) that lets a caller see the
-// objects whose position has the caller's parity, or all for an empty subject.
-type everyOther struct{ calls, limits []int }
+// objects whose position has the caller's parity, or all for an empty subject. It
+// ignores the limit. With kept set, it answers each caller the same Selection every
+// time, as the policy does with remembered decisions: the service must not modify it.
+type everyOther struct {
+	calls, limits []int
+	kept          map[int]dirgate.Selection
+}
 
 func parity(p dirgate.Principal) int {
 	switch p.DN {
@@ -73,7 +78,13 @@ func parity(p dirgate.Principal) int {
 }
 
 func (a *everyOther) SelectView(_ context.Context, p dirgate.Principal, _ dirgate.Object, _ dirgate.ListOptions, objs []dirgate.Object, limit int) (dirgate.Selection, error) {
+	if s, ok := a.kept[parity(p)]; ok && s.Len() == len(objs) {
+		return s, nil
+	}
 	s := dirgate.NewSelection(len(objs))
+	if a.kept != nil {
+		defer func() { a.kept[parity(p)] = s }()
+	}
 	for i := range objs {
 		if par := parity(p); par < 0 || i%2 == par {
 			s.Set(i)
@@ -168,6 +179,7 @@ func TestListBodyIsList(t *testing.T) {
 	services := map[string]*dirgate.MemberService{
 		"selector, shared":     {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
 		"selector, not kept":   {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}},
+		"selection shared":     {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{kept: map[int]dirgate.Selection{}}},
 		"no authorizer":        {Dir: d, Listings: encodedLister{e: enc}, Bodies: dirgate.NewBodyCache(1 << 20)},
 		"filter only":          {Dir: d, Listings: encodedLister{e: enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}, Bodies: dirgate.NewBodyCache(1 << 20)},
 		"no encodings":         {Dir: d, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},

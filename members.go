@@ -37,6 +37,7 @@ type Authorizer interface {
 type ViewSelector interface {
 	// SelectView returns the positions of objs that p may view. With limit > 0 it
 	// may stop deciding once limit objects are allowed, and selects at most limit.
+	// The selection may be shared with other requests: it must not be modified.
 	SelectView(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object, limit int) (Selection, error)
 }
 
@@ -156,7 +157,12 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 		if chosen.Len() != len(objs) {
 			return nil, WrapError(EINTERNAL, "", fmt.Errorf("filter listing: a selection over %d objects for a listing of %d", chosen.Len(), len(objs)))
 		}
-		chosen.Limit(opts.SizeLimit)
+		if opts.SizeLimit > 0 && chosen.Count() > opts.SizeLimit {
+			// A selector that selected more than asked: trim a copy (its selection
+			// may be shared).
+			chosen = chosen.Clone()
+			chosen.Limit(opts.SizeLimit)
+		}
 	}
 	bodies := s.Bodies
 	if rep.CacheStatus() == CacheBypass {

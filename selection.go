@@ -41,6 +41,22 @@ func (s Selection) Set(i int) { s.words[i/64] |= 1 << (i % 64) }
 // Has reports whether position i is selected.
 func (s Selection) Has(i int) bool { return s.words[i/64]&(1<<(i%64)) != 0 }
 
+// SelectionOf returns the selection of the positions allowed marks.
+func SelectionOf(allowed []bool) Selection {
+	s := NewSelection(len(allowed))
+	for i, ok := range allowed {
+		if ok {
+			s.words[i>>6] |= 1 << (uint(i) & 63)
+		}
+	}
+	return s
+}
+
+// Clone returns a copy that can be modified without changing s.
+func (s Selection) Clone() Selection {
+	return Selection{n: s.n, words: append([]uint64(nil), s.words...)}
+}
+
 // Count is the number of selected positions.
 func (s Selection) Count() int {
 	n := 0

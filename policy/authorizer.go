@@ -249,7 +249,7 @@ func (a *Authorizer) Revision() string { return a.current.Load().revision }
 // FilterView returns the objects of a listing that p may view, in their order.
 // Objects whose decision is not the boolean true are omitted.
 func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
-	allowed, n, err := a.decideView(ctx, p, group, opts, objs, 0)
+	allowed, n, _, err := a.decideView(ctx, p, group, opts, objs, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -268,22 +268,23 @@ var _ dirgate.ViewSelector = (*Authorizer)(nil)
 // of copying them. With limit > 0, deciding stops once limit objects are allowed,
 // and the decision log counts the objects after them as undecided.
 func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) (dirgate.Selection, error) {
-	allowed, _, err := a.decideView(ctx, p, group, opts, objs, limit)
+	allowed, n, from, err := a.decideView(ctx, p, group, opts, objs, limit)
 	if err != nil {
 		return dirgate.Selection{}, err
 	}
-	sel := dirgate.NewSelection(len(objs))
-	for i, ok := range allowed {
-		if ok {
-			sel.Set(i)
-		}
+	if from != nil && (limit <= 0 || n <= limit) {
+		return from.sel, nil // shared: made once with the remembered decisions
 	}
+	sel := dirgate.SelectionOf(allowed)
+	sel.Limit(limit)
 	return sel, nil
 }
 
 // decideView decides a listing for p, records the decisions (trace, metrics,
-// decision log) and returns them with the number allowed.
-func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) ([]bool, int, error) {
+// decision log) and returns them with the number allowed, and the remembered
+// decisions they are (nil when they were not remembered). The decisions may be
+// the remembered ones, shared: they must not be modified.
+func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) ([]bool, int, *decided, error) {
 	start := time.Now()
 	ctx, span := tracer().Start(ctx, "policy filter")
 	defer span.End()
@@ -293,16 +294,19 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	}
 	v := a.current.Load()
 	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
-	allowed := make([]bool, len(objs))
-	st, err := v.filterView(ctx, a.logger, in, objs, allowed, limit)
+	allowed, st, err := v.decideShared(ctx, a.logger, in, objs, limit)
 	if err != nil {
 		span.SetStatus(codes.Error, "evaluation ended")
-		return nil, 0, fmt.Errorf("policy: %w", err)
+		return nil, 0, nil, fmt.Errorf("policy: %w", err)
 	}
 	n := 0
-	for _, ok := range allowed {
-		if ok {
-			n++
+	if st.from != nil {
+		n = st.from.nAllowed
+	} else {
+		for _, ok := range allowed {
+			if ok {
+				n++
+			}
 		}
 	}
 	denied := st.decided - n
@@ -318,7 +322,7 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	// comparisons in flight, which a slow candidate would fill.
 	cand := a.cand.view(ctx, in, objs, allowed, st.decided)
 	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand})
-	return allowed, n, nil
+	return allowed, n, st.from, nil
 }
 
 // AllowRemove returns an EFORBIDDEN error unless the policy allows p to remove

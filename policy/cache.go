@@ -41,7 +41,12 @@ const recentListings = 8
 type decided struct {
 	first   weak.Pointer[dirgate.Object]
 	n       int
-	allowed []bool
+	allowed []bool // never modified once remembered: requests read it shared
+	// nAllowed and sel are allowed's count and positions, made once with it: a
+	// request that reuses the decisions then does nothing per object (for a listing
+	// of 2,000, counting and selecting were a few µs of every request).
+	nAllowed int
+	sel      dirgate.Selection
 	// denied is the decision log's deniedGuids array for these decisions, made by
 	// the first line that names them: every later request of this caller on this
 	// listing writes the same bytes.
@@ -66,13 +71,11 @@ func (d *decided) deniedJSON(objs []dirgate.Object, max int) *deniedSegment {
 	return s
 }
 
-// reused copies the remembered decisions of objs into allowed and returns them, if
-// there are some.
-func (p *plan) reused(objs []dirgate.Object, allowed []bool) *decided {
+// reused returns the remembered decisions of objs, if there are some.
+func (p *plan) reused(objs []dirgate.Object) *decided {
 	first := weak.Make(&objs[0])
 	for i := range p.recent {
 		if d := p.recent[i].Load(); d != nil && d.n == len(objs) && d.first == first {
-			copy(allowed, d.allowed)
 			return d
 		}
 	}
@@ -81,7 +84,12 @@ func (p *plan) reused(objs []dirgate.Object, allowed []bool) *decided {
 
 // remember keeps the complete decisions of objs.
 func (p *plan) remember(objs []dirgate.Object, allowed []bool) *decided {
-	d := &decided{first: weak.Make(&objs[0]), n: len(objs), allowed: append([]bool(nil), allowed...)}
+	d := &decided{first: weak.Make(&objs[0]), n: len(objs), allowed: append([]bool(nil), allowed...), sel: dirgate.SelectionOf(allowed)}
+	for _, ok := range allowed {
+		if ok {
+			d.nAllowed++
+		}
+	}
 	p.recent[(p.next.Add(1)-1)%recentListings].Store(d)
 	return d
 }

@@ -300,3 +300,53 @@ func TestReusedDecisions(t *testing.T) {
 		t.Fatalf("the help desk sees %d of %d: the test needs a mixed view", len(results[0]), len(objs))
 	}
 }
+
+// TestReusedSelection: SelectView answers from remembered decisions with the
+// selection made when they were remembered, shared between requests. Every size
+// limit still gets exactly its first objects, and a limited answer never changes
+// what a later unlimited one receives.
+func TestReusedSelection(t *testing.T) {
+	svc, authz := demoService(t, io.Discard)
+	ctx := context.Background()
+	p := principal(t, svc, fixture.DemoHelpdeskDN)
+	group, err := svc.Dir.Lookup(ctx, dirgate.MustParseIdentifier(fixture.MixedDN), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := svc.Listing(ctx, group, dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var visible []int // positions the help desk sees, from an evaluation on a copy
+	seen, err := authz.FilterView(ctx, p, group, dirgate.ListOptions{}, append([]dirgate.Object(nil), objs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range objs {
+		if slices.ContainsFunc(seen, func(s dirgate.Object) bool { return s.GUID == o.GUID }) {
+			visible = append(visible, i)
+		}
+	}
+	if len(visible) < 3 || len(visible) == len(objs) {
+		t.Fatalf("the help desk sees %d of %d: the test needs a mixed view", len(visible), len(objs))
+	}
+	for _, limit := range []int{0, 1, 2, 0, len(visible), len(visible) - 1, len(visible) + 1, 0} {
+		sel, err := authz.SelectView(ctx, p, group, dirgate.ListOptions{SizeLimit: limit}, objs, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := visible
+		if limit > 0 && limit < len(want) {
+			want = want[:limit]
+		}
+		var got []int
+		for i := range sel.Len() {
+			if sel.Has(i) {
+				got = append(got, i)
+			}
+		}
+		if sel.Len() != len(objs) || !slices.Equal(got, want) {
+			t.Fatalf("limit %d: selected %v of %d, want %v", limit, got, sel.Len(), want)
+		}
+	}
+}

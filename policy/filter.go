@@ -56,19 +56,49 @@ type filterStats struct {
 // The only error returned is the request's context ending, or, for a candidate,
 // its listing plan running out of the candidate's budget (decideListing).
 func (v *version) filterView(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool, limit int) (filterStats, error) {
-	st, err := v.decideListing(ctx, logger, in, objs, allowed, limit)
+	st, err := v.decideListing(ctx, logger, in, objs, &allowed, limit)
+	if st.reused {
+		copy(allowed, st.from.allowed)
+	}
+	return st, err
+}
+
+// decideShared is filterView deciding into a slice of its own, or, when it reuses
+// remembered decisions, answering with those (st.from.allowed): the slice returned
+// must not be modified.
+func (v *version) decideShared(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, limit int) ([]bool, filterStats, error) {
+	var allowed []bool
+	st, err := v.decideListing(ctx, logger, in, objs, &allowed, limit)
+	if st.reused {
+		allowed = st.from.allowed
+	}
+	return allowed, st, err
+}
+
+// decideListing decides into *into, which it makes when nil, except when it reuses
+// remembered decisions (stats.reused): then it writes nothing, and stats.from holds
+// them. stats.decided is set.
+func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, into *[]bool, limit int) (filterStats, error) {
+	st, err := v.decideInto(ctx, logger, in, objs, into, limit)
 	if st.decided == 0 {
 		st.decided = len(objs)
 	}
 	return st, err
 }
 
-func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool, limit int) (filterStats, error) {
+func (v *version) decideInto(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, into *[]bool, limit int) (filterStats, error) {
+	// made is where the decisions go, made on first use.
+	made := func() []bool {
+		if *into == nil {
+			*into = make([]bool, len(objs))
+		}
+		return *into
+	}
 	if len(objs) == 0 {
 		return filterStats{mode: modeNone}, nil
 	}
 	if len(v.nondeterministic) > 0 || v.partialErr != nil {
-		return v.filterRego(ctx, logger, in, objs, allowed)
+		return v.filterRego(ctx, logger, in, objs, made())
 	}
 	key, err := v.planKey(in)
 	if err != nil {
@@ -105,21 +135,22 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 		return filterStats{}, err
 	}
 	if p.residual != nil {
-		st, err := v.filterResidual(ctx, logger, p.residual, in, objs, allowed)
+		st, err := v.filterResidual(ctx, logger, p.residual, in, objs, made())
 		st.cached = cached
 		return st, err
 	}
 	if p.pred == nil {
-		st, err := v.filterRego(ctx, logger, in, objs, allowed)
+		st, err := v.filterRego(ctx, logger, in, objs, made())
 		st.cached = cached
 		return st, err
 	}
 	// A caller listing the same cached listing again (the same shared slice, which
 	// the cache never modifies) gets the same decisions from a deterministic
 	// predicate: reuse them rather than visiting every object again.
-	if d := p.reused(objs, allowed); d != nil {
+	if d := p.reused(objs); d != nil {
 		return filterStats{mode: modePredicate, cached: cached, reused: true, from: d}, nil
 	}
+	allowed := made()
 	e := p.pred.newEnv()
 	n := 0
 	for i := range objs {
