@@ -257,6 +257,22 @@ func TestDemoAdditions(t *testing.T) {
 	}
 }
 
+// helpdeskOnMixed returns the help desk's principal, and Mixed Members with its
+// listing: a caller who sees some of a listing's objects and not others.
+func helpdeskOnMixed(t *testing.T, svc *dirgate.MemberService) (dirgate.Principal, dirgate.Object, []dirgate.Object) {
+	t.Helper()
+	p := principal(t, svc, fixture.DemoHelpdeskDN)
+	group, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(fixture.MixedDN), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := svc.Listing(context.Background(), group, dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, group, objs
+}
+
 // TestReusedDecisions: listing the same shared slice again (as the cache hands it
 // out) reuses the previous decisions, which must be the ones a fresh evaluation
 // gives; a listing with equal contents in another slice is decided afresh.
@@ -264,15 +280,7 @@ func TestReusedDecisions(t *testing.T) {
 	var log bytes.Buffer
 	svc, authz := demoService(t, &log)
 	ctx := context.Background()
-	p := principal(t, svc, fixture.DemoHelpdeskDN)
-	group, err := svc.Dir.Lookup(ctx, dirgate.MustParseIdentifier(fixture.MixedDN), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := svc.Listing(ctx, group, dirgate.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, group, objs := helpdeskOnMixed(t, svc)
 	copied := append([]dirgate.Object(nil), objs...)
 	var results [][]string
 	for _, listing := range [][]dirgate.Object{objs, objs, copied} {
@@ -308,15 +316,7 @@ func TestReusedDecisions(t *testing.T) {
 func TestReusedSelection(t *testing.T) {
 	svc, authz := demoService(t, io.Discard)
 	ctx := context.Background()
-	p := principal(t, svc, fixture.DemoHelpdeskDN)
-	group, err := svc.Dir.Lookup(ctx, dirgate.MustParseIdentifier(fixture.MixedDN), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs, err := svc.Listing(ctx, group, dirgate.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, group, objs := helpdeskOnMixed(t, svc)
 	var visible []int // positions the help desk sees, from an evaluation on a copy
 	seen, err := authz.FilterView(ctx, p, group, dirgate.ListOptions{}, append([]dirgate.Object(nil), objs...))
 	if err != nil {
