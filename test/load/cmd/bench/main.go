@@ -228,10 +228,8 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			if bin == "" {
 				bin = dg.bin
 			}
-			settings := maps.Clone(o.dirgateEnv)
-			if settings == nil {
-				settings = map[string]string{}
-			}
+			settings := map[string]string{}
+			maps.Copy(settings, o.dirgateEnv)
 			maps.Copy(settings, o.envB)
 			if dgB, err = startDirgate(ctx, filepath.Join(work, targetB), bin, settings, o, lc, policyDir, tokens); err != nil {
 				return err
@@ -288,18 +286,10 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		"ldap": {client},
 	}
 	if dg != nil {
-		procs["dirgate"] = []load.Process{{Name: "dirgate", PID: dg.cmd.Process.Pid}}
-		if dg.redis != nil {
-			procs["dirgate"] = append(procs["dirgate"], load.Process{Name: "redis", PID: dg.redis.Process.Pid})
-		}
-		procs["dirgate"] = append(procs["dirgate"], client)
+		procs["dirgate"] = append(dg.processes("dirgate"), client)
 	}
 	if dgB != nil {
-		procs[targetB] = []load.Process{{Name: targetB, PID: dgB.cmd.Process.Pid}}
-		if dgB.redis != nil {
-			procs[targetB] = append(procs[targetB], load.Process{Name: "redis", PID: dgB.redis.Process.Pid})
-		}
-		procs[targetB] = append(procs[targetB], client)
+		procs[targetB] = append(dgB.processes(targetB), client)
 	}
 
 	var reports []*load.Report
@@ -468,12 +458,10 @@ func verdict(w io.Writer, sums []load.Summary, paired []pairing) error {
 		fmt.Fprintf(w, "  throughput >= 60%% of bare: %.0f%% %s\n", 100*r, mark(r >= 0.6))
 		if dg.ServerCPU > 0 && b.ServerCPU > 0 {
 			c := dg.ServerCPU / b.ServerCPU
-			if p, ok := findPairing(paired, dg.Workload, dg.Target, "bare"); ok {
-				fmt.Fprintf(w, "  server CPU per request <= 1.3x bare: paired %s %s; medians %.0f vs %.0f µs, %.2fx\n",
-					p.Ratio, mark(p.Ratio.Median <= 1.3), dg.ServerCPU, b.ServerCPU, c)
-			} else {
-				fmt.Fprintf(w, "  server CPU per request <= 1.3x bare: %.0f vs %.0f µs, %.2fx %s\n", dg.ServerCPU, b.ServerCPU, c, mark(c <= 1.3))
-			}
+			// Both were read in the same repetitions, so they pair.
+			p, _ := findPairing(paired, dg.Workload, dg.Target, "bare")
+			fmt.Fprintf(w, "  server CPU per request <= 1.3x bare: paired %s %s; medians %.0f vs %.0f µs, %.2fx\n",
+				p.Ratio, mark(p.Ratio.N > 0 && p.Ratio.Median <= 1.3), dg.ServerCPU, b.ServerCPU, c)
 		}
 		if b.P99 > 0 {
 			p := float64(dg.P99) / float64(b.P99)

@@ -110,6 +110,16 @@ func startDirgate(ctx context.Context, work, bin string, settings map[string]str
 	return p, nil
 }
 
+// processes are the processes whose CPU serves name's requests: dirgate, and the
+// redis-server this run started for it.
+func (p *dirgateProc) processes(name string) []load.Process {
+	out := []load.Process{{Name: name, PID: p.cmd.Process.Pid}}
+	if p.redis != nil {
+		out = append(out, load.Process{Name: "redis", PID: p.redis.Process.Pid})
+	}
+	return out
+}
+
 // environ is this process's environment without any DIRGATE_ setting (a developer's
 // DIRGATE_CONFIG must not change the run), plus env.
 func environ(env map[string]string) []string {
