@@ -272,10 +272,15 @@ func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group 
 	if err != nil {
 		return dirgate.Selection{}, err
 	}
-	if from != nil && (limit <= 0 || n <= limit) {
+	var sel dirgate.Selection
+	switch {
+	case from == nil:
+		sel = dirgate.SelectionOf(allowed)
+	case limit > 0 && n > limit:
+		sel = from.sel.Clone() // shared: trimmed on a copy
+	default:
 		return from.sel, nil // shared: made once with the remembered decisions
 	}
-	sel := dirgate.SelectionOf(allowed)
 	sel.Limit(limit)
 	return sel, nil
 }
@@ -301,7 +306,7 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	}
 	n := 0
 	if st.from != nil {
-		n = st.from.nAllowed
+		n = st.from.sel.Count() // a popcount per 64 decisions
 	} else {
 		for _, ok := range allowed {
 			if ok {

@@ -42,11 +42,10 @@ type decided struct {
 	first   weak.Pointer[dirgate.Object]
 	n       int
 	allowed []bool // never modified once remembered: requests read it shared
-	// nAllowed and sel are allowed's count and positions, made once with it: a
-	// request that reuses the decisions then does nothing per object (for a listing
-	// of 2,000, counting and selecting were a few µs of every request).
-	nAllowed int
-	sel      dirgate.Selection
+	// sel is allowed's positions, made once with it: a request that reuses the
+	// decisions then does nothing per object (for a listing of 2,000, copying,
+	// counting and selecting were a few µs of every request).
+	sel dirgate.Selection
 	// denied is the decision log's deniedGuids array for these decisions, made by
 	// the first line that names them: every later request of this caller on this
 	// listing writes the same bytes.
@@ -85,11 +84,6 @@ func (p *plan) reused(objs []dirgate.Object) *decided {
 // remember keeps the complete decisions of objs.
 func (p *plan) remember(objs []dirgate.Object, allowed []bool) *decided {
 	d := &decided{first: weak.Make(&objs[0]), n: len(objs), allowed: append([]bool(nil), allowed...), sel: dirgate.SelectionOf(allowed)}
-	for _, ok := range allowed {
-		if ok {
-			d.nAllowed++
-		}
-	}
 	p.recent[(p.next.Add(1)-1)%recentListings].Store(d)
 	return d
 }

@@ -78,15 +78,12 @@ func (v *version) decideShared(ctx context.Context, logger *slog.Logger, in Inpu
 // decideListing decides into *into, which it makes when nil, except when it reuses
 // remembered decisions (stats.reused): then it writes nothing, and stats.from holds
 // them. stats.decided is set.
-func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, into *[]bool, limit int) (filterStats, error) {
-	st, err := v.decideInto(ctx, logger, in, objs, into, limit)
-	if st.decided == 0 {
-		st.decided = len(objs)
-	}
-	return st, err
-}
-
-func (v *version) decideInto(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, into *[]bool, limit int) (filterStats, error) {
+func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, into *[]bool, limit int) (st filterStats, err error) {
+	defer func() {
+		if st.decided == 0 {
+			st.decided = len(objs)
+		}
+	}()
 	// made is where the decisions go, made on first use.
 	made := func() []bool {
 		if *into == nil {
