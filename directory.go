@@ -141,13 +141,17 @@ type GroupRef struct {
 }
 
 // Principal is the authenticated caller: the directory object behind its token and
-// every group it belongs to, transitively (policies decide on them).
+// every group it belongs to, transitively (policies decide on them). AccountStatus
+// is the object's own, as resolved (users and computers; nil for any other object):
+// an authenticator refuses a token whose account it makes unusable
+// (AccountStatus.Refusal).
 type Principal struct {
-	DN          string     `json:"dn"`
-	GUID        string     `json:"guid"`
-	SID         string     `json:"sid"`
-	DisplayName string     `json:"displayName"`
-	Groups      []GroupRef `json:"groups"`
+	DN            string         `json:"dn"`
+	GUID          string         `json:"guid"`
+	SID           string         `json:"sid"`
+	DisplayName   string         `json:"displayName"`
+	Groups        []GroupRef     `json:"groups"`
+	AccountStatus *AccountStatus `json:"accountStatus,omitempty"`
 }
 
 // Authenticator turns the Adm-Authorization token into a principal. An unknown token

@@ -324,14 +324,18 @@ func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID 
 	return res, nil
 }
 
-// Principal resolves a token's subject into a principal with its transitive groups,
-// found breadth first through MemberOf (primary groups included).
+// Principal resolves a token's subject into a principal with its account's status
+// and its transitive groups, found breadth first through MemberOf (primary groups
+// included). The subject is read from the directory itself, never from a cached
+// resolution: its status (disabled, locked out) must follow the directory within
+// the principal's refresh bound, not the cache's TTL (docs/auth.md).
 func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Principal, error) {
-	obj, err := s.Dir.Lookup(ctx, subject, nil)
+	obj, err := s.Dir.Lookup(WithFreshLookup(ctx), subject, nil)
 	if err != nil {
 		return Principal{}, fmt.Errorf("resolve subject: %w", err)
 	}
-	p := Principal{DN: obj.DN, GUID: obj.GUID, SID: obj.SID, DisplayName: obj.DisplayName, Groups: []GroupRef{}}
+	p := Principal{DN: obj.DN, GUID: obj.GUID, SID: obj.SID, DisplayName: obj.DisplayName, Groups: []GroupRef{},
+		AccountStatus: obj.AccountStatus.Clone()}
 	visited := map[string]bool{obj.GUID: true}
 	queue := []Object{obj}
 	for len(queue) > 0 {

@@ -62,8 +62,11 @@ func appendPlanInput(b []byte, in *Input) ([]byte, error) {
 		b = appendKeyString(b, g.GUID)
 		b = appendKeyString(b, g.SID)
 	}
+	b, err := appendKeyJSON(b, s.AccountStatus != nil, s.AccountStatus)
+	if err != nil {
+		return nil, err
+	}
 	b = appendKeyBool(b, in.Object != nil)
-	var err error
 	if in.Object != nil {
 		if b, err = appendKeyObject(b, in.Object); err != nil {
 			return nil, err

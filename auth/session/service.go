@@ -85,6 +85,16 @@ func (s *Service) CreateSession(ctx context.Context, name dirgate.SignInName, pa
 func (s *Service) admit(ctx context.Context, subject dirgate.Identifier) error {
 	p, err := s.Principals.Principal(ctx, subject)
 	if err != nil {
+		var refused *dirgate.AccountRefusedError
+		if errors.As(err, &refused) {
+			// The password was right, so the account's state may be told, as AD
+			// tells it (docs/auth.md); the directory's bind usually refuses first.
+			reason, ok := accountRefusalReasons[refused.Reason]
+			if !ok {
+				reason = dirgate.ReasonAccessDenied
+			}
+			return &dirgate.SignInError{Reason: reason, Err: err}
+		}
 		if dirgate.ErrorCode(err) == dirgate.EUNAUTHENTICATED {
 			return &dirgate.SignInError{Reason: dirgate.ReasonAccessDenied, Err: err}
 		}
@@ -99,6 +109,14 @@ func (s *Service) admit(ctx context.Context, subject dirgate.Identifier) error {
 		}
 	}
 	return nil
+}
+
+// accountRefusalReasons are the sign-in answers for an account the principal
+// refuses.
+var accountRefusalReasons = map[string]string{
+	dirgate.AccountRefusedDisabled: dirgate.ReasonAccountDisabled,
+	dirgate.AccountRefusedLocked:   dirgate.ReasonAccountLockedOut,
+	dirgate.AccountRefusedExpired:  dirgate.ReasonAccountExpired,
 }
 
 // Exchange turns a session into a token, once.

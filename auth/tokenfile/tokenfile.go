@@ -230,7 +230,9 @@ func (f *File) Authenticate(ctx context.Context, token string) (dirgate.Principa
 
 // Principal resolves subject through the file's principal cache, so that a
 // signed-in token (auth/session) shares the cache, its freshness and its expiry by
-// the change feed. A subject gone from the directory is EUNAUTHENTICATED.
+// the change feed. A subject gone from the directory is EUNAUTHENTICATED, and so is
+// an account that is disabled, locked out or expired (wrapping a
+// *dirgate.AccountRefusedError).
 func (f *File) Principal(ctx context.Context, subject dirgate.Identifier) (dirgate.Principal, error) {
 	return f.principal(ctx, subject)
 }
@@ -242,7 +244,7 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 	c, ok := f.cache[key]
 	f.mu.Unlock()
 	if ok && now.Before(c.expires) {
-		return c.p, nil
+		return f.usable(ctx, c.p, now)
 	}
 	p, err := f.resolver.Principal(ctx, subject)
 	if err != nil {
@@ -255,14 +257,32 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 		if ok && dirgate.IsDirectoryDown(err) && now.Sub(c.fetched) < f.maxStale {
 			f.log.WarnContext(ctx, "directory unavailable; using the last known principal",
 				"subject", subject.String(), "age", now.Sub(c.fetched).Round(time.Second).String())
-			return c.p, nil
+			// The last state known decides: a disabled account stays refused while
+			// the directory cannot say otherwise, and an expiry date still passes.
+			return f.usable(ctx, c.p, now)
 		}
 		return dirgate.Principal{}, fmt.Errorf("tokenfile: resolve subject: %w", err)
 	}
+	// Kept whatever the account's state, so that a refused token costs no directory
+	// read until the principal is due again, and is checked at each use: an expiry
+	// date passes without any change in the directory.
 	f.mu.Lock()
 	f.cache[key] = cached{p: p, fetched: now, expires: now.Add(f.ttl)}
 	f.mu.Unlock()
-	return p, nil
+	return f.usable(ctx, p, now)
+}
+
+// usable returns p, or EUNAUTHENTICATED when its account may not act at now
+// (disabled, locked out, expired). The warning names the account, never the token.
+// Subjects that are not accounts (a group, a contact) have no status to check.
+func (f *File) usable(ctx context.Context, p dirgate.Principal, now time.Time) (dirgate.Principal, error) {
+	reason := p.AccountStatus.Refusal(now)
+	if reason == "" {
+		return p, nil
+	}
+	f.log.WarnContext(ctx, "token refused: the account is disabled, locked out or expired", "account", p.GUID, "reason", reason)
+	return dirgate.Principal{}, &dirgate.Error{Code: errUnknown.Code, Message: errUnknown.Message,
+		Err: &dirgate.AccountRefusedError{GUID: p.GUID, Reason: reason}}
 }
 
 // Expire makes every cached principal for which match is true be resolved again on
