@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -81,14 +82,32 @@ func (s *suite) testGroupByEveryForm(t *testing.T) {
 // A principal carries every group its object belongs to, nested and primary groups
 // included; a DC may add built-in groups the fixture does not describe.
 func (s *suite) testPrincipal(t *testing.T) {
+	// Each account state is resolved into the principal (docs/auth.md: it decides
+	// whether the account's tokens work).
+	for _, w := range s.org.MustObject(fixture.AccountStatesDN).Members {
+		p, err := s.svc.Principal(t.Context(), dirgate.MustParseIdentifier(w.DN))
+		if err != nil {
+			t.Fatalf("principal %s: %v", w.DN, err)
+		}
+		a := p.AccountStatus
+		if a == nil || a.IsDisabled != w.Account.Disabled || a.IsLocked != w.Account.Locked ||
+			(a.ExpirationDate == nil) != w.Account.Expires.IsZero() || (a.ExpirationDate != nil && !a.ExpirationDate.Equal(w.Account.Expires)) {
+			t.Errorf("principal %s: account status %+v, want disabled %v, locked %v, expires %v", w.DN, a, w.Account.Disabled, w.Account.Locked, w.Account.Expires)
+		}
+	}
 	for _, dn := range []string{fixture.DemoAdminDN, fixture.DemoHelpdeskDN, fixture.PrimaryMemberDN} {
 		obj := s.org.MustObject(dn)
 		p, err := s.svc.Principal(t.Context(), dirgate.MustParseIdentifier(dn))
 		if err != nil {
 			t.Fatalf("principal %s: %v", dn, err)
 		}
-		if keyOf(t, p.DN) != obj.Key() || p.GUID != s.lookup(t, dn).GUID {
+		looked := s.lookup(t, dn)
+		if keyOf(t, p.DN) != obj.Key() || p.GUID != looked.GUID {
 			t.Errorf("principal %s is %s (%s)", dn, p.DN, p.GUID)
+		}
+		// The account's state, which decides whether its tokens work (docs/auth.md).
+		if p.AccountStatus == nil || !reflect.DeepEqual(p.AccountStatus, looked.AccountStatus) {
+			t.Errorf("principal %s: account status %+v, the object's %+v", dn, p.AccountStatus, looked.AccountStatus)
 		}
 		have := map[string]bool{}
 		for _, g := range p.Groups {
