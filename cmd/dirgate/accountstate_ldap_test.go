@@ -71,7 +71,7 @@ func TestAccountStateLDAP(t *testing.T) {
 		{tag: "dis", reason: dirgate.AccountRefusedDisabled, change: set("userAccountControl", "514")},
 		{tag: "lck", reason: dirgate.AccountRefusedLocked, change: lock},
 		{tag: "exp", reason: dirgate.AccountRefusedExpired, change: set("accountExpires", "132223104000000000")}, // 2020-01-01
-		{tag: "sig", reason: dirgate.AccountRefusedDisabled, change: set("userAccountControl", "514")},          // signed in
+		{tag: "sig", reason: dirgate.AccountRefusedDisabled, change: set("userAccountControl", "514")},           // signed in
 	}
 	admin := dc.DialAdmin(t)
 	var tf strings.Builder
