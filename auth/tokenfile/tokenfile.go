@@ -10,7 +10,8 @@
 //
 // A subject is a DN, GUID or SID. It is resolved through the directory into a
 // principal (with its transitive groups) when the token is used, and the principal
-// is cached for a short time.
+// is cached for a short time. A token whose account is disabled, locked out or
+// expired is refused as an unknown one (docs/auth.md).
 package tokenfile
 
 import (
