@@ -62,11 +62,9 @@ func appendPlanInput(b []byte, in *Input) ([]byte, error) {
 		b = appendKeyString(b, g.GUID)
 		b = appendKeyString(b, g.SID)
 	}
-	b, err := appendKeyJSON(b, s.AccountStatus != nil, s.AccountStatus)
-	if err != nil {
-		return nil, err
-	}
+	b = appendKeyAccount(b, s.AccountStatus) // on every user caller: encoded without reflection
 	b = appendKeyBool(b, in.Object != nil)
+	var err error
 	if in.Object != nil {
 		if b, err = appendKeyObject(b, in.Object); err != nil {
 			return nil, err
@@ -122,6 +120,23 @@ func appendKeyObject(b []byte, o *dirgate.Object) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// appendKeyAccount encodes an account status: presence, both flags, and the
+// expiration date (presence, then the instant).
+func appendKeyAccount(b []byte, a *dirgate.AccountStatus) []byte {
+	b = appendKeyBool(b, a != nil)
+	if a == nil {
+		return b
+	}
+	b = appendKeyBool(b, a.IsDisabled)
+	b = appendKeyBool(b, a.IsLocked)
+	b = appendKeyBool(b, a.ExpirationDate != nil)
+	if a.ExpirationDate != nil {
+		b = binary.AppendVarint(b, a.ExpirationDate.Unix())
+		b = binary.AppendVarint(b, int64(a.ExpirationDate.Nanosecond()))
+	}
+	return b
 }
 
 func appendKeyJSON(b []byte, present bool, v any) ([]byte, error) {
