@@ -18,9 +18,9 @@ const (
 )
 
 // Input is the document a policy decides on (docs/policy.md): input.action,
-// input.subject (the caller and its transitive groups), input.object (one object
-// of a listing, or the member to remove or add, exactly as the client receives
-// objects), input.group (the group listed, removed from or added to) and
+// input.subject (the caller, its account state and its transitive groups),
+// input.object (one object of a listing, or the member to remove or add, exactly as
+// the client receives objects), input.group (the group listed, removed from or added to) and
 // input.request (the listing's parameters; zero values for a removal or an addition).
 type Input struct {
 	Action  string            `json:"action"`
