@@ -1,0 +1,107 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/dirgate/dirgate"
+)
+
+// AllowView returns an EFORBIDDEN error unless the policy allows p to view obj
+// itself, named by a request about group (obj is group when the group itself is
+// named): action "view", obj as input.object, group as input.group and the
+// request's parameters at their zero values, as for a removal. The service answers
+// an object p may not view exactly as an unknown one (docs/api.md, "Objects the
+// caller may not view"). An evaluation error denies, and is logged.
+//
+// It is decided by the plan that decides p's listings of group (the same input
+// but the object and the request, which the bundled policy does not read), so a
+// listing pays one more predicate call and no partial evaluation of its own.
+func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, obj dirgate.Object) error {
+	start := time.Now()
+	ctx, span := tracer().Start(ctx, "policy view decision")
+	defer span.End()
+	v := a.current.Load()
+	in := Input{Action: ActionView, Subject: p, Object: &obj, Group: group, Request: requestOf(dirgate.ListOptions{})}.normalize()
+	allowed, err := v.decideOne(ctx, a.logger, in)
+	if err != nil {
+		if isContextErr(err) && ctx.Err() != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		a.logger.Error("policy: evaluation failed; view denied", "revision", v.revision,
+			"group", group.GUID, "object", obj.GUID, "err", err)
+		allowed = false
+	}
+	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), a.cand.viewOne(ctx, in, allowed))
+	decision := viewDenied
+	if allowed {
+		decision = viewAllowed
+	}
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.Bool("dirgate.policy.allowed", allowed))
+	}
+	a.metrics.decisions.Add(ctx, 1, decision)
+	if !allowed {
+		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to view this object.", Err: err}
+	}
+	return nil
+}
+
+// decideOne decides the view of in.Object the way a listing's objects are decided
+// (filterView), through the plan for in without its object, but neither reuses
+// nor remembers decisions: a one-object decision must not push a listing's
+// decisions out of the plan's memory.
+func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) (bool, error) {
+	objs := []dirgate.Object{*in.Object}
+	allowed := []bool{false}
+	in.Object = nil
+	if len(v.nondeterministic) > 0 || v.partialErr != nil {
+		_, err := v.filterRego(ctx, logger, in, objs, allowed)
+		return allowed[0], err
+	}
+	p, _, err := v.planFor(ctx, logger, in)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case p.pred != nil:
+		return p.pred.allow(p.pred.newEnv(), &objs[0]), nil
+	case p.residual != nil:
+		_, err = v.filterResidual(ctx, logger, p.residual, in, objs, allowed)
+	default:
+		_, err = v.filterRego(ctx, logger, in, objs, allowed)
+	}
+	return allowed[0], err
+}
+
+// viewOne decides one view under the candidate, as AllowView does under the active
+// policy, and compares the two.
+func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *candidateDiff) {
+	v := c.sampled()
+	if v == nil {
+		return nil
+	}
+	ctx, cancel := c.budget(ctx)
+	defer cancel()
+	defer c.isolate(ctx, ActionView, v, &d)
+	candidateTestHook(ActionView)
+	got, err := v.decideOne(ctx, c.logger, in)
+	if err != nil {
+		if ctx.Err() != nil {
+			c.failed(ctx, ActionView, v, err)
+			return nil
+		}
+		c.logger.Error("candidate policy: evaluation failed; view would be denied", "revision", v.revision, "err", err)
+		got = false
+	}
+	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
+	if got != allowed {
+		d.add(in.Object.GUID, got)
+	}
+	c.count(ctx, ActionView, d)
+	return d
+}
