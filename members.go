@@ -292,7 +292,7 @@ func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, member
 	}
 	if s.Authz != nil {
 		if err := s.Authz.AllowRemove(ctx, p, group, member); err != nil {
-			return OperationResult{}, err
+			return OperationResult{}, s.refusal(ctx, p, group, member, "member", err)
 		}
 	}
 	res := changeResult(group)
@@ -328,7 +328,7 @@ func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID 
 	}
 	if s.Authz != nil {
 		if err := s.Authz.AllowAdd(ctx, p, group, member); err != nil {
-			return OperationResult{}, err
+			return OperationResult{}, s.refusal(ctx, p, group, member, "newMember", err)
 		}
 	}
 	res := changeResult(group)
@@ -405,9 +405,9 @@ func (s *MemberService) viewGroup(ctx context.Context, p Principal, id Identifie
 }
 
 // resolveChange resolves both sides of a membership change, the member named in
-// errors as memberParam (the query's "member", the body's "newMember"). Each side
-// p may not view is answered as unknown, the group first: the member is not even
-// looked up, as it would not be for an unknown group.
+// errors as memberParam (the query's "member", the body's "newMember"). A group p
+// may not view is answered as unknown before the member is looked up, as it is for
+// an unknown group; the member's turn comes with the change's decision (refusal).
 func (s *MemberService) resolveChange(ctx context.Context, p Principal, groupID, memberID Identifier, memberParam string) (group, member Object, err error) {
 	if group, err = s.viewGroup(ctx, p, groupID); err != nil {
 		return Object{}, Object{}, err
@@ -415,10 +415,22 @@ func (s *MemberService) resolveChange(ctx context.Context, p Principal, groupID,
 	if member, err = s.resolve(ctx, memberID, memberParam); err != nil {
 		return Object{}, Object{}, err
 	}
-	if err = s.allowView(ctx, p, group, member, memberParam); err != nil {
-		return Object{}, Object{}, err
-	}
 	return group, member, nil
+}
+
+// refusal is the answer to a change the authorizer refused with err: its 403 to a
+// caller that may view the member, and to any other the answer about an unknown
+// member. A change the policy allows goes ahead whether or not p may view the
+// member (a role may grant removing contacts it does not list): p learns nothing
+// its policy does not grant, and allowed changes cost no second decision.
+func (s *MemberService) refusal(ctx context.Context, p Principal, group, member Object, param string, err error) error {
+	if ErrorCode(err) != EFORBIDDEN {
+		return err
+	}
+	if verr := s.allowView(ctx, p, group, member, param); verr != nil {
+		return verr
+	}
+	return err
 }
 
 // allowView answers an object p may not view exactly as resolve answers an

@@ -36,7 +36,12 @@ func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, 
 			"group", group.GUID, "object", obj.GUID, "err", err)
 		allowed = false
 	}
-	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), a.cand.viewOne(ctx, in, allowed))
+	// A denial ends the request, so its line is the request's one line; an allowed
+	// view is followed by the request's own decision (its listing, removal or
+	// addition), whose line names the same group and object.
+	if cand := a.cand.viewOne(ctx, in, allowed); !allowed || cand.differs() {
+		a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
+	}
 	decision := viewDenied
 	if allowed {
 		decision = viewAllowed
@@ -105,3 +110,6 @@ func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *can
 	c.count(ctx, ActionView, d)
 	return d
 }
+
+// differs reports whether the candidate decided differently (false without one).
+func (d *candidateDiff) differs() bool { return d != nil && d.nAllowed+d.nDenied > 0 }
