@@ -61,25 +61,25 @@ func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, 
 // nor remembers decisions: a one-object decision must not push a listing's
 // decisions out of the plan's memory.
 func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) (bool, error) {
-	objs := []dirgate.Object{*in.Object}
-	allowed := []bool{false}
+	obj := in.Object
 	in.Object = nil
-	if len(v.nondeterministic) > 0 || v.partialErr != nil {
-		_, err := v.filterRego(ctx, logger, in, objs, allowed)
-		return allowed[0], err
+	rego := v.filterRego
+	if len(v.nondeterministic) == 0 && v.partialErr == nil {
+		p, _, err := v.planFor(ctx, logger, in)
+		if err != nil {
+			return false, err
+		}
+		if p.pred != nil {
+			return p.pred.allow(p.pred.newEnv(), obj), nil
+		}
+		if p.residual != nil {
+			rego = func(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
+				return v.filterResidual(ctx, logger, p.residual, in, objs, allowed)
+			}
+		}
 	}
-	p, _, err := v.planFor(ctx, logger, in)
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case p.pred != nil:
-		return p.pred.allow(p.pred.newEnv(), &objs[0]), nil
-	case p.residual != nil:
-		_, err = v.filterResidual(ctx, logger, p.residual, in, objs, allowed)
-	default:
-		_, err = v.filterRego(ctx, logger, in, objs, allowed)
-	}
+	allowed := []bool{false}
+	_, err := rego(ctx, logger, in, []dirgate.Object{*obj}, allowed)
 	return allowed[0], err
 }
 
