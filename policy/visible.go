@@ -70,7 +70,7 @@ func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) 
 			return false, err
 		}
 		if p.pred != nil {
-			return p.pred.allow(p.pred.newEnv(), obj), nil
+			return p.viewOne(obj), nil
 		}
 		if p.residual != nil {
 			rego = func(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, allowed []bool) (filterStats, error) {
@@ -113,3 +113,30 @@ func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *can
 
 // differs reports whether the candidate decided differently (false without one).
 func (d *candidateDiff) differs() bool { return d != nil && d.nAllowed+d.nDenied > 0 }
+
+// viewedObject is a predicate's decision on one object, known by every member the
+// predicate can read (objectFields in translate.go): a listing's plan is asked about
+// the same group by every request of its caller.
+type viewedObject struct {
+	guid, dn, displayName, objectType, domainName string
+	objectTypeCode, directoryType                 int
+	allowed                                       bool
+}
+
+// viewOne decides o with the plan's predicate, or answers the decision it made
+// last if o is the same object to the predicate; a deterministic predicate gives
+// it again.
+func (p *plan) viewOne(o *dirgate.Object) bool {
+	key := viewedObject{guid: o.GUID, dn: o.DN, displayName: o.DisplayName, objectType: o.ObjectType,
+		domainName: o.DomainName, objectTypeCode: o.ObjectTypeCode, directoryType: o.DirectoryType}
+	if last := p.viewed.Load(); last != nil {
+		k := *last
+		k.allowed = false
+		if k == key {
+			return last.allowed
+		}
+	}
+	key.allowed = p.pred.allow(p.pred.newEnv(), o)
+	p.viewed.Store(&key)
+	return key.allowed
+}
