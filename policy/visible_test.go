@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"io"
 	"testing"
 
 	"github.com/dirgate/dirgate"
@@ -24,6 +25,23 @@ func compareViews(t *testing.T, a *policy.Authorizer, ref *reference, p dirgate.
 		if want := ref.allow(t, in); (err == nil) != want {
 			t.Errorf("subject %s, group %s, object %s (%s): AllowView allowed %v, evaluation %v",
 				p.DN, group.DN, objs[i].DN, objs[i].ObjectType, err == nil, want)
+		}
+	}
+}
+
+// BenchmarkAllowView is what a listing pays for its group's visibility on the fast
+// path: the caller's plan found by its key, and the decision it remembers.
+func BenchmarkAllowView(b *testing.B) {
+	svc, authz := demoService(b, io.Discard)
+	p := principal(b, svc, hugoDN)
+	group, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(mixedMembers), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for b.Loop() {
+		if err := authz.AllowView(ctx, p, group, group); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
