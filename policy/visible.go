@@ -17,8 +17,9 @@ import (
 // caller may not view"). An evaluation error denies, and is logged.
 //
 // It is decided by the plan that decides p's listings of group (the same input
-// but the object and the request, which the bundled policy does not read), so a
-// listing pays one more predicate call and no partial evaluation of its own.
+// but the object and the request, which the bundled policy does not read), which
+// remembers its last such decision: a listing pays the plan's lookup and a
+// comparison of the group, and no partial evaluation of its own.
 func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, obj dirgate.Object) error {
 	// No span of its own: on the fast path it is a comparison of a few strings, and
 	// a span would cost more than the decision. A denial is in the decision log.
@@ -65,7 +66,7 @@ func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) 
 			return false, err
 		}
 		if p.pred != nil {
-			return p.viewOne(obj), nil
+			return p.allowOne(obj), nil
 		}
 	}
 	allowed := []bool{false}
@@ -118,10 +119,10 @@ type viewedObject struct {
 	allowed                                       bool
 }
 
-// viewOne decides o with the plan's predicate, or answers the decision it made
+// allowOne decides o with the plan's predicate, or answers the decision it made
 // last if o is the same object to the predicate; a deterministic predicate gives
 // it again.
-func (p *plan) viewOne(o *dirgate.Object) bool {
+func (p *plan) allowOne(o *dirgate.Object) bool {
 	key := viewedObject{guid: o.GUID, dn: o.DN, displayName: o.DisplayName, objectType: o.ObjectType,
 		domainName: o.DomainName, objectTypeCode: o.ObjectTypeCode, directoryType: o.DirectoryType}
 	if last := p.viewed.Load(); last != nil {
