@@ -111,6 +111,10 @@ func (a *everyOther) AllowAdd(context.Context, dirgate.Principal, dirgate.Object
 	return nil
 }
 
+func (a *everyOther) AllowView(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
+	return nil
+}
+
 // encodedLister serves a listing with its encodings, as the cache does, and reports
 // status when set.
 type encodedLister struct {

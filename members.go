@@ -27,6 +27,11 @@ type Authorizer interface {
 	AllowRemove(ctx context.Context, p Principal, group, member Object) error
 	// AllowAdd returns an EFORBIDDEN error unless p may add member to group.
 	AllowAdd(ctx context.Context, p Principal, group, member Object) error
+	// AllowView returns an EFORBIDDEN error unless p may view obj itself, named by
+	// a request about group (obj is group when the group itself is named). The
+	// service answers about an object p may not view exactly as about an unknown
+	// one, so that p cannot tell the two apart (docs/api.md).
+	AllowView(ctx context.Context, p Principal, group, obj Object) error
 }
 
 // ViewSelector is an Authorizer that decides a listing by choosing some of its
@@ -72,14 +77,28 @@ type TransitiveLister interface {
 // List resolves groupID and returns, in listing order, at most opts.SizeLimit objects
 // that p may view.
 func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) ([]Object, error) {
-	group, objs, err := s.listing(ctx, groupID, opts)
+	group, objs, err := s.listingFor(ctx, p, groupID, opts)
 	if err != nil {
 		return nil, err
 	}
 	return s.filter(ctx, p, group, opts, objs)
 }
 
-// listing resolves groupID and returns its unfiltered listing.
+// listingFor resolves groupID, a group p may view, and returns its unfiltered
+// listing.
+func (s *MemberService) listingFor(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (Object, []Object, error) {
+	group, err := s.viewGroup(ctx, p, groupID)
+	if err != nil {
+		return Object{}, nil, err
+	}
+	objs, err := s.listOf(ctx, group, opts)
+	if err != nil {
+		return Object{}, nil, err
+	}
+	return group, objs, nil
+}
+
+// listing resolves groupID and returns its unfiltered listing, whoever asks.
 func (s *MemberService) listing(ctx context.Context, groupID Identifier, opts ListOptions) (Object, []Object, error) {
 	group, err := s.resolveGroup(ctx, groupID)
 	if err != nil {
@@ -130,7 +149,7 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 	if rep == nil {
 		ctx, rep = WithListingReport(ctx)
 	}
-	group, objs, err := s.listing(ctx, groupID, opts)
+	group, objs, err := s.listingFor(ctx, p, groupID, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -267,13 +286,13 @@ func SortObjects(objs []Object) {
 // a member that is not a direct member is "no changes", not an error.
 func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
 	ctx = WithFreshLookup(ctx)
-	group, member, err := s.resolveChange(ctx, groupID, memberID, "member")
+	group, member, err := s.resolveChange(ctx, p, groupID, memberID, "member")
 	if err != nil {
 		return OperationResult{}, err
 	}
 	if s.Authz != nil {
 		if err := s.Authz.AllowRemove(ctx, p, group, member); err != nil {
-			return OperationResult{}, err
+			return OperationResult{}, s.refusal(ctx, p, group, member, "member", err)
 		}
 	}
 	res := changeResult(group)
@@ -297,7 +316,7 @@ func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, member
 // "no changes", not an error. The policy decides before the directory is touched.
 func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
 	ctx = WithFreshLookup(ctx)
-	group, member, err := s.resolveChange(ctx, groupID, memberID, "newMember")
+	group, member, err := s.resolveChange(ctx, p, groupID, memberID, "newMember")
 	if err != nil {
 		return OperationResult{}, err
 	}
@@ -309,7 +328,7 @@ func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID 
 	}
 	if s.Authz != nil {
 		if err := s.Authz.AllowAdd(ctx, p, group, member); err != nil {
-			return OperationResult{}, err
+			return OperationResult{}, s.refusal(ctx, p, group, member, "newMember", err)
 		}
 	}
 	res := changeResult(group)
@@ -364,22 +383,79 @@ func (s *MemberService) resolveGroup(ctx context.Context, id Identifier) (Object
 	if err != nil {
 		return Object{}, err
 	}
+	return group, checkGroup(group)
+}
+
+// checkGroup refuses an object that is not a group where a group is expected.
+func checkGroup(group Object) error {
 	if !group.IsGroup() {
-		return Object{}, InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
+		return InvalidParam("group", "The group parameter names a %s, not a group.", group.ObjectType)
 	}
-	return group, nil
+	return nil
+}
+
+// viewGroup resolves id, which must name a group p may view. An object p may not
+// view is answered as an unknown group before anything else is said about it:
+// that it is not a group (400) only to a caller that may view it.
+func (s *MemberService) viewGroup(ctx context.Context, p Principal, id Identifier) (Object, error) {
+	group, err := s.resolve(ctx, id, "group")
+	if err != nil {
+		return Object{}, err
+	}
+	if err := s.allowView(ctx, p, group, group, "group"); err != nil {
+		return Object{}, err
+	}
+	return group, checkGroup(group)
 }
 
 // resolveChange resolves both sides of a membership change, the member named in
-// errors as memberParam (the query's "member", the body's "newMember").
-func (s *MemberService) resolveChange(ctx context.Context, groupID, memberID Identifier, memberParam string) (group, member Object, err error) {
-	if group, err = s.resolveGroup(ctx, groupID); err != nil {
+// errors as memberParam (the query's "member", the body's "newMember"). A group p
+// may not view is answered as unknown before the member is looked up, as it is for
+// an unknown group; the member's turn comes with the change's decision (refusal).
+func (s *MemberService) resolveChange(ctx context.Context, p Principal, groupID, memberID Identifier, memberParam string) (group, member Object, err error) {
+	if group, err = s.viewGroup(ctx, p, groupID); err != nil {
 		return Object{}, Object{}, err
 	}
 	if member, err = s.resolve(ctx, memberID, memberParam); err != nil {
 		return Object{}, Object{}, err
 	}
 	return group, member, nil
+}
+
+// refusal is the answer to a change the authorizer refused with err: its 403 to a
+// caller that may view the member, and to any other the answer about an unknown
+// member. A change the policy allows goes ahead whether or not p may view the
+// member (a role may grant removing contacts it does not list): p learns nothing
+// its policy does not grant, and allowed changes cost no second decision.
+func (s *MemberService) refusal(ctx context.Context, p Principal, group, member Object, param string, err error) error {
+	if ErrorCode(err) != EFORBIDDEN {
+		return err
+	}
+	if verr := s.allowView(ctx, p, group, member, param); verr != nil {
+		return verr
+	}
+	return err
+}
+
+// allowView answers an object p may not view exactly as resolve answers an
+// unknown one: same code, parameter and message (the refusal is kept for the log).
+func (s *MemberService) allowView(ctx context.Context, p Principal, group, obj Object, param string) error {
+	if s.Authz == nil {
+		return nil
+	}
+	err := s.Authz.AllowView(ctx, p, group, obj)
+	switch ErrorCode(err) {
+	case "":
+		return nil
+	case EFORBIDDEN:
+		return notFound(param, err)
+	}
+	return fmt.Errorf("view %s: %w", param, err)
+}
+
+// notFound is the answer about an unknown object named by param.
+func notFound(param string, err error) *Error {
+	return &Error{Code: ENOTFOUND, Param: param, Message: fmt.Sprintf("The %s was not found.", param), Err: err}
 }
 
 // changeResult is the result of a change to group before its outcome is known: the
@@ -396,7 +472,7 @@ func (s *MemberService) resolve(ctx context.Context, id Identifier, param string
 	case "":
 		return obj, nil
 	case ENOTFOUND:
-		return Object{}, &Error{Code: ENOTFOUND, Param: param, Message: fmt.Sprintf("The %s was not found.", param), Err: err}
+		return Object{}, notFound(param, err)
 	case EINVALID:
 		return Object{}, &Error{Code: EINVALID, Param: param, Message: fmt.Sprintf("The %s parameter is not an identifier the directory accepts.", param), Err: err}
 	}

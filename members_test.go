@@ -202,6 +202,14 @@ func (a *hideAuthz) AllowAdd(context.Context, dirgate.Principal, dirgate.Object,
 	return a.allowAdd
 }
 
+// AllowView denies the hidden objects: what a listing hides, a caller may not name.
+func (a *hideAuthz) AllowView(_ context.Context, _ dirgate.Principal, _, obj dirgate.Object) error {
+	if a.hide[obj.DisplayName] {
+		return dirgate.Errorf(dirgate.EFORBIDDEN, "hidden")
+	}
+	return nil
+}
+
 // The size limit applies to what the caller may see: hidden objects do not use up
 // the limit.
 func TestListSizeLimitAfterFilter(t *testing.T) {

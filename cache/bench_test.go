@@ -101,6 +101,10 @@ func (ouFilter) AllowAdd(context.Context, dirgate.Principal, dirgate.Object, dir
 	return nil
 }
 
+func (ouFilter) AllowView(context.Context, dirgate.Principal, dirgate.Object, dirgate.Object) error {
+	return nil
+}
+
 // benchList serves the 1,000-member listing as the proxy does: list, filter, join the
 // response body.
 func benchList(b *testing.B, in instance, id dirgate.Identifier, want dirgate.CacheStatus) {

@@ -28,6 +28,8 @@ type plan struct {
 	// (a caller lists a few groups in turn), in a ring written at next.
 	recent [recentListings]atomic.Pointer[decided]
 	next   atomic.Uint32
+	// viewed is the predicate's last one-object decision (visible.go).
+	viewed atomic.Pointer[viewedObject]
 }
 
 // recentListings is how many listings' decisions a plan remembers.

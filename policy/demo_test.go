@@ -93,13 +93,20 @@ func TestDemoListings(t *testing.T) {
 			want: []string{"Aaron Anderson", "Dana Admin", "Desktop Engineers", "Ethan Castillo", "Help Desk", "Hugo Helpdesk",
 				"Isaac Garcia", "IT Support", "Kim Lee+Park", "Legacy\\Account", "Mason Iverson", "Quinn Morgan", "Rita Regular",
 				"Service Desk Leads", "Ulric Olsen"}},
-		// A caller without any role sees nothing at all.
-		{name: "no role, no objects", caller: bellaDN, group: financeTeam, want: []string{}},
+		// A caller without any role sees nothing at all, not even the group: it is
+		// answered as an unknown group (want nil).
+		{name: "no role, no group", caller: bellaDN, group: financeTeam},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := principal(t, svc, tt.caller)
 			got, err := svc.List(ctx, p, dirgate.MustParseIdentifier(tt.group), dirgate.ListOptions{IncludeIndirect: tt.indirect})
+			if tt.want == nil {
+				if dirgate.ErrorCode(err) != dirgate.ENOTFOUND || dirgate.ErrorMessage(err) != "The group was not found." {
+					t.Fatalf("got %v, want the unknown group's 404", err)
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,6 +145,7 @@ func TestDemoRemovals(t *testing.T) {
 		group  string
 		member string
 		want   string // error code; "" means allowed
+		param  string // the parameter a 404 names
 	}{
 		// The help desk may remove users from the newsletter (by DN in its role).
 		{name: "help desk removes a user from the newsletter", caller: hugoDN, group: newsletter,
@@ -160,9 +168,16 @@ func TestDemoRemovals(t *testing.T) {
 		// The admin removes anything.
 		{name: "admin removes a group from a group", caller: danaDN, group: mixedMembers,
 			member: "CN=Directory Admins,OU=Groups,DC=corp,DC=example,DC=com"},
-		// Viewing rights do not grant removal.
+		// Viewing rights do not grant removal: the help desk views Daisy Vargas.
+		{name: "help desk may not remove a user it views", caller: hugoDN, group: mixedMembers,
+			member: "CN=Daisy Vargas,OU=HR,OU=Staff,DC=corp,DC=example,DC=com", want: dirgate.EFORBIDDEN},
+		// A forbidden removal of a member the caller may not view is answered as an
+		// unknown member: the help desk does not view contacts.
+		{name: "help desk may not remove a contact it does not view", caller: hugoDN, group: mixedMembers,
+			member: "CN=Acme Support,OU=Contacts,DC=corp,DC=example,DC=com", want: dirgate.ENOTFOUND, param: "member"},
+		// A caller without roles views no group: every group is unknown to it.
 		{name: "no role may remove nothing", caller: bellaDN, group: newsletter,
-			member: "CN=Hazel Zhou,OU=HR,OU=Staff,DC=corp,DC=example,DC=com", want: dirgate.EFORBIDDEN},
+			member: "CN=Hazel Zhou,OU=HR,OU=Staff,DC=corp,DC=example,DC=com", want: dirgate.ENOTFOUND, param: "group"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -179,16 +194,30 @@ func TestDemoRemovals(t *testing.T) {
 					t.Errorf("client message %q is not a client-safe explanation", dirgate.ErrorMessage(err))
 				}
 			}
+			if tt.want == dirgate.ENOTFOUND {
+				if msg := dirgate.ErrorMessage(err); dirgate.ErrorParam(err) != tt.param || msg != "The "+tt.param+" was not found." {
+					t.Errorf("param %q, message %q: not the unknown %s's answer", dirgate.ErrorParam(err), msg, tt.param)
+				}
+			}
+			// The request's last line decides it: the removal's, or, for an object
+			// the caller may not view, that view's.
 			var line struct {
+				Input struct {
+					Action string `json:"action"`
+				} `json:"input"`
 				Result struct {
 					Allowed bool `json:"allowed"`
 				} `json:"result"`
 			}
-			if err := json.Unmarshal(log.Bytes(), &line); err != nil {
+			lines := bytes.Split(bytes.TrimSpace(log.Bytes()), []byte("\n"))
+			if err := json.Unmarshal(lines[len(lines)-1], &line); err != nil {
 				t.Fatalf("decision log %q: %v", log.String(), err)
 			}
 			if line.Result.Allowed != (tt.want == "") {
 				t.Errorf("decision log says allowed=%v", line.Result.Allowed)
+			}
+			if want := map[bool]string{true: "view", false: "remove"}[tt.want == dirgate.ENOTFOUND]; line.Input.Action != want {
+				t.Errorf("decision log's last line is a %q decision, want %q", line.Input.Action, want)
 			}
 		})
 	}
@@ -219,7 +248,7 @@ func TestDemoAdditions(t *testing.T) {
 		{"help desk may not add a computer to Directory Admins", hugoDN, dirAdmin, "CN=WS-0002,OU=Workstations,DC=corp,DC=example,DC=com", dirgate.EFORBIDDEN},
 		// The admin adds anything; a caller without roles nothing.
 		{"admin adds a group to a group", danaDN, financeTeam, dirAdmin, ""},
-		{"no role may add nothing", bellaDN, newsletter, caleb, dirgate.EFORBIDDEN},
+		{"no role may add nothing", bellaDN, newsletter, caleb, dirgate.ENOTFOUND},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,7 +262,12 @@ func TestDemoAdditions(t *testing.T) {
 			if tt.want == "" && (res.NoChanges || res.ResultType != dirgate.ResultSucceeded) {
 				t.Errorf("result %+v, want an addition", res)
 			}
-			if tt.want != "" && dirgate.ErrorMessage(err) != "You are not allowed to add this member to this group." {
+			wantMsg, wantAction, wantDN := "You are not allowed to add this member to this group.", "add", tt.member
+			if tt.want == dirgate.ENOTFOUND {
+				// A caller without roles views no group.
+				wantMsg, wantAction, wantDN = "The group was not found.", "view", tt.group
+			}
+			if tt.want != "" && dirgate.ErrorMessage(err) != wantMsg {
 				t.Errorf("client message %q", dirgate.ErrorMessage(err))
 			}
 			var line struct {
@@ -250,7 +284,7 @@ func TestDemoAdditions(t *testing.T) {
 			if err := json.Unmarshal(log.Bytes(), &line); err != nil {
 				t.Fatalf("decision log %q: %v", log.String(), err)
 			}
-			if line.Result.Allowed != (tt.want == "") || line.Input.Action != "add" || !strings.EqualFold(line.Input.Object.DN, tt.member) {
+			if line.Result.Allowed != (tt.want == "") || line.Input.Action != wantAction || !strings.EqualFold(line.Input.Object.DN, wantDN) {
 				t.Errorf("decision log line %s", log.String())
 			}
 		})

@@ -97,37 +97,7 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 	if len(v.nondeterministic) > 0 || v.partialErr != nil {
 		return v.filterRego(ctx, logger, in, objs, made())
 	}
-	key, err := v.planKey(in)
-	if err != nil {
-		return filterStats{}, err
-	}
-	p, cached, err := v.plans.getOrBuild(key, func() (*plan, error) {
-		base, err := json.Marshal(in)
-		if err != nil {
-			return nil, fmt.Errorf("encode policy input: %w", err)
-		}
-		// A plan outlives the request that builds it: its cancellation must not
-		// fail the other requests waiting for the same plan. A draft's plans are
-		// its one request's, and a draft may loop: they end with the request.
-		pctx := context.WithoutCancel(ctx)
-		if v.draft {
-			pctx = ctx
-		} else if v.planBudget > 0 {
-			// A candidate's plan is bounded by the candidate's budget, counted from
-			// the build's start rather than from one request's, so a request that
-			// joins a build waits at most until the build's own deadline, which falls
-			// before its own budget ends. A build that runs out of it is an error,
-			// not a plan (buildPlan), so it is never kept as one; the failure is
-			// remembered for candidatePlanRetry (planCache.retryAfter), so that a
-			// permanently slow plan costs one listing its budget every 30 s rather
-			// than every listing, while a build that was only slow for a moment (a
-			// busy CPU, a garbage collection) is tried again soon.
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(pctx, v.planBudget)
-			defer cancel()
-		}
-		return v.buildPlan(pctx, logger, base)
-	})
+	p, cached, err := v.planFor(ctx, logger, in)
 	if err != nil {
 		return filterStats{}, err
 	}
@@ -160,6 +130,42 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 	}
 	d := p.remember(objs, allowed)
 	return filterStats{mode: modePredicate, cached: cached, from: d}, nil
+}
+
+// planFor returns the plan that decides objects for in, an input without an object
+// (the plan leaves input.object unknown), built once per key and cached.
+func (v *version) planFor(ctx context.Context, logger *slog.Logger, in Input) (*plan, bool, error) {
+	key, err := v.planKey(in)
+	if err != nil {
+		return nil, false, err
+	}
+	return v.plans.getOrBuild(key, func() (*plan, error) {
+		base, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("encode policy input: %w", err)
+		}
+		// A plan outlives the request that builds it: its cancellation must not
+		// fail the other requests waiting for the same plan. A draft's plans are
+		// its one request's, and a draft may loop: they end with the request.
+		pctx := context.WithoutCancel(ctx)
+		if v.draft {
+			pctx = ctx
+		} else if v.planBudget > 0 {
+			// A candidate's plan is bounded by the candidate's budget, counted from
+			// the build's start rather than from one request's, so a request that
+			// joins a build waits at most until the build's own deadline, which falls
+			// before its own budget ends. A build that runs out of it is an error,
+			// not a plan (buildPlan), so it is never kept as one; the failure is
+			// remembered for candidatePlanRetry (planCache.retryAfter), so that a
+			// permanently slow plan costs one listing its budget every 30 s rather
+			// than every listing, while a build that was only slow for a moment (a
+			// busy CPU, a garbage collection) is tried again soon.
+			var cancel context.CancelFunc
+			pctx, cancel = context.WithTimeout(pctx, v.planBudget)
+			defer cancel()
+		}
+		return v.buildPlan(pctx, logger, base)
+	})
 }
 
 // buildPlan partially evaluates the decision for one base input and translates the

@@ -140,6 +140,7 @@ allow if { input.object.objectType == "user"; x == 1 }`},
 				g := groups[r.IntN(len(groups))]
 				group := dirgate.Object{GUID: g.guid, DN: g.dn, ObjectType: dirgate.TypeGroup}
 				compare(t, a, ref, p, group, dirgate.ListOptions{}, objs)
+				compareViews(t, a, ref, p, group, objs)
 			}
 			if m := modes(t, log); m[tt.mode] != 3 {
 				t.Errorf("engine modes %v, want %s for every listing", m, tt.mode)

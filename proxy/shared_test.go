@@ -33,20 +33,37 @@ func (a tokenAuth) Authenticate(_ context.Context, token string) (dirgate.Princi
 	return dirgate.Principal{}, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "unknown token")
 }
 
-// policyWithRole writes the bundled policy to a directory with one more role: the
-// trustee views the objects below the subtrees.
+// policyWithRole writes the bundled policy to a directory with two more roles: the
+// trustee views the objects below the subtrees, and the groups of OU=Groups (a
+// caller lists only a group it may view itself: docs/api.md).
 func policyWithRole(t testing.TB, trustee string, subtrees ...string) string {
 	t.Helper()
+	return policyWithRoles(t, viewRole(trustee, subtrees...), groupsRole(trustee))
+}
+
+// policyWithRoles writes the bundled policy to a directory with more roles.
+func policyWithRoles(t testing.TB, roles ...any) string {
+	t.Helper()
 	dir := t.TempDir()
+	if err := bundled.WriteWithRoles(dir, roles...); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// viewRole lets the trustee view the objects below the subtrees.
+func viewRole(trustee string, subtrees ...string) map[string]any {
 	var scopes []any
 	for _, s := range subtrees {
 		scopes = append(scopes, map[string]string{"subtree": s})
 	}
-	if err := bundled.WriteWithRoles(dir, map[string]any{
-		"name": "test-part", "trustees": []string{trustee}, "permissions": []string{"view"}, "scopes": scopes}); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return map[string]any{"name": "test-part", "trustees": []string{trustee}, "permissions": []string{"view"}, "scopes": scopes}
+}
+
+// groupsRole lets the trustees view the groups of OU=Groups.
+func groupsRole(trustees ...string) map[string]any {
+	return map[string]any{"name": "test-groups", "trustees": trustees, "permissions": []string{"view"},
+		"scopes": []any{map[string]string{"subtree": fixture.GroupsOU}}, "objectTypes": []string{"group"}}
 }
 
 // TestSharedBodiesNeverCrossCallers: many clients with different rights (all, the
@@ -60,7 +77,8 @@ func TestSharedBodiesNeverCrossCallers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := policy.Open(ctx, policy.Config{Dir: policyWithRole(t, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU), Logger: quiet})
+	authz, err := policy.Open(ctx, policy.Config{Dir: policyWithRoles(t, viewRole(fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU),
+		groupsRole(fixture.FutureExpiryDN, fixture.ExpiredDN, fixture.DisabledDN)), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +94,8 @@ func TestSharedBodiesNeverCrossCallers(t *testing.T) {
 	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: bodies}
 	ref := &dirgate.MemberService{Dir: dir, Authz: authz} // uncached, unshared
 
-	// Fay Future holds only the role above; Eve Expired and Ada Disabled hold none.
+	// Fay Future holds only the roles above; Eve Expired and Ada Disabled only view
+	// the groups (so that they may list them), and none of All Staff's members.
 	callers := []string{fixture.DemoAdminDN, fixture.DemoHelpdeskDN, fixture.FutureExpiryDN, fixture.ExpiredDN, fixture.DisabledDN}
 	auth := tokenAuth{}
 	principals := make([]dirgate.Principal, len(callers))

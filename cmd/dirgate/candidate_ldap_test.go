@@ -116,11 +116,14 @@ func TestCandidateLDAP(t *testing.T) {
 	group := dc.TempGroup(t, "Candidate Test", fixture.DemoAdminDN, fixture.RegularDN, fixture.CommaNameDN,
 		fixture.NonASCIINameDN, fixture.HelpDeskDN, fixture.MixedDN)
 	admins := role("admins", fixture.DirectoryAdminsDN, []string{"view", "remove", "add", "explain"}, nil, map[string]any{"all": true})
-	activeDir, activeData := rolesDir(t, admins,
+	// Everyone views the groups of OU=Groups under both policies: a caller lists only
+	// a group it may view (docs/api.md).
+	groups := role("everyone-groups", fixture.DomainUsersDN, []string{"view"}, []string{"group"}, map[string]any{"subtree": fixture.GroupsOU})
+	activeDir, activeData := rolesDir(t, admins, groups,
 		role("help-desk", fixture.HelpDeskDN, []string{"view"}, []string{"user"}, map[string]any{"subtree": fixture.StaffOU}))
-	candDir, candData := rolesDir(t, admins,
-		role("help-desk", fixture.HelpDeskDN, []string{"view", "remove"}, []string{"user", "group", "computer"},
-			map[string]any{"subtree": fixture.ITOU}, map[string]any{"subtree": fixture.GroupsOU}),
+	candDir, candData := rolesDir(t, admins, groups,
+		role("help-desk", fixture.HelpDeskDN, []string{"view", "remove"}, []string{"user", "group", "computer", "contact"},
+			map[string]any{"subtree": fixture.ITOU}, map[string]any{"subtree": fixture.GroupsOU}, map[string]any{"subtree": fixture.ContactsOU}),
 		role("everyone-hr", fixture.DomainUsersDN, []string{"view"}, []string{"user"}, map[string]any{"subtree": fixture.HROU}))
 	active, cand := newRefPolicy(t, activeData), newRefPolicy(t, candData)
 

@@ -107,6 +107,9 @@ func signIn(t *testing.T, createOn, exchangeOn, user, password string) (string, 
 	return id, tok
 }
 
+// listStatus lists Help Desk with token. The accounts this test signs in with hold no
+// role under the bundled policy, so an accepted token gets the unknown group's 404
+// (docs/api.md, "Objects the caller may not view"), a refused one 401.
 func listStatus(t *testing.T, root, token string) int {
 	t.Helper()
 	return call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(fixture.HelpDeskDN), token).status
@@ -131,7 +134,7 @@ func TestSignInLDAP(t *testing.T) {
 	// Signed in on A, exchanged on B, used on both: the token is the user's.
 	sid, tok := signIn(t, a.root, b.root, upn, password)
 	for _, in := range []*signInInstance{a, b} {
-		if st := listStatus(t, in.root, tok); st != 200 {
+		if st := listStatus(t, in.root, tok); st != 404 {
 			t.Fatalf("listing with the token: %d", st)
 		}
 	}
@@ -176,7 +179,7 @@ func TestSignInLDAP(t *testing.T) {
 
 	// Expiry, with a 4 s token lifetime.
 	_, tok4 := signIn(t, a.root, a.root, upn, password)
-	if st := listStatus(t, b.root, tok4); st != 200 {
+	if st := listStatus(t, b.root, tok4); st != 404 {
 		t.Fatalf("fresh token: %d", st)
 	}
 	time.Sleep(4 * time.Second)

@@ -54,7 +54,8 @@ func TestSignedInTokenActsAsItsUser(t *testing.T) {
 	m, base := startDemo(t, nil)
 	root := "http://" + m.Addr() + "/restApi"
 	const mixed = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
-	const contact = "CN=Acme Support,OU=Contacts,DC=corp,DC=example,DC=com"
+	// A user the help desk views but may not remove.
+	const daisy = "CN=Daisy Vargas,OU=HR,OU=Staff,DC=corp,DC=example,DC=com"
 	for _, c := range []struct{ user, password, fileToken string }{
 		{"hugo.helpdesk@corp.example.com", "Demo-Helpdesk-1", "demo-helpdesk"},
 		{"dana.admin@corp.example.com", "Demo-Admin-1", adminTok},
@@ -69,7 +70,7 @@ func TestSignedInTokenActsAsItsUser(t *testing.T) {
 		}
 		// A removal the help desk may not make is refused alike (the admin's would
 		// change the demo group, which the other tests read).
-		del := base + "?group=" + url.QueryEscape(mixed) + "&member=" + url.QueryEscape(contact)
+		del := base + "?group=" + url.QueryEscape(mixed) + "&member=" + url.QueryEscape(daisy)
 		if c.fileToken != adminTok {
 			if a, b := call(t, "DELETE", del, tok), call(t, "DELETE", del, c.fileToken); a.status != 403 || b.status != 403 || !bytes.Equal(a.body, b.body) {
 				t.Errorf("%s: removal %d %s, tokens-file token %d %s", c.user, a.status, a.body, b.status, b.body)
