@@ -159,6 +159,7 @@ type server struct {
 	// decisionsPath is the decisions API's path (decisions.go).
 	decisionsPath string
 	throttle      *throttle
+	signInGate    *signInGate
 	metrics       *metrics
 }
 
@@ -175,6 +176,7 @@ func New(cfg Config) (http.Handler, error) {
 		basePrefix:    strings.TrimSuffix(cfg.BasePath, "/"),
 		decisionsPath: strings.TrimSuffix(cfg.BasePath, "/") + DecisionsPath,
 		throttle:      newThrottle(cfg.Throttle),
+		signInGate:    newSignInGate(cfg.Throttle),
 		metrics:       newMetrics(),
 	}, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/proxy"
 	"gopkg.in/yaml.v3"
 )
 
@@ -39,6 +40,9 @@ type Config struct {
 	AuthMaxFailures   int
 	AuthFailureWindow time.Duration
 	TrustedProxies    string
+
+	SignInMaxConcurrent          int
+	SignInMaxConcurrentPerClient int
 
 	SignIn     bool
 	SecretFile string
@@ -115,6 +119,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of sessions and tokens kept in Redis; the same on every replica (required for sign-in with Redis)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Minute, "lifetime of a sign-in session (its id is exchanged once for a token)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 30*time.Minute, "lifetime of a signed-in token (no renewal: sign in again)")
+	fs.IntVar(&c.SignInMaxConcurrent, "signin-max-concurrent", proxy.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
+	fs.IntVar(&c.SignInMaxConcurrentPerClient, "signin-max-concurrent-per-client", proxy.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
 	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
@@ -318,7 +324,8 @@ func (c *Config) Validate() error {
 		bad("cache-ttl-jitter", "must be between 0 and 0.99")
 	}
 	for name, n := range map[string]int{"auth-max-failures": c.AuthMaxFailures, "breaker-failures": c.BreakerFailures,
-		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize} {
+		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize,
+		"signin-max-concurrent": c.SignInMaxConcurrent, "signin-max-concurrent-per-client": c.SignInMaxConcurrentPerClient} {
 		if n <= 0 {
 			bad(name, "must be positive")
 		}

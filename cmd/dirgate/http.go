@@ -59,9 +59,10 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		SignIn:         si,
 		SharedFailures: shared,
 		Logger:         m.Logger,
-		Throttle:       proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
-		Mounts:         mounts,
-		Decisions:      dec,
+		Throttle: proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow,
+			MaxSignIns: m.Config.SignInMaxConcurrent, MaxSignInsPerClient: m.Config.SignInMaxConcurrentPerClient},
+		Mounts:    mounts,
+		Decisions: dec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
