@@ -68,23 +68,24 @@ func routeOf(basePath, path string, resources ...string) (string, bool) {
 	return "", false
 }
 
-// serveSignIn serves the sign-in paths and reports whether path was one of them.
-func (s *server) serveSignIn(w http.ResponseWriter, r *http.Request, rec *record) bool {
+// serveSignIn serves the sign-in paths and reports whether path (RoutePath) was one
+// of them.
+func (s *server) serveSignIn(w http.ResponseWriter, r *http.Request, rec *record, path string) bool {
 	if s.cfg.SignIn == nil {
 		return false
 	}
 	var route, allow string
 	var serve func(http.ResponseWriter, *http.Request, *record)
 	switch {
-	case isAPIPath(r.URL.Path, s.basePrefix+SessionCreatePath):
+	case isAPIPath(path, s.basePrefix+SessionCreatePath):
 		route, allow, serve = routeSessionCreate, http.MethodPost, s.createSession
-	case isAPIPath(r.URL.Path, s.basePrefix+AuthPath):
+	case isAPIPath(path, s.basePrefix+AuthPath):
 		route, allow = routeAuth, "POST, DELETE"
 		serve = s.exchange
 		if r.Method == http.MethodDelete {
 			serve = s.revokeToken
 		}
-	case isAPIPath(r.URL.Path, s.basePrefix+SessionsPath):
+	case isAPIPath(path, s.basePrefix+SessionsPath):
 		route, allow, serve = routeSessions, http.MethodDelete, s.endSession
 	default:
 		return false

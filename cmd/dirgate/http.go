@@ -68,13 +68,14 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	route := func(r *http.Request) string {
-		if rt, ok := proxy.APIRoute(basePath, r.URL.Path); ok {
+		path := proxy.RoutePath(r)
+		if rt, ok := proxy.APIRoute(basePath, path); ok {
 			return rt
 		}
-		if rt, ok := proxy.SignInRoute(basePath, r.URL.Path); ok {
+		if rt, ok := proxy.SignInRoute(basePath, path); ok {
 			return rt
 		}
-		if rt, ok := proxy.DecisionsRoute(basePath, r.URL.Path); ok {
+		if rt, ok := proxy.DecisionsRoute(basePath, path); ok {
 			return rt
 		}
 		return "unmatched"
@@ -90,7 +91,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		Route:   route,
 		Tracing: m.telemetry.Tracing,
 		// Probes and scrapes every few seconds would drown the traces that matter.
-		Skip: func(r *http.Request) bool { _, mounted := mounts[r.URL.Path]; return mounted },
+		Skip: func(r *http.Request) bool { _, mounted := mounts[proxy.RoutePath(r)]; return mounted },
 	}
 	return srv.Handler(inner), nil
 }
