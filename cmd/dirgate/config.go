@@ -44,6 +44,8 @@ type Config struct {
 	SignInMaxConcurrent          int
 	SignInMaxConcurrentPerClient int
 
+	Demo bool
+
 	SignIn     bool
 	SecretFile string
 	SessionTTL time.Duration
@@ -106,6 +108,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.BasePath, "base-path", "/restApi", "path prefix of the API, matched case-insensitively; \"\" serves at /api/...")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", "YAML file of access tokens (docs/auth.md); empty with the demo directory uses the demo tokens")
 	fs.StringVar(&c.Upstream, "upstream", "memory", "directory to serve: memory (an LDIF file, or the embedded demo) or ldap")
+	fs.BoolVar(&c.Demo, "demo", false, "serve the embedded demo's public tokens and passwords on a listen address that is not loopback (without it, that is a configuration error)")
 	fs.StringVar(&c.MemoryLDIF, "memory-ldif", "", "LDIF export loaded by the memory upstream; empty loads the embedded demo directory")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
@@ -362,6 +365,11 @@ func (c *Config) Validate() error {
 	default:
 		bad("upstream", "must be memory or ldap")
 	}
+	if c.servesDemoCredentials() && !c.Demo && !isLoopback(c.Listen) {
+		bad("demo", "is not true, and listen %q is not a loopback address: the embedded demo's tokens and passwords are public, so anyone who can reach this address could use them. "+
+			"Listen on 127.0.0.1 (or [::1], localhost) to try the demo; serve your own directory and tokens (tokens-file with memory-ldif, or upstream ldap; with only a tokens file, signin false closes the demo passwords); "+
+			"or set demo (DIRGATE_DEMO=true) to serve the demo on this address anyway", c.Listen)
+	}
 	if err := c.cacheConfig(nil).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -397,6 +405,13 @@ func (c *Config) decisionLogMasks() []string {
 		}
 	}
 	return out
+}
+
+// servesDemoCredentials reports whether well-known credentials would be accepted:
+// the embedded demo's tokens (no tokens file) or its passwords (sign-in on the
+// embedded demo directory, whatever the tokens file).
+func (c *Config) servesDemoCredentials() bool {
+	return c.Upstream == "memory" && c.MemoryLDIF == "" && (c.TokensFile == "" || c.SignIn)
 }
 
 // IsDemo reports whether the embedded demo directory and its tokens are served.
