@@ -244,12 +244,14 @@ func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *reco
 	return a, true
 }
 
-// finishSignIn ends a reserved check: a refusal keeps the attempt as a failure and
-// holds the answer (as for a bad token, by the larger count); any other outcome (a
-// success, or an error that judged nothing) gives the attempt back.
+// finishSignIn ends a reserved check. A success gives the attempt back. Anything
+// else keeps it as a failure: a refusal, and an error too, since a bind may have
+// reached the directory before it (a timeout, a client that hung up): giving those
+// back would let a client that cancels its requests bind without bound. A refusal's
+// answer is held as for a bad token, by the larger count.
 func (s *server) finishSignIn(r *http.Request, rec *record, a signInAttempt, err error) {
 	s.signInGate.leave(rec.client)
-	if !isRefusal(err) {
+	if err == nil {
 		s.throttle.release(rec.client, a.at)
 		if a.shared > 0 {
 			s.removeShared(r, rec)
@@ -257,7 +259,9 @@ func (s *server) finishSignIn(r *http.Request, rec *record, a signInAttempt, err
 		return
 	}
 	d := s.throttle.confirm(rec.client, s.cfg.Now())
-	dirgate.Sleep(r.Context(), max(d, s.throttle.delay(a.shared)))
+	if isRefusal(err) {
+		dirgate.Sleep(r.Context(), max(d, s.throttle.delay(a.shared)))
+	}
 }
 
 func (s *server) removeShared(r *http.Request, rec *record) {
