@@ -171,3 +171,29 @@ func TestSignInGate(t *testing.T) {
 		t.Errorf("after the checks ended: %d", w.Code)
 	}
 }
+
+// TestSignInBurstAcrossReplicas: a burst split over two replicas sharing the count
+// reaches the checkers at most MaxFailures times in all, not that many per replica.
+func TestSignInBurstAcrossReplicas(t *testing.T) {
+	shared := &sharedCount{n: map[string]int{}}
+	chk := &slowChecker{delay: 20 * time.Millisecond}
+	mod := func(c *proxy.Config) {
+		c.SignIn = chk
+		c.SharedFailures = shared
+		c.Throttle = proxy.ThrottleConfig{MaxFailures: 6, SlowAfter: 1000, Window: time.Minute, MaxSignIns: 1000, MaxSignInsPerClient: 1000}
+	}
+	a, b := newEnv(t, mod), newEnv(t, mod)
+	var wa, wb []*httptest.ResponseRecorder
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); wa = burst(a.h, 30) }()
+	go func() { defer wg.Done(); wb = burst(b.h, 30) }()
+	wg.Wait()
+	codes := map[int]int{}
+	for _, w := range append(wa, wb...) {
+		codes[w.Code]++
+	}
+	if n := int(chk.checks.Load()); n != 6 || codes[403] != 6 || codes[429] != 54 {
+		t.Errorf("%d checks, answers %v; want 6 checks in all, 6 403 and 54 429", n, codes)
+	}
+}
