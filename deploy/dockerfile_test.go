@@ -254,8 +254,15 @@ func checkDockerfile(stages []stage, mb makeBuild, goVersion string) []error {
 	listen := ""
 	for _, in := range final.all("ENV") {
 		for _, kv := range strings.Fields(in.args) {
-			if k, v, ok := strings.Cut(kv, "="); ok && k == "DIRGATE_LISTEN" {
+			k, v, ok := strings.Cut(kv, "=")
+			if ok && k == "DIRGATE_LISTEN" {
 				listen = v
+			}
+			// On 0.0.0.0 the embedded demo's public tokens and passwords are refused
+			// unless DIRGATE_DEMO says otherwise: the image must not say so for
+			// everyone who runs it (README.md, DIRGATE_DEMO).
+			if ok && k == "DIRGATE_DEMO" {
+				bad("line %d: the final stage sets DIRGATE_DEMO: the image would serve the demo's public credentials on 0.0.0.0", in.line)
 			}
 		}
 	}
@@ -361,6 +368,8 @@ func TestDockerfileRunsMakeBuild(t *testing.T) {
 		{name: "named user", old: "USER 65532:65532", new: "USER nonroot", want: "numeric non-zero"},
 		// The loopback default is unreachable from outside the container.
 		{name: "loopback listen", old: "ENV DIRGATE_LISTEN=0.0.0.0:8080", new: "ENV DIRGATE_LISTEN=127.0.0.1:8080", want: "want 0.0.0.0"},
+		// The demo's credentials are public: never served by the image by default.
+		{name: "demo on", old: "ENV DIRGATE_LISTEN=0.0.0.0:8080", new: "ENV DIRGATE_LISTEN=0.0.0.0:8080 DIRGATE_DEMO=true", want: "sets DIRGATE_DEMO"},
 		{name: "port mismatch", old: "EXPOSE 8080", new: "EXPOSE 9090", want: "does not EXPOSE"},
 		// Shell form needs /bin/sh, which distroless lacks.
 		{name: "shell entrypoint", old: `ENTRYPOINT ["/usr/local/bin/dirgate"]`, new: `ENTRYPOINT /usr/local/bin/dirgate`, want: "exec form"},

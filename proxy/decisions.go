@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/dirgate/dirgate"
 )
@@ -66,6 +67,11 @@ func parseDecisionsQuery(raw string) (DecisionsQuery, error) {
 // serveDecisions serves GET and POST {base}/api/policy/decisions, authenticated like
 // the API; the policy decides whether the caller may explain (403 otherwise).
 func (s *server) serveDecisions(w http.ResponseWriter, r *http.Request, rec *record) {
+	// A body is read within BodyReadTimeout, as on the API's own resource
+	// (serveGroupMembers): a client trickling a draft cannot hold the request open.
+	if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodPost {
 		w.Header().Set("Allow", "GET, POST")
 		Error(w, r, dirgate.Errorf(dirgate.EMETHOD, "The method is not allowed on this resource; use GET or POST."))

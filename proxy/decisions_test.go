@@ -1,12 +1,16 @@
 package proxy_test
 
 import (
+	"bufio"
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
@@ -124,4 +128,49 @@ func FuzzDecisionsQuery(f *testing.F) {
 			t.Fatalf("%q: status %d", raw, w.Code)
 		}
 	})
+}
+
+// TestDecisionsSlowBody: a client that sends a draft's headers and then trickles
+// its body, or stops, is answered once Config.BodyReadTimeout has passed, as on the
+// API's resource (TestAddSlowBody); GET with a body too.
+func TestDecisionsSlowBody(t *testing.T) {
+	e := newEnv(t, func(c *proxy.Config) {
+		c.Decisions = &fakeDecisions{}
+		c.BodyReadTimeout = 200 * time.Millisecond
+	})
+	srv := httptest.NewServer(e.h)
+	defer srv.Close()
+	q := "?subject=" + url.QueryEscape("CN=Hugo,DC=x") + "&group=" + url.QueryEscape("CN=G,DC=x")
+	for _, tt := range []struct {
+		name, method, contentType string
+		status                    int
+	}{
+		{"draft", "POST", "application/json", 400},
+		{"wrong type", "POST", "text/plain", 415},
+		{"GET with a body", "GET", "application/json", 400},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", srv.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			start := time.Now()
+			fmt.Fprintf(c, "%s %s HTTP/1.1\r\nHost: x\r\n%s: %s\r\nContent-Type: %s\r\nContent-Length: 1000\r\n\r\n{\"module\":",
+				tt.method, decisionsAPI+q, proxy.HeaderToken, goodToken, tt.contentType)
+			// Far beyond the server's bound: only a server that never answers fails.
+			c.SetReadDeadline(time.Now().Add(20 * time.Second))
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("no answer to a stalled body after %v: %v", time.Since(start), err)
+			}
+			res.Body.Close()
+			if res.StatusCode != tt.status {
+				t.Errorf("status %d, want %d", res.StatusCode, tt.status)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("answered after %v, want about the 200ms bound", d)
+			}
+		})
+	}
 }

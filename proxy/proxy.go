@@ -159,6 +159,7 @@ type server struct {
 	// decisionsPath is the decisions API's path (decisions.go).
 	decisionsPath string
 	throttle      *throttle
+	signInGate    *signInGate
 	metrics       *metrics
 }
 
@@ -175,6 +176,7 @@ func New(cfg Config) (http.Handler, error) {
 		basePrefix:    strings.TrimSuffix(cfg.BasePath, "/"),
 		decisionsPath: strings.TrimSuffix(cfg.BasePath, "/") + DecisionsPath,
 		throttle:      newThrottle(cfg.Throttle),
+		signInGate:    newSignInGate(cfg.Throttle),
 		metrics:       newMetrics(),
 	}, nil
 }
@@ -205,24 +207,25 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	if h, ok := s.cfg.Mounts[r.URL.Path]; ok {
-		rec.route, rec.quiet = r.URL.Path, true
+	path := RoutePath(r)
+	if h, ok := s.cfg.Mounts[path]; ok {
+		rec.route, rec.quiet = path, true
 		h.ServeHTTP(sw, r)
 		return
 	}
 	// One trailing slash names the same resource, as on the product's web server;
 	// redirecting instead would turn a DELETE into a GET in some clients.
-	if isAPIPath(r.URL.Path, s.apiPath) {
+	if isAPIPath(path, s.apiPath) {
 		rec.route = routeGroupMembers
 		s.serveGroupMembers(sw, r, rec)
 		return
 	}
-	if s.cfg.Decisions != nil && isAPIPath(r.URL.Path, s.decisionsPath) {
+	if s.cfg.Decisions != nil && isAPIPath(path, s.decisionsPath) {
 		rec.route = routeDecisions
 		s.serveDecisions(sw, r, rec)
 		return
 	}
-	if s.serveSignIn(sw, r, rec) {
+	if s.serveSignIn(sw, r, rec, path) {
 		return
 	}
 	rec.route = routeNotFound

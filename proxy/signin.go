@@ -68,23 +68,24 @@ func routeOf(basePath, path string, resources ...string) (string, bool) {
 	return "", false
 }
 
-// serveSignIn serves the sign-in paths and reports whether path was one of them.
-func (s *server) serveSignIn(w http.ResponseWriter, r *http.Request, rec *record) bool {
+// serveSignIn serves the sign-in paths and reports whether path (RoutePath) was one
+// of them.
+func (s *server) serveSignIn(w http.ResponseWriter, r *http.Request, rec *record, path string) bool {
 	if s.cfg.SignIn == nil {
 		return false
 	}
 	var route, allow string
 	var serve func(http.ResponseWriter, *http.Request, *record)
 	switch {
-	case isAPIPath(r.URL.Path, s.basePrefix+SessionCreatePath):
+	case isAPIPath(path, s.basePrefix+SessionCreatePath):
 		route, allow, serve = routeSessionCreate, http.MethodPost, s.createSession
-	case isAPIPath(r.URL.Path, s.basePrefix+AuthPath):
+	case isAPIPath(path, s.basePrefix+AuthPath):
 		route, allow = routeAuth, "POST, DELETE"
 		serve = s.exchange
 		if r.Method == http.MethodDelete {
 			serve = s.revokeToken
 		}
-	case isAPIPath(r.URL.Path, s.basePrefix+SessionsPath):
+	case isAPIPath(path, s.basePrefix+SessionsPath):
 		route, allow, serve = routeSessions, http.MethodDelete, s.endSession
 	default:
 		return false
@@ -161,29 +162,120 @@ func boundedString(name string, raw json.RawMessage) (string, error) {
 
 // SharedFailures counts failed sign-ins per client address across replicas
 // (*session.RedisFailures), in a window that starts at an address's first failure.
-// Its errors only lose the shared count: the in-process throttle still holds.
+// A password check is counted before it is made and given back (RemoveFailure) when
+// it succeeds, as in the in-process throttle (reserveSignIn). Its errors only lose
+// the shared count: the in-process throttle still holds.
 type SharedFailures interface {
 	AddFailure(ctx context.Context, addr string, window time.Duration) (int, error)
+	RemoveFailure(ctx context.Context, addr string) error
 	Failures(ctx context.Context, addr string) (int, time.Duration, error)
 }
 
-// refused counts a refused sign-in or an unknown session id against the client's
-// address, here and in SharedFailures, and holds the answer as for a bad token, by
-// the larger of the two counts.
+// refused counts an unknown session id against the client's address, here and in
+// SharedFailures, and holds the answer as for a bad token, by the larger of the two
+// counts.
 func (s *server) refused(r *http.Request, rec *record, err error) {
-	code := dirgate.ErrorCode(err)
-	if code != dirgate.EFORBIDDEN && code != dirgate.EUNAUTHENTICATED {
+	if !isRefusal(err) {
 		return
 	}
 	d := s.throttle.fail(rec.client, s.cfg.Now())
 	if s.cfg.SharedFailures != nil {
 		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), rec.client, s.cfg.Throttle.Window)
 		if err != nil {
-			s.cfg.Logger.DebugContext(r.Context(), "shared sign-in failure count unavailable", "err", clip(err.Error(), maxLoggedError))
+			s.logSharedDown(r, err)
 		}
 		d = max(d, s.throttle.delay(n))
 	}
 	dirgate.Sleep(r.Context(), d)
+}
+
+// isRefusal tells a judged and refused attempt (a wrong password, an unknown
+// session id) from an error that judged nothing (the directory down).
+func isRefusal(err error) bool {
+	code := dirgate.ErrorCode(err)
+	return code == dirgate.EFORBIDDEN || code == dirgate.EUNAUTHENTICATED
+}
+
+func (s *server) logSharedDown(r *http.Request, err error) {
+	s.cfg.Logger.DebugContext(r.Context(), "shared sign-in failure count unavailable", "err", clip(err.Error(), maxLoggedError))
+}
+
+// signInAttempt is a password check counted before it is made (reserveSignIn).
+type signInAttempt struct {
+	at     time.Time
+	shared int // the shared count with this attempt; 0: not counted there
+}
+
+// reserveSignIn lets a password check through only with a place in the sign-in
+// gate and an attempt counted against the address, here and in SharedFailures,
+// before the check is made. Counting after the check would let a burst from one
+// address pass the block check all at once, every request of it reaching a bind;
+// counted first, at most MaxFailures checks from one address reach the directory in
+// a window, whatever the concurrency. It answers 429 itself and returns false when
+// the check must not be made; otherwise finishSignIn must follow.
+func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *record) (signInAttempt, bool) {
+	if !s.signInGate.enter(rec.client) {
+		// A check takes milliseconds: a second is long enough to find a place.
+		w.Header().Set("Retry-After", "1")
+		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many sign-ins in progress; try again later."))
+		return signInAttempt{}, false
+	}
+	a := signInAttempt{at: s.cfg.Now()}
+	wait, ok := s.throttle.reserve(rec.client, a.at)
+	if ok && s.cfg.SharedFailures != nil {
+		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), rec.client, s.cfg.Throttle.Window)
+		switch {
+		case err != nil:
+			s.logSharedDown(r, err)
+		case n > s.cfg.Throttle.MaxFailures:
+			s.throttle.release(rec.client, a.at)
+			s.removeShared(r, rec)
+			wait, ok = s.sharedWait(r, rec), false
+		default:
+			a.shared = n
+		}
+	}
+	if !ok {
+		s.signInGate.leave(rec.client)
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later."))
+		return signInAttempt{}, false
+	}
+	return a, true
+}
+
+// finishSignIn ends a reserved check. A success gives the attempt back. Anything
+// else keeps it as a failure: a refusal, and an error too, since a bind may have
+// reached the directory before it (a timeout, a client that hung up): giving those
+// back would let a client that cancels its requests bind without bound. A refusal's
+// answer is held as for a bad token, by the larger count.
+func (s *server) finishSignIn(r *http.Request, rec *record, a signInAttempt, err error) {
+	s.signInGate.leave(rec.client)
+	if err == nil {
+		s.throttle.release(rec.client, a.at)
+		if a.shared > 0 {
+			s.removeShared(r, rec)
+		}
+		return
+	}
+	d := s.throttle.confirm(rec.client, s.cfg.Now())
+	if isRefusal(err) {
+		dirgate.Sleep(r.Context(), max(d, s.throttle.delay(a.shared)))
+	}
+}
+
+func (s *server) removeShared(r *http.Request, rec *record) {
+	if err := s.cfg.SharedFailures.RemoveFailure(r.Context(), rec.client); err != nil {
+		s.logSharedDown(r, err)
+	}
+}
+
+// sharedWait is how long the shared count still blocks the address.
+func (s *server) sharedWait(r *http.Request, rec *record) time.Duration {
+	if _, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), rec.client); err == nil {
+		return ttl
+	}
+	return s.cfg.Throttle.Window
 }
 
 // throttled answers 429 when the client's address has used up its failures on this
@@ -224,9 +316,14 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 	}
 	// The span and the log name the outcome, never the password; the user name is
 	// bounded and free of control characters by now.
+	attempt, ok := s.reserveSignIn(w, r, rec)
+	if !ok {
+		return
+	}
 	ctx, span := tracer().Start(r.Context(), "sign in")
 	defer span.End()
 	ses, err := s.cfg.SignIn.CreateSession(ctx, name, body.Password)
+	s.finishSignIn(r, rec, attempt, err)
 	span.SetAttributes(attribute.String("dirgate.outcome", signInOutcome(err)))
 	if reason := signInReason(err); reason != "" {
 		// The reason only: never the password, and not the name either (users type
@@ -241,7 +338,6 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 		s.cfg.Logger.InfoContext(ctx, "sign-in refused", "reason", reason, "client", rec.client, "data_code", code)
 	}
 	if err != nil {
-		s.refused(r, rec, err)
 		Error(w, r, fmt.Errorf("create session: %w", err))
 		return
 	}

@@ -19,6 +19,8 @@ import (
 // fakeSignIn accepts alice@corp.example.com with "right", refuses others with the
 // reason the test set, and records what reached it.
 type fakeSignIn struct {
+	// hold, when set, is waited on by every CreateSession: a check in progress.
+	hold    chan struct{}
 	mu      sync.Mutex
 	names   []string
 	reason  string
@@ -27,6 +29,21 @@ type fakeSignIn struct {
 }
 
 func (f *fakeSignIn) CreateSession(_ context.Context, name dirgate.SignInName, password string) (dirgate.SignInSession, error) {
+	if f.hold != nil {
+		f.mu.Lock()
+		f.names = append(f.names, name.String())
+		f.mu.Unlock()
+		<-f.hold
+		f.mu.Lock()
+		f.names = f.names[:len(f.names)-1]
+		f.mu.Unlock()
+	}
+	if password == "down" {
+		f.mu.Lock()
+		f.names = append(f.names, name.String())
+		f.mu.Unlock()
+		return dirgate.SignInSession{}, dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("dial tcp: refused"))
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.names = append(f.names, name.String())
@@ -269,6 +286,13 @@ func (c *sharedCount) AddFailure(_ context.Context, addr string, _ time.Duration
 	defer c.mu.Unlock()
 	c.n[addr]++
 	return c.n[addr], nil
+}
+
+func (c *sharedCount) RemoveFailure(_ context.Context, addr string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n[addr]--
+	return nil
 }
 
 func (c *sharedCount) Failures(_ context.Context, addr string) (int, time.Duration, error) {

@@ -31,6 +31,12 @@ type ThrottleConfig struct {
 	// MaxClients caps the addresses tracked; beyond it the address whose last
 	// failure is oldest is forgotten. 0 means 10,000.
 	MaxClients int
+	// MaxSignIns bounds the password checks in progress at once, from all
+	// addresses together; the excess gets 429. 0 means DefaultMaxSignIns.
+	MaxSignIns int
+	// MaxSignInsPerClient bounds the password checks in progress at once from one
+	// address; the excess gets 429. 0 means DefaultMaxSignInsPerClient.
+	MaxSignInsPerClient int
 }
 
 // Throttle defaults.
@@ -41,6 +47,14 @@ const (
 	DefaultSlowAfter   = 3
 	DefaultDelay       = 250 * time.Millisecond
 	DefaultMaxDelay    = 4 * time.Second
+	// DefaultMaxSignIns: each check in progress holds a connection of its own to
+	// the directory (a bind), so this bounds what sign-ins can ask of the DC at
+	// once, well below what a DC serves, and far above what people signing in by
+	// hand need (a bind takes milliseconds).
+	DefaultMaxSignIns = 32
+	// DefaultMaxSignInsPerClient: a person signs in one request at a time; a few
+	// leave room for several people behind one NAT address.
+	DefaultMaxSignInsPerClient = 4
 )
 
 func (c ThrottleConfig) withDefaults() ThrottleConfig {
@@ -62,6 +76,12 @@ func (c ThrottleConfig) withDefaults() ThrottleConfig {
 	if c.MaxDelay == 0 {
 		c.MaxDelay = DefaultMaxDelay
 	}
+	if c.MaxSignIns == 0 {
+		c.MaxSignIns = DefaultMaxSignIns
+	}
+	if c.MaxSignInsPerClient == 0 {
+		c.MaxSignInsPerClient = DefaultMaxSignInsPerClient
+	}
 	return c
 }
 
@@ -78,6 +98,9 @@ func (c ThrottleConfig) validate() []error {
 	}
 	if c.SlowAfter < 0 || c.Delay < 0 || c.MaxDelay < 0 {
 		errs = append(errs, errors.New("proxy: Throttle.SlowAfter, Delay and MaxDelay must not be negative"))
+	}
+	if c.MaxSignIns < 0 || c.MaxSignInsPerClient < 0 {
+		errs = append(errs, errors.New("proxy: Throttle.MaxSignIns and MaxSignInsPerClient must not be negative"))
 	}
 	return errs
 }
@@ -129,19 +152,7 @@ func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
 func (t *throttle) fail(addr string, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.clients[addr]
-	if ok {
-		t.lru.MoveToFront(e)
-	} else {
-		e = t.lru.PushFront(&failures{addr: addr})
-		t.clients[addr] = e
-		if t.lru.Len() > t.cfg.MaxClients {
-			oldest := t.lru.Back()
-			t.lru.Remove(oldest)
-			delete(t.clients, oldest.Value.(*failures).addr)
-		}
-	}
-	f := e.Value.(*failures)
+	f := t.entry(addr)
 	t.prune(f, now)
 	f.times = append(f.times, now)
 	// Concurrent requests can all pass blocked before any records its failure; only
@@ -150,6 +161,76 @@ func (t *throttle) fail(addr string, now time.Time) time.Duration {
 		f.times = append(f.times[:0], f.times[n:]...)
 	}
 	return t.delay(len(f.times))
+}
+
+// reserve counts an attempt by addr at now before it is judged, so that however
+// many arrive at once at most MaxFailures are judged in a window: it reports, as
+// blocked does, how long addr must wait when its failures and attempts in progress
+// already fill the window, and otherwise records the attempt as a failure. The
+// caller then either keeps it (confirm: the attempt failed) or gives it back
+// (release: it succeeded, or was never judged).
+func (t *throttle) reserve(addr string, now time.Time) (time.Duration, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.entry(addr)
+	t.prune(f, now)
+	if len(f.times) >= t.cfg.MaxFailures {
+		return f.times[0].Add(t.cfg.Window).Sub(now), false
+	}
+	f.times = append(f.times, now)
+	return 0, true
+}
+
+// confirm keeps a reserved attempt as a failure and returns how long to hold its
+// answer, as fail does.
+func (t *throttle) confirm(addr string, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.clients[addr]
+	if !ok {
+		return 0 // forgotten meanwhile (MaxClients)
+	}
+	f := e.Value.(*failures)
+	t.prune(f, now)
+	return t.delay(len(f.times))
+}
+
+// release gives back the attempt that reserve recorded at at.
+func (t *throttle) release(addr string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.clients[addr]
+	if !ok {
+		return
+	}
+	f := e.Value.(*failures)
+	for i := len(f.times) - 1; i >= 0; i-- {
+		if f.times[i].Equal(at) {
+			f.times = append(f.times[:i], f.times[i+1:]...)
+			break
+		}
+	}
+	if len(f.times) == 0 {
+		t.lru.Remove(e)
+		delete(t.clients, addr)
+	}
+}
+
+// entry returns addr's failures, created if needed and moved to the LRU's front.
+func (t *throttle) entry(addr string) *failures {
+	e, ok := t.clients[addr]
+	if ok {
+		t.lru.MoveToFront(e)
+		return e.Value.(*failures)
+	}
+	e = t.lru.PushFront(&failures{addr: addr})
+	t.clients[addr] = e
+	if t.lru.Len() > t.cfg.MaxClients {
+		oldest := t.lru.Back()
+		t.lru.Remove(oldest)
+		delete(t.clients, oldest.Value.(*failures).addr)
+	}
+	return e.Value.(*failures)
 }
 
 func (t *throttle) delay(failures int) time.Duration {

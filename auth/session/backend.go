@@ -11,32 +11,55 @@ import (
 
 // MemoryBackend keeps records in this process: sessions and tokens then work on
 // this replica only. It holds at most max records; when full, expired ones are
-// dropped first and a new record is refused if none were.
+// dropped first and a new record is refused if none were. It also bounds the live
+// records of one account (SetOwned), so that no single valid account can fill it.
 type MemoryBackend struct {
-	mu  sync.Mutex
-	m   map[string]memEntry
-	max int
-	now func() time.Time
+	mu          sync.Mutex
+	m           map[string]memEntry
+	owners      map[string]map[string]struct{} // an account's keys
+	max         int
+	maxPerOwner int
+	now         func() time.Time
 }
 
 type memEntry struct {
-	v   string
-	exp time.Time
+	v     string
+	exp   time.Time
+	owner string
 }
 
 // DefaultMemoryMax bounds the in-process records (a few hundred bytes each).
 const DefaultMemoryMax = 100_000
 
+// DefaultMemoryMaxPerAccount bounds one account's live records in process: a
+// sign-in holds a session (DIRGATE_SESSION_TTL, 10 minutes by default) and then a
+// token (DIRGATE_TOKEN_TTL, 30 minutes) as well, so 100 records leave room for a
+// sign-in every 25 seconds or so, sustained, while filling the store would take a
+// thousand accounts.
+const DefaultMemoryMaxPerAccount = 100
+
 // ErrFull is returned when the in-process backend holds DefaultMemoryMax live records.
 var ErrFull = errors.New("session: the in-process session store is full")
 
+// ErrAccountFull is returned when a new session would give one account more than
+// its bound of live records (DefaultMemoryMaxPerAccount).
+var ErrAccountFull = errors.New("session: the account holds too many live sessions and tokens")
+
 // NewMemoryBackend returns an empty in-process backend of at most max records (0
-// means DefaultMemoryMax).
+// means DefaultMemoryMax), DefaultMemoryMaxPerAccount of them per account.
 func NewMemoryBackend(max int) *MemoryBackend {
 	if max <= 0 {
 		max = DefaultMemoryMax
 	}
-	return &MemoryBackend{m: map[string]memEntry{}, max: max, now: time.Now}
+	return &MemoryBackend{m: map[string]memEntry{}, owners: map[string]map[string]struct{}{}, max: max,
+		maxPerOwner: DefaultMemoryMaxPerAccount, now: time.Now}
+}
+
+// SetMaxPerAccount changes the per-account bound (tests; n > 0).
+func (b *MemoryBackend) SetMaxPerAccount(n int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.maxPerOwner = n
 }
 
 func (b *MemoryBackend) Get(_ context.Context, key string) (string, bool, error) {
@@ -49,29 +72,72 @@ func (b *MemoryBackend) Get(_ context.Context, key string) (string, bool, error)
 	return e.v, true, nil
 }
 
-func (b *MemoryBackend) Set(_ context.Context, key, value string, ttl time.Duration) error {
+func (b *MemoryBackend) Set(ctx context.Context, key, value string, ttl time.Duration) error {
+	return b.SetOwned(ctx, key, value, "", ttl, false)
+}
+
+// SetOwned is Set for a record of an account (owner). With limit, a new record is
+// refused with ErrAccountFull when the account already holds maxPerOwner live ones
+// (its expired ones are dropped first). A record that replaces one under the same
+// key keeps that one's owner.
+func (b *MemoryBackend) SetOwned(_ context.Context, key, value, owner string, ttl time.Duration, limit bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
-	if _, exists := b.m[key]; !exists && len(b.m) >= b.max {
+	old, exists := b.m[key]
+	if exists {
+		owner = old.owner
+	}
+	if !exists && limit && owner != "" && len(b.owners[owner]) >= b.maxPerOwner {
+		for k := range b.owners[owner] {
+			if !now.Before(b.m[k].exp) {
+				b.remove(k)
+			}
+		}
+		if len(b.owners[owner]) >= b.maxPerOwner {
+			return ErrAccountFull
+		}
+	}
+	if !exists && len(b.m) >= b.max {
 		for k, e := range b.m {
 			if !now.Before(e.exp) {
-				delete(b.m, k)
+				b.remove(k)
 			}
 		}
 		if len(b.m) >= b.max {
 			return ErrFull
 		}
 	}
-	b.m[key] = memEntry{v: value, exp: now.Add(ttl)}
+	b.m[key] = memEntry{v: value, exp: now.Add(ttl), owner: owner}
+	if owner != "" {
+		if b.owners[owner] == nil {
+			b.owners[owner] = map[string]struct{}{}
+		}
+		b.owners[owner][key] = struct{}{}
+	}
 	return nil
+}
+
+// remove deletes key and its place among its owner's keys.
+func (b *MemoryBackend) remove(key string) {
+	e, ok := b.m[key]
+	if !ok {
+		return
+	}
+	delete(b.m, key)
+	if keys := b.owners[e.owner]; keys != nil {
+		delete(keys, key)
+		if len(keys) == 0 {
+			delete(b.owners, e.owner)
+		}
+	}
 }
 
 func (b *MemoryBackend) GetDel(ctx context.Context, key string) (string, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.m[key]
-	delete(b.m, key)
+	b.remove(key)
 	if !ok || !b.now().Before(e.exp) {
 		return "", false, nil
 	}
@@ -82,7 +148,7 @@ func (b *MemoryBackend) Del(_ context.Context, keys ...string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, k := range keys {
-		delete(b.m, k)
+		b.remove(k)
 	}
 	return nil
 }

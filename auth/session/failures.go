@@ -42,6 +42,21 @@ func (f *RedisFailures) AddFailure(ctx context.Context, addr string, window time
 	return n, err
 }
 
+// decr takes one back, within the window that is running (none: nothing to take).
+var decr = redis.NewScript(`if redis.call('EXISTS', KEYS[1]) == 1 and tonumber(redis.call('GET', KEYS[1])) > 0 then
+  return redis.call('DECR', KEYS[1])
+end
+return 0`)
+
+// RemoveFailure gives back one count of addr: the proxy counts a sign-in before it
+// checks the password and gives the count back when the check succeeds. Should
+// the window have ended meanwhile and another started, that one loses a count.
+func (f *RedisFailures) RemoveFailure(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return decr.Run(ctx, f.client, []string{f.key(addr)}).Err()
+}
+
 // Failures returns addr's count and how long its window still runs.
 func (f *RedisFailures) Failures(ctx context.Context, addr string) (int, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)

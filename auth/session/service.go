@@ -74,7 +74,11 @@ func (s *Service) CreateSession(ctx context.Context, name dirgate.SignInName, pa
 		}
 	}
 	ses, err := s.Store.CreateSession(ctx, subject.Canonical(), reason)
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrAccountFull):
+		return dirgate.SignInSession{}, dirgate.WrapError(dirgate.ETOOMANY,
+			"Too many live sessions and tokens for this account; sign out elsewhere or wait for them to expire.", err)
+	case err != nil:
 		return dirgate.SignInSession{}, storeDown(err)
 	}
 	return dirgate.SignInSession{ID: ses.ID, ChangePasswordReason: reason, Expires: ses.Expires}, nil

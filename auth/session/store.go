@@ -66,6 +66,22 @@ type Backend interface {
 	Del(ctx context.Context, keys ...string) error
 }
 
+// ownedBackend is a Backend that also bounds each account's records
+// (*MemoryBackend): SetOwned is Set naming the account; with limit, a new record
+// beyond the account's bound is refused with ErrAccountFull.
+type ownedBackend interface {
+	SetOwned(ctx context.Context, key, value, owner string, ttl time.Duration, limit bool) error
+}
+
+// set stores a record of subject's; limit asks for the account's bound to be
+// enforced (a new session), where the backend has one.
+func (s *Store) set(ctx context.Context, key, value, subject string, ttl time.Duration, limit bool) error {
+	if ob, ok := s.backend.(ownedBackend); ok {
+		return ob.SetOwned(ctx, key, value, subject, ttl, limit)
+	}
+	return s.backend.Set(ctx, key, value, ttl)
+}
+
 // Store issues and checks sessions and tokens.
 type Store struct {
 	backend    Backend
@@ -228,7 +244,10 @@ func (s *Store) CreateSession(ctx context.Context, subject string, changePasswor
 	if err != nil {
 		return Session{}, err
 	}
-	if err := s.backend.Set(ctx, key, v, s.sessionTTL); err != nil {
+	// Only a new session is refused at the account's bound: its exchange and the
+	// records rewritten after it always find room, so an account holds at most
+	// twice the bound (each session, then its token).
+	if err := s.set(ctx, key, v, subject, s.sessionTTL, true); err != nil {
 		return Session{}, fmt.Errorf("session: store session: %w", err)
 	}
 	return Session{ID: id, Subject: subject, ChangePasswordReason: changePasswordReason, Expires: exp}, nil
@@ -253,7 +272,7 @@ func (s *Store) Exchange(ctx context.Context, id string) (Session, Token, error)
 	if r.Used {
 		// Exchanged before: put the record back, so that it still names its token
 		// for EndSession.
-		if err := s.backend.Set(ctx, key, v, time.Unix(0, r.Expires).Sub(now)); err != nil {
+		if err := s.set(ctx, key, v, r.Subject, time.Unix(0, r.Expires).Sub(now), false); err != nil {
 			s.log.WarnContext(ctx, "session store: could not restore a used session", "err", err)
 		}
 		return Session{}, Token{}, ErrUnknown
@@ -273,7 +292,7 @@ func (s *Store) Exchange(ctx context.Context, id string) (Session, Token, error)
 	if err != nil {
 		return Session{}, Token{}, err
 	}
-	if err := s.backend.Set(ctx, tkey, tv, s.tokenTTL); err != nil {
+	if err := s.set(ctx, tkey, tv, r.Subject, s.tokenTTL, false); err != nil {
 		return Session{}, Token{}, fmt.Errorf("session: store token: %w", err)
 	}
 	// The used session stays until it would have expired, naming its token, so that
@@ -281,7 +300,7 @@ func (s *Store) Exchange(ctx context.Context, id string) (Session, Token, error)
 	r.Used, r.Link = true, tkey
 	if sv, err := s.seal(key, r); err == nil {
 		if left := time.Unix(0, r.Expires).Sub(now); left > 0 {
-			if err := s.backend.Set(ctx, key, sv, left); err != nil {
+			if err := s.set(ctx, key, sv, r.Subject, left, false); err != nil {
 				s.log.WarnContext(ctx, "session store: could not link the session to its token", "err", err)
 			}
 		}

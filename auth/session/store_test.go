@@ -268,4 +268,26 @@ func TestRedisFailures(t *testing.T) {
 	if d, _ := c.PTTL(ctx, a.key("192.0.2.1")).Result(); d > time.Minute {
 		t.Errorf("TTL %v", d)
 	}
+	// A count given back leaves the window running; none is taken below 0, nor
+	// from an address without a window.
+	if err := b.RemoveFailure(ctx, "192.0.2.1"); err != nil {
+		t.Fatal(err)
+	}
+	if n, ttl, _ := a.Failures(ctx, "192.0.2.1"); n != 2 || ttl <= 0 {
+		t.Errorf("after a count given back: %d, window %v", n, ttl)
+	}
+	for range 3 {
+		if err := a.RemoveFailure(ctx, "192.0.2.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _, _ := a.Failures(ctx, "192.0.2.1"); n != 0 {
+		t.Errorf("after more given back than counted: %d", n)
+	}
+	if err := a.RemoveFailure(ctx, "192.0.2.9"); err != nil {
+		t.Fatal(err)
+	}
+	if ex, _ := c.Exists(ctx, a.key("192.0.2.9")).Result(); ex != 0 {
+		t.Errorf("giving back created a key for an address without a window")
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/proxy"
 	"gopkg.in/yaml.v3"
 )
 
@@ -39,6 +40,11 @@ type Config struct {
 	AuthMaxFailures   int
 	AuthFailureWindow time.Duration
 	TrustedProxies    string
+
+	SignInMaxConcurrent          int
+	SignInMaxConcurrentPerClient int
+
+	Demo bool
 
 	SignIn     bool
 	SecretFile string
@@ -102,6 +108,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.BasePath, "base-path", "/restApi", "path prefix of the API, matched case-insensitively; \"\" serves at /api/...")
 	fs.StringVar(&c.TokensFile, "tokens-file", "", "YAML file of access tokens (docs/auth.md); empty with the demo directory uses the demo tokens")
 	fs.StringVar(&c.Upstream, "upstream", "memory", "directory to serve: memory (an LDIF file, or the embedded demo) or ldap")
+	fs.BoolVar(&c.Demo, "demo", false, "serve the embedded demo's public tokens and passwords on a listen address that is not loopback (without it, that is a configuration error)")
 	fs.StringVar(&c.MemoryLDIF, "memory-ldif", "", "LDIF export loaded by the memory upstream; empty loads the embedded demo directory")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
@@ -115,6 +122,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of sessions and tokens kept in Redis; the same on every replica (required for sign-in with Redis)")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Minute, "lifetime of a sign-in session (its id is exchanged once for a token)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 30*time.Minute, "lifetime of a signed-in token (no renewal: sign in again)")
+	fs.IntVar(&c.SignInMaxConcurrent, "signin-max-concurrent", proxy.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
+	fs.IntVar(&c.SignInMaxConcurrentPerClient, "signin-max-concurrent-per-client", proxy.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
 	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
@@ -318,7 +327,8 @@ func (c *Config) Validate() error {
 		bad("cache-ttl-jitter", "must be between 0 and 0.99")
 	}
 	for name, n := range map[string]int{"auth-max-failures": c.AuthMaxFailures, "breaker-failures": c.BreakerFailures,
-		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize} {
+		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize,
+		"signin-max-concurrent": c.SignInMaxConcurrent, "signin-max-concurrent-per-client": c.SignInMaxConcurrentPerClient} {
 		if n <= 0 {
 			bad(name, "must be positive")
 		}
@@ -355,6 +365,11 @@ func (c *Config) Validate() error {
 	default:
 		bad("upstream", "must be memory or ldap")
 	}
+	if c.servesDemoCredentials() && !c.Demo && !isLoopback(c.Listen) {
+		bad("demo", "is not true, and listen %q is not a loopback address: the embedded demo's tokens and passwords are public, so anyone who can reach this address could use them. "+
+			"Listen on 127.0.0.1 (or [::1], localhost) to try the demo; serve your own directory and tokens (tokens-file with memory-ldif, or upstream ldap; with only a tokens file, signin false closes the demo passwords); "+
+			"or set demo (DIRGATE_DEMO=true) to serve the demo on this address anyway", c.Listen)
+	}
 	if err := c.cacheConfig(nil).Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -390,6 +405,13 @@ func (c *Config) decisionLogMasks() []string {
 		}
 	}
 	return out
+}
+
+// servesDemoCredentials reports whether well-known credentials would be accepted:
+// the embedded demo's tokens (no tokens file) or its passwords (sign-in on the
+// embedded demo directory, whatever the tokens file).
+func (c *Config) servesDemoCredentials() bool {
+	return c.Upstream == "memory" && c.MemoryLDIF == "" && (c.TokensFile == "" || c.SignIn)
 }
 
 // IsDemo reports whether the embedded demo directory and its tokens are served.

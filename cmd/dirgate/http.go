@@ -59,21 +59,23 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		SignIn:         si,
 		SharedFailures: shared,
 		Logger:         m.Logger,
-		Throttle:       proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow},
-		Mounts:         mounts,
-		Decisions:      dec,
+		Throttle: proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow,
+			MaxSignIns: m.Config.SignInMaxConcurrent, MaxSignInsPerClient: m.Config.SignInMaxConcurrentPerClient},
+		Mounts:    mounts,
+		Decisions: dec,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
 	route := func(r *http.Request) string {
-		if rt, ok := proxy.APIRoute(basePath, r.URL.Path); ok {
+		path := proxy.RoutePath(r)
+		if rt, ok := proxy.APIRoute(basePath, path); ok {
 			return rt
 		}
-		if rt, ok := proxy.SignInRoute(basePath, r.URL.Path); ok {
+		if rt, ok := proxy.SignInRoute(basePath, path); ok {
 			return rt
 		}
-		if rt, ok := proxy.DecisionsRoute(basePath, r.URL.Path); ok {
+		if rt, ok := proxy.DecisionsRoute(basePath, path); ok {
 			return rt
 		}
 		return "unmatched"
@@ -89,9 +91,27 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		Route:   route,
 		Tracing: m.telemetry.Tracing,
 		// Probes and scrapes every few seconds would drown the traces that matter.
-		Skip: func(r *http.Request) bool { _, mounted := mounts[r.URL.Path]; return mounted },
+		Skip: func(r *http.Request) bool { _, mounted := mounts[proxy.RoutePath(r)]; return mounted },
 	}
-	return srv.Handler(inner), nil
+	return hsts(srv.Handler(inner)), nil
+}
+
+// hstsValue is the Strict-Transport-Security header of every HTTPS answer: a year,
+// the common choice for a host that serves HTTPS only. Neither includeSubDomains nor
+// preload: dirgate speaks for its own host name, not for names beside or below it.
+const hstsValue = "max-age=31536000"
+
+// hsts adds Strict-Transport-Security to every answer sent over TLS (the API's,
+// errors, the probes', the explorer's), never to one over plain HTTP, where RFC 6797
+// says a browser must ignore it. Behind an ingress that terminates TLS dirgate sees
+// plain HTTP: the ingress sends the header.
+func hsts(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", hstsValue)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // readiness is /readyz: a server that answers is ready, and the body reports each

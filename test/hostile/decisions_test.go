@@ -2,8 +2,10 @@ package hostile
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate/test/faults"
 	"github.com/dirgate/dirgate/test/fixture"
@@ -57,4 +59,27 @@ func TestHostileDecisions(t *testing.T) {
 			})
 		}
 	})
+}
+
+// TestSlowDecisionsBody: a POST to the decisions API that sends its headers and
+// then stalls its body is answered within the 10 s body deadline (docs/api.md,
+// docs/policy.md), not held until the server's one-minute backstop.
+func TestSlowDecisionsBody(t *testing.T) {
+	e := demoTarget(t)
+	u, _ := url.Parse(strings.Replace(e.p.Base, "/api/directoryObjects/groupMembers", "/api/policy/decisions", 1) +
+		"?group=" + enc(fixture.MixedDN) + "&subject=" + enc(fixture.DemoHelpdeskDN))
+	start := time.Now()
+	r := rawSend(t, e.p.Addr, "POST "+u.RequestURI()+" HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAdm-Authorization: "+e.token+
+		"\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"module\": \"package dirgate.authz")
+	took := time.Since(start)
+	if r.Err != nil {
+		t.Fatalf("no answer to a stalled draft after %v: %v", took, r.Err)
+	}
+	if r.Status != 400 || took > 20*time.Second {
+		t.Errorf("stalled draft: %d after %v, want 400 after about 10 s: %.200s", r.Status, took, r.Body)
+	}
+	if _, err := faults.CheckError(r); err != nil {
+		t.Error(err)
+	}
+	t.Logf("a stalled draft was answered %d after %v", r.Status, took.Round(time.Millisecond))
 }

@@ -140,9 +140,17 @@ func TestPathTricks(t *testing.T) {
 		// Documented: case-insensitive path, one trailing slash.
 		{name: "letter case", path: "/RESTAPI/api/DirectoryObjects/GroupMembers", want: 200},
 		{name: "trailing slash", path: "/restApi/api/directoryObjects/groupMembers/", want: 200},
-		// Documented: the path is matched after percent-decoding, so an encoded slash
-		// is a slash (a front proxy filtering raw paths must decode first).
-		{name: "encoded slash", path: "/restApi/api%2FdirectoryObjects/groupMembers", want: 200},
+		// Documented: other escapes are decoded before matching...
+		{name: "encoded letter", path: "/restApi/%61pi/directoryObjects/groupMembers", want: 200},
+		// ...but an encoded slash is never a separator (docs/api.md): a front proxy
+		// routing or filtering by the raw path sees the same resource as dirgate.
+		{name: "encoded slash", path: "/restApi/api%2FdirectoryObjects/groupMembers", want: 404},
+		{name: "encoded slash, lower case", path: "/restApi/api/directoryObjects%2fgroupMembers", want: 404},
+		{name: "encoded slash in the base", path: "/restApi%2Fapi/directoryObjects/groupMembers", want: 404},
+		{name: "encoded trailing slash", path: "/restApi/api/directoryObjects/groupMembers%2F", want: 404},
+		{name: "double-encoded slash", path: "/restApi/api%252FdirectoryObjects/groupMembers", want: 404},
+		{name: "encoded slash to the decisions API", path: "/restApi/api/policy%2Fdecisions", want: 404},
+		{name: "encoded slash to sign-in", path: "/restApi/api/authSessions%2Fcreate", want: 404},
 		// Not the path: dot segments, doubled slashes, parameters in the path, an
 		// encoded NUL, Unicode look-alikes.
 		{name: "dot segment", path: "/restApi/api/directoryObjects/groupMembers/../groupMembers", want: 404},

@@ -1,16 +1,22 @@
 package hostile
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/dirgate/dirgate/test/faults"
 	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/sambatest"
+	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // TestTokenGuessing guesses tokens from one address and checks the throttle that
@@ -96,5 +102,88 @@ func checkThrottled(t *testing.T, what string, r faults.Result) {
 	s, err := strconv.Atoi(r.Header.Get("Retry-After"))
 	if err != nil || s < 1 || s > 60 {
 		t.Errorf("%s: Retry-After %q, want 1..60 seconds", what, r.Header.Get("Retry-After"))
+	}
+}
+
+// TestSignInBurst sends 60 wrong passwords at once from one address: at most
+// --auth-max-failures of them are checked (403), every other one is 429 with
+// Retry-After (docs/auth.md, "Throttling": a check is counted before it is made,
+// and checks in progress are bounded per address). The right password from that
+// address is then 429 too; another address is not affected. On the DC, where a
+// check is a bind of milliseconds, the account's badPwdCount counts the checks:
+// the limit there is 2, under the harness's lockout threshold of 3
+// (test/samba/README.md), and the account is the test's own.
+func TestSignInBurst(t *testing.T) {
+	t.Run("demo", func(t *testing.T) {
+		e := demoTarget(t, "--auth-max-failures", "5", "--auth-failure-window", "1m")
+		signInBurst(t, e, 5, "dana.admin@corp.example.com", "Demo-Admin-1", nil)
+	})
+	t.Run("dc", func(t *testing.T) {
+		dc := sambatest.Env(t)
+		e := dcTarget(t, "--auth-max-failures", "2", "--auth-failure-window", "1m")
+		dn, upn := dc.TempUser(t, fmt.Sprintf("hburst%d", os.Getpid()%100000), "Burst-Right-1x", nil)
+		signInBurst(t, e, 2, upn, "Burst-Right-1x", func() int {
+			res, err := dc.DialAdmin(t).Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+				"(objectClass=*)", []string{"badPwdCount"}, nil))
+			if err != nil || len(res.Entries) != 1 {
+				t.Fatalf("read %s: %v", dn, err)
+			}
+			n, _ := strconv.Atoi(res.Entries[0].GetAttributeValue("badPwdCount"))
+			return n
+		})
+	})
+}
+
+// signInBurst sends the burst for user to e and judges it against limit; binds,
+// when set, returns the failed binds the directory counted.
+func signInBurst(t *testing.T, e *target, limit int, user, password string, binds func() int) {
+	create := strings.TrimSuffix(e.p.Base, "/api/directoryObjects/groupMembers") + "/api/authSessions/create"
+	send := func(c *faults.Client, password string) faults.Result {
+		b, _ := json.Marshal(map[string]string{"username": user, "password": password})
+		req, err := http.NewRequestWithContext(context.Background(), "POST", create, bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return c.Send(req)
+	}
+	const n = 60
+	results := make([]faults.Result, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := faults.ClientFrom("127.0.0.5") // a connection each: nothing is serialised by the client
+			<-start
+			results[i] = send(c, fmt.Sprintf("Wrong-%d", i))
+		}()
+	}
+	close(start)
+	wg.Wait()
+	codes := map[int]int{}
+	for _, r := range results {
+		codes[r.Status]++
+		if r.Status == 429 {
+			checkThrottled(t, "a sign-in of the burst", r)
+		} else if r.Status != 403 {
+			t.Errorf("a sign-in of the burst: %s, want 403 or 429", r)
+		}
+	}
+	t.Logf("answers to %d wrong passwords at once: %v", n, codes)
+	if codes[403] < 1 || codes[403] > limit {
+		t.Errorf("%d wrong passwords were checked, want 1 to %d", codes[403], limit)
+	}
+	if binds != nil {
+		if got := binds(); got != codes[403] {
+			t.Errorf("the directory counted %d failed binds for %d answers 403 (limit %d)", got, codes[403], limit)
+		}
+	}
+	if codes[403] == limit {
+		checkThrottled(t, "the right password from the burst's address", send(faults.ClientFrom("127.0.0.5"), password))
+	}
+	if r := send(faults.ClientFrom("127.0.0.6"), password); r.Status != 200 {
+		t.Errorf("the right password from another address: %s", r)
 	}
 }
