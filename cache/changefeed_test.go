@@ -215,7 +215,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
 	// A generous Redis timeout: this tests the hand-over, not timeouts, and the
 	// default 100 ms failed under a load average of 10.
-	cfg := Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
 	src := &fakeSource{}
 	var ins []instance
 	var feeds []*Feed
