@@ -167,9 +167,8 @@ func (f *redisFeed) release(ctx context.Context, id string) error {
 // as none, so that the next leader resyncs.
 func (f *redisFeed) position(ctx context.Context) (*dirgate.ChangePosition, error) {
 	v, err := f.client.GetRange(ctx, f.pos, 0, int64(maxPositionBytes+sealOverhead)).Result()
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		v, err = "?", nil // Redis refused the read (another type): refused below
+	if wrongType(err) {
+		v, err = "?", nil // not a string: refused below
 	}
 	if err != nil {
 		return nil, err
@@ -215,17 +214,49 @@ func eventBody(seq, t, all, groups, guids string) string {
 }
 
 // publish numbers an event, then appends it with its HMAC. A failure between the
-// two leaves a gap in the numbers, which makes followers drop everything.
+// two leaves a gap in the numbers, which makes followers drop everything. A counter
+// or stream that Redis refuses to use (overwritten with another type or a
+// non-number) is deleted and started afresh, so that a writer cannot stop events
+// that way; the restart shows to followers as a gap.
 func (f *redisFeed) publish(ctx context.Context, ev FeedEvent) error {
 	n, err := f.client.Incr(ctx, f.seq).Result()
+	if redisRefused(err) {
+		f.log.WarnContext(ctx, "cache: change feed: the event counter is unusable (a Redis writer?); starting it afresh", "error", err)
+		if err = f.client.Del(ctx, f.seq).Err(); err == nil {
+			n, err = f.client.Incr(ctx, f.seq).Result()
+		}
+	}
 	if err != nil {
 		return err
 	}
 	seq, t := strconv.FormatInt(n, 10), strconv.FormatInt(f.now().UnixMilli(), 10)
 	all, groups, guids := flag(ev.All), flag(ev.Groups), strings.Join(ev.GUIDs, ",")
 	mac := hex.EncodeToString(f.seal.mac(f.events, eventBody(seq, t, all, groups, guids)))
-	return f.client.XAdd(ctx, &redis.XAddArgs{Stream: f.events, MaxLen: maxEvents, Approx: true,
-		Values: []string{"seq", seq, "t", t, "all", all, "groups", groups, "guids", guids, "mac", mac}}).Err()
+	add := func() error {
+		return f.client.XAdd(ctx, &redis.XAddArgs{Stream: f.events, MaxLen: maxEvents, Approx: true,
+			Values: []string{"seq", seq, "t", t, "all", all, "groups", groups, "guids", guids, "mac", mac}}).Err()
+	}
+	err = add()
+	if wrongType(err) {
+		f.log.WarnContext(ctx, "cache: change feed: the event stream is not a stream (a Redis writer?); starting it afresh")
+		if err = f.client.Del(ctx, f.events).Err(); err == nil {
+			err = add()
+		}
+	}
+	return err
+}
+
+// wrongType reports Redis's refusal to use a key of another type.
+func wrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
+// redisRefused reports an INCR that Redis refused because of the key's content
+// (another type, or not an integer), not because of the connection.
+func redisRefused(err error) bool {
+	var rerr redis.Error
+	return wrongType(err) || errors.As(err, &rerr) && strings.Contains(rerr.Error(), "not an integer")
 }
 
 // streamEnd is where a follower starts: after the last event.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,9 +154,10 @@ func TestRedisWriterCannotMoveTheFeedPosition(t *testing.T) {
 	for _, forged := range []struct{ name, value string }{
 		{"forged", `{"source":"fake","usn":1000000,"time":` + string(now) + `}`},
 		{"moved", moved},
+		{"a list", ""}, // not a string at all
 	} {
 		t.Run(forged.name, func(t *testing.T) {
-			prefix := forged.name + ":"
+			prefix := strings.ReplaceAll(forged.name, " ", "-") + ":"
 			log, logged := logTo()
 			cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}, KeyPrefix: prefix}, Timeout: time.Second, Logger: log}
 			src := &fakeSource{}
@@ -169,7 +171,13 @@ func TestRedisWriterCannotMoveTheFeedPosition(t *testing.T) {
 				t.Fatalf("listing before the change: %s", st)
 			}
 			fa.Close() // gives the lease up
-			if err := rc.Set(t.Context(), prefix+"{changefeed}:pos", forged.value, 0).Err(); err != nil {
+			posKey := prefix + "{changefeed}:pos"
+			if forged.value == "" {
+				rc.Del(t.Context(), posKey)
+				if err := rc.RPush(t.Context(), posKey, "x").Err(); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := rc.Set(t.Context(), posKey, forged.value, 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 			// A change nobody reads until the next leader starts from the stored position.
@@ -256,6 +264,58 @@ func TestRedisWriterCannotForgeAFeedEvent(t *testing.T) {
 	for _, ev := range got {
 		if !ev.All {
 			t.Errorf("the follower believed a forged event: %+v", ev)
+		}
+	}
+}
+
+// TestRedisWriterCannotBreakTheFeedsCounter: an event counter overwritten with a
+// non-number and an event stream overwritten with a string do not stop events: the
+// reader starts both afresh (logged), and followers, seeing the numbers restart,
+// drop everything.
+func TestRedisWriterCannotBreakTheFeedsCounter(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := demo(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer rc.Close()
+	log, logged := logTo()
+	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Timeout: time.Second,
+		RetryInterval: 50 * time.Millisecond, Logger: log}
+	src := &fakeSource{}
+	var mu sync.Mutex
+	var got []FeedEvent
+	onEvent := func(ev FeedEvent) { mu.Lock(); got = append(got, ev); mu.Unlock() }
+	a, b := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
+	fa := startFeed(t, a, src, FeedConfig{})
+	waitFor(t, "a leader", fa.Leader)
+	startFeed(t, b, src, FeedConfig{OnEvent: onEvent})
+	guid := object(t, dir, fixture.ProjectAlphaDN).GUID
+	waitFor(t, "an event read by the follower", func() bool {
+		src.change(dirgate.Change{Kind: dirgate.ChangeObject, GUID: guid, GroupsKnown: true})
+		time.Sleep(50 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0
+	})
+	ctx := t.Context()
+	if err := rc.Set(ctx, "dirgate:{changefeed}:seq", "not a number", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	rc.Del(ctx, "dirgate:{changefeed}:events")
+	if err := rc.Set(ctx, "dirgate:{changefeed}:events", "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	got = nil
+	mu.Unlock()
+	src.change(dirgate.Change{Kind: dirgate.ChangeObject, GUID: guid, GroupsKnown: true})
+	waitFor(t, "the follower to drop everything", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.ContainsFunc(got, func(ev FeedEvent) bool { return ev.All })
+	})
+	for _, want := range []string{"the event counter is unusable", "the event stream is not a stream"} {
+		if !strings.Contains(logged(), want) {
+			t.Errorf("%q is not logged:\n%s", want, logged())
 		}
 	}
 }
