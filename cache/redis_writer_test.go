@@ -195,13 +195,19 @@ func TestRedisWriterCannotMoveTheFeedPosition(t *testing.T) {
 }
 
 // TestRedisWriterCannotHoldTheFeedsLease: a leader claim written without the secret
-// (no expiry) is taken over, so the feed keeps reading.
+// (no expiry), empty, or of another type, is taken over, so the feed keeps reading.
 func TestRedisWriterCannotHoldTheFeedsLease(t *testing.T) {
 	srv := redistest.Start(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rc.Close()
-	for _, forged := range []string{"an-instance-that-does-not-exist", ""} {
-		if err := rc.Set(t.Context(), "dirgate:{changefeed}:leader", forged, 0).Err(); err != nil {
+	for _, forged := range []string{"an-instance-that-does-not-exist", "", "a hash"} {
+		key := "dirgate:{changefeed}:leader"
+		rc.Del(t.Context(), key)
+		if forged == "a hash" {
+			if err := rc.HSet(t.Context(), key, "f", "v").Err(); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := rc.Set(t.Context(), key, forged, 0).Err(); err != nil {
 			t.Fatal(err)
 		}
 		log, logged := logTo()
