@@ -367,3 +367,44 @@ func TestRedisValuesAreCapped(t *testing.T) {
 		t.Errorf("the refusal is not logged:\n%s", logged())
 	}
 }
+
+// FuzzClaimLive: a leader claim read from Redis is untrusted input. Only a claim
+// sealed under the secret, for this key, with an expiry to come, is live.
+func FuzzClaimLive(f *testing.F) {
+	now := time.Now()
+	rf := &redisFeed{seal: newSealer(sealSecret), leader: "p:{changefeed}:leader", now: func() time.Time { return now }}
+	live := rf.claim("ABC", now.Add(time.Second))
+	f.Add(live)
+	f.Add(rf.claim("ABC", now.Add(-time.Minute)))
+	f.Add("ABC|" + strconv.FormatInt(now.Add(time.Hour).UnixMilli(), 10) + "|00")
+	f.Add("||")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, v string) {
+		if rf.claimLive(v) && v != live {
+			// Another live claim needs the secret: it must be one the sealer makes
+			// (the HMAC's hex in either case).
+			id, exp, _ := strings.Cut(v[:strings.LastIndexByte(v, '|')], "|")
+			if !strings.EqualFold(rf.claim(id, time.UnixMilli(mustInt(t, exp))), v) {
+				t.Fatalf("a claim the secret did not seal is live: %q", v)
+			}
+		}
+	})
+	if !rf.claimLive(live) {
+		f.Fatal("a fresh claim is not live")
+	}
+	if rf.claimLive(rf.claim("ABC", now.Add(-clockSkew-time.Second))) {
+		f.Fatal("a claim past its expiry and the skew is live")
+	}
+	moved := &redisFeed{seal: rf.seal, leader: "q:{changefeed}:leader", now: rf.now}
+	if moved.claimLive(live) {
+		f.Fatal("a claim moved to another key is live")
+	}
+}
+
+func mustInt(t *testing.T, s string) int64 {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("a live claim with expiry %q", s)
+	}
+	return n
+}
