@@ -131,7 +131,7 @@ func (c *Cache) StartFeed(ctx context.Context, cfg FeedConfig) (*Feed, error) {
 	}
 	f := &Feed{c: c, cfg: cfg, id: rand.Text(), metrics: newFeedMetrics()}
 	if rs, ok := c.store.(*redisStore); ok && !cfg.PerInstance {
-		f.shared = rs.feed(c.keys.prefix)
+		f.shared = rs.feed(c.keys.prefix, c.sealer, c.cfg.Logger, c.now)
 	}
 	c.feed.Store(f)
 	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -541,6 +541,8 @@ type streamPos struct {
 type streamEvent struct {
 	pos streamPos
 	ev  FeedEvent
+	// refused says why the event was not believed (it drops everything).
+	refused string
 }
 
 // decodePosition parses a stored position: untrusted input, checked.
@@ -548,7 +550,7 @@ func decodePosition(s string) (*dirgate.ChangePosition, error) {
 	if s == "" {
 		return nil, nil
 	}
-	if len(s) > 4096 {
+	if len(s) > maxPositionBytes {
 		return nil, errors.New("cache: stored position is too long")
 	}
 	var p dirgate.ChangePosition

@@ -2,9 +2,12 @@ package cache
 
 import (
 	"context"
+	"crypto/hmac"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -16,12 +19,22 @@ import (
 // The change feed's keys share one hash tag, so that the scripts below, which touch
 // several of them, run on one Cluster slot:
 //
-//	<prefix>{changefeed}:leader   the reading instance's id, with the lease as expiry
+//	<prefix>{changefeed}:leader   the reading instance's claim, with the lease as expiry
 //	<prefix>{changefeed}:pos      the position (JSON), written only by the leader
 //	<prefix>{changefeed}:seq      the number of the last event
 //	<prefix>{changefeed}:events   a stream of events, trimmed to about maxEvents
+//
+// The claim, the position and every event carry an HMAC under the cache's secret
+// (seal.go), bound to their key, so that a Redis writer cannot suppress invalidations
+// (docs/cache.md, "Entries are authenticated"): a position that does not verify is
+// no position (the next leader resyncs, invalidating everything); a claim that does
+// not verify, or whose sealed expiry has passed, is taken over; an event that does
+// not verify, or is older than maxEventAge, drops everything on the follower.
 type redisFeed struct {
 	client                   redis.UniversalClient
+	seal                     *sealer
+	log                      *slog.Logger
+	now                      func() time.Time
 	leader, pos, seq, events string
 }
 
@@ -32,27 +45,48 @@ const maxEvents = 1000
 // maxEventGUIDs bounds what a follower accepts from one event.
 const maxEventGUIDs = 2 * DefaultFeedMaxBatch
 
-func (r *redisStore) feed(prefix string) *redisFeed {
+// maxPositionBytes bounds a stored position (decodePosition), and its read.
+const maxPositionBytes = 4096
+
+// clockSkew is how far instances' clocks may disagree: a claim is taken over once
+// its sealed expiry is this far past. Events older than maxEventAge are refused:
+// followers read them within an interval, and an older one may be a replay.
+const (
+	clockSkew   = 5 * time.Second
+	maxEventAge = 30 * time.Second
+)
+
+func (r *redisStore) feed(prefix string, seal *sealer, log *slog.Logger, now func() time.Time) *redisFeed {
 	k := prefix + "{changefeed}:"
-	return &redisFeed{client: r.client, leader: k + "leader", pos: k + "pos", seq: k + "seq", events: k + "events"}
+	return &redisFeed{client: r.client, seal: seal, log: log, now: now,
+		leader: k + "leader", pos: k + "pos", seq: k + "seq", events: k + "events"}
 }
 
-// leadScript renews the lease of ARGV[1] or claims a free one, for ARGV[2] ms.
-var leadScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0`)
+// A claim is "<id>|<expiry, Unix ms>|<HMAC, hex>"; the scripts recognise their own
+// by the "<id>|" it starts with (ids are rand.Text(): no "|").
 
-// releaseScript deletes the lease if ARGV[1] holds it.
+// leadScript sets the claim ARGV[2] for ARGV[3] ms when the key is free, holds a
+// claim of ARGV[1] (the "<id>|" of the caller), or, with ARGV[4] "1", holds exactly
+// ARGV[5] (a claim the caller found forged or expired); it returns 1, or {the claim
+// it found}. A key of another type than a string is found as "" (not a claim).
+var leadScript = redis.NewScript(`
+local ty = redis.call('TYPE', KEYS[1]).ok
+local v = false
+if ty == 'string' then
+  v = redis.call('GET', KEYS[1])
+elseif ty ~= 'none' then
+  v = ''
+end
+if not v or string.sub(v, 1, #ARGV[1]) == ARGV[1] or (ARGV[4] == '1' and v == ARGV[5]) then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return {v}`)
+
+// releaseScript deletes the claim if ARGV[1] (an "<id>|") holds it.
 var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local v = redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 return 0`)
@@ -60,41 +94,97 @@ return 0`)
 // storePosScript stores ARGV[2] as the position if ARGV[1] holds the lease: a leader
 // that lost its lease (paused, partitioned) cannot move the position of its successor.
 var storePosScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local v = redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, #ARGV[1]) == ARGV[1] then
   redis.call('SET', KEYS[2], ARGV[2])
   return 1
 end
 return 0`)
 
-// publishScript numbers an event and appends it to the stream.
-var publishScript = redis.NewScript(`
-local seq = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], '*', 'seq', seq, 'all', ARGV[2], 'groups', ARGV[3], 'guids', ARGV[4])
-return seq`)
+func (f *redisFeed) claim(id string, exp time.Time) string {
+	body := id + "|" + strconv.FormatInt(exp.UnixMilli(), 10)
+	return body + "|" + hex.EncodeToString(f.seal.mac(f.leader, body))
+}
+
+// claimLive reports whether v is an authentic claim whose expiry has not passed.
+func (f *redisFeed) claimLive(v string) bool {
+	i := strings.LastIndexByte(v, '|')
+	if i < 0 {
+		return false
+	}
+	mac, err := hex.DecodeString(v[i+1:])
+	if err != nil || !hmac.Equal(mac, f.seal.mac(f.leader, v[:i])) {
+		return false
+	}
+	_, ms, ok := strings.Cut(v[:i], "|")
+	exp, err := strconv.ParseInt(ms, 10, 64)
+	return ok && err == nil && f.now().Before(time.UnixMilli(exp).Add(clockSkew))
+}
 
 func (f *redisFeed) lead(ctx context.Context, id string, lease time.Duration) (bool, error) {
-	n, err := leadScript.Run(ctx, f.client, []string{f.leader}, id, lease.Milliseconds()).Int()
-	if err != nil {
-		return false, fmt.Errorf("lease: %w", err)
+	mine := f.claim(id, f.now().Add(lease))
+	ok, found, err := f.runLead(ctx, id, mine, nil, lease)
+	if err != nil || ok {
+		return ok, err
 	}
-	return n == 1, nil
+	if f.claimLive(found) {
+		return false, nil // another instance leads
+	}
+	f.log.WarnContext(ctx, "cache: change feed: taking over a leader claim that is forged or long expired (a Redis writer?)")
+	ok, _, err = f.runLead(ctx, id, mine, &found, lease)
+	return ok, err
+}
+
+// runLead runs leadScript, taking over *takeOver if it is still the claim; ok
+// reports whether the claim is now this instance's, found is the other one.
+func (f *redisFeed) runLead(ctx context.Context, id, mine string, takeOver *string, lease time.Duration) (ok bool, found string, err error) {
+	args := []any{id + "|", mine, lease.Milliseconds(), "0", ""}
+	if takeOver != nil {
+		args[3], args[4] = "1", *takeOver
+	}
+	res, err := leadScript.Run(ctx, f.client, []string{f.leader}, args...).Result()
+	if err != nil {
+		return false, "", fmt.Errorf("lease: %w", err)
+	}
+	switch v := res.(type) {
+	case int64:
+		return true, "", nil
+	case []any:
+		if len(v) == 1 {
+			if s, isStr := v[0].(string); isStr {
+				return false, s, nil
+			}
+		}
+	}
+	return false, "", fmt.Errorf("lease: unexpected reply %T", res)
 }
 
 func (f *redisFeed) release(ctx context.Context, id string) error {
-	return releaseScript.Run(ctx, f.client, []string{f.leader}, id).Err()
+	return releaseScript.Run(ctx, f.client, []string{f.leader}, id+"|").Err()
 }
 
+// position reads the stored position; one that does not verify is logged and read
+// as none, so that the next leader resyncs.
 func (f *redisFeed) position(ctx context.Context) (*dirgate.ChangePosition, error) {
-	v, err := f.client.Get(ctx, f.pos).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+	v, err := f.client.GetRange(ctx, f.pos, 0, int64(maxPositionBytes+sealOverhead)).Result()
+	if wrongType(err) {
+		v, err = "?", nil // not a string: refused below
 	}
 	if err != nil {
 		return nil, err
 	}
-	p, err := decodePosition(v)
+	if v == "" {
+		return nil, nil
+	}
+	var p *dirgate.ChangePosition
+	if len(v) > maxPositionBytes+sealOverhead {
+		err = fmt.Errorf("%w: over %d bytes", errCorrupt, maxPositionBytes+sealOverhead)
+	} else if v, err = f.seal.open(f.pos, v); err == nil {
+		p, err = decodePosition(v)
+	}
 	if err != nil {
-		return nil, nil // unreadable: as if none was stored (the reader resyncs)
+		f.log.WarnContext(ctx, "cache: change feed: refusing the stored position; the next read resyncs", "error", err)
+		return nil, nil
 	}
 	return p, nil
 }
@@ -104,7 +194,7 @@ func (f *redisFeed) storePosition(ctx context.Context, id string, p dirgate.Chan
 	if err != nil {
 		return false, err
 	}
-	n, err := storePosScript.Run(ctx, f.client, []string{f.leader, f.pos}, id, string(b)).Int()
+	n, err := storePosScript.Run(ctx, f.client, []string{f.leader, f.pos}, id+"|", f.seal.seal(f.pos, string(b))).Int()
 	if err != nil {
 		return false, fmt.Errorf("store position: %w", err)
 	}
@@ -118,9 +208,55 @@ func flag(b bool) string {
 	return "0"
 }
 
+// eventBody is what an event's HMAC covers: its number, time and content.
+func eventBody(seq, t, all, groups, guids string) string {
+	return seq + "|" + t + "|" + all + "|" + groups + "|" + guids
+}
+
+// publish numbers an event, then appends it with its HMAC. A failure between the
+// two leaves a gap in the numbers, which makes followers drop everything. A counter
+// or stream that Redis refuses to use (overwritten with another type or a
+// non-number) is deleted and started afresh, so that a writer cannot stop events
+// that way; the restart shows to followers as a gap.
 func (f *redisFeed) publish(ctx context.Context, ev FeedEvent) error {
-	return publishScript.Run(ctx, f.client, []string{f.seq, f.events}, maxEvents, flag(ev.All), flag(ev.Groups),
-		strings.Join(ev.GUIDs, ",")).Err()
+	n, err := f.client.Incr(ctx, f.seq).Result()
+	if redisRefused(err) {
+		f.log.WarnContext(ctx, "cache: change feed: the event counter is unusable (a Redis writer?); starting it afresh", "error", err)
+		if err = f.client.Del(ctx, f.seq).Err(); err == nil {
+			n, err = f.client.Incr(ctx, f.seq).Result()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	seq, t := strconv.FormatInt(n, 10), strconv.FormatInt(f.now().UnixMilli(), 10)
+	all, groups, guids := flag(ev.All), flag(ev.Groups), strings.Join(ev.GUIDs, ",")
+	mac := hex.EncodeToString(f.seal.mac(f.events, eventBody(seq, t, all, groups, guids)))
+	add := func() error {
+		return f.client.XAdd(ctx, &redis.XAddArgs{Stream: f.events, MaxLen: maxEvents, Approx: true,
+			Values: []string{"seq", seq, "t", t, "all", all, "groups", groups, "guids", guids, "mac", mac}}).Err()
+	}
+	err = add()
+	if wrongType(err) {
+		f.log.WarnContext(ctx, "cache: change feed: the event stream is not a stream (a Redis writer?); starting it afresh")
+		if err = f.client.Del(ctx, f.events).Err(); err == nil {
+			err = add()
+		}
+	}
+	return err
+}
+
+// wrongType reports Redis's refusal to use a key of another type.
+func wrongType(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && strings.HasPrefix(rerr.Error(), "WRONGTYPE")
+}
+
+// redisRefused reports an INCR that Redis refused because of the key's content
+// (another type, or not an integer), not because of the connection.
+func redisRefused(err error) bool {
+	var rerr redis.Error
+	return wrongType(err) || errors.As(err, &rerr) && strings.Contains(rerr.Error(), "not an integer")
 }
 
 // streamEnd is where a follower starts: after the last event.
@@ -152,32 +288,45 @@ func (f *redisFeed) read(ctx context.Context, from streamPos, block time.Duratio
 	var out []streamEvent
 	for _, s := range res {
 		for _, m := range s.Messages {
-			out = append(out, parseEvent(m.ID, m.Values))
+			e := f.parseEvent(m.ID, m.Values)
+			if e.refused != "" {
+				f.log.WarnContext(ctx, "cache: change feed: refusing an event; dropping local identifier resolutions and principals", "reason", e.refused)
+			}
+			out = append(out, e)
 		}
 	}
 	return out, nil
 }
 
-// parseEvent reads an event from the stream: untrusted input. Anything malformed
-// becomes an event that drops everything.
-func parseEvent(id string, vals map[string]any) streamEvent {
+// parseEvent reads an event from the stream: untrusted input. Anything malformed,
+// unauthenticated or too old becomes an event that drops everything.
+func (f *redisFeed) parseEvent(id string, vals map[string]any) streamEvent {
 	str := func(k string) string { s, _ := vals[k].(string); return s }
 	seq, err := strconv.ParseInt(str("seq"), 10, 64)
 	e := streamEvent{pos: streamPos{id: id, seq: seq}, ev: FeedEvent{All: str("all") != "0", Groups: str("groups") != "0"}}
-	if err != nil {
-		e.ev.All = true
+	refuse := func(why string) streamEvent {
+		e.ev.All, e.ev.GUIDs, e.refused = true, nil, why
 		return e
+	}
+	if err != nil {
+		return refuse("no sequence number")
+	}
+	mac, err := hex.DecodeString(str("mac"))
+	if err != nil || !hmac.Equal(mac, f.seal.mac(f.events, eventBody(str("seq"), str("t"), str("all"), str("groups"), str("guids")))) {
+		return refuse("HMAC mismatch (written without the secret?)")
+	}
+	t, err := strconv.ParseInt(str("t"), 10, 64)
+	if err != nil || f.now().Sub(time.UnixMilli(t)) > maxEventAge {
+		return refuse("older than " + maxEventAge.String())
 	}
 	if g := str("guids"); g != "" && !e.ev.All {
 		parts := strings.Split(g, ",")
 		if len(parts) > maxEventGUIDs {
-			e.ev.All = true
-			return e
+			return refuse("too many objects")
 		}
 		for _, p := range parts {
 			if !canonicalGUID(p) {
-				e.ev.All, e.ev.GUIDs = true, nil
-				return e
+				return refuse("malformed object")
 			}
 			e.ev.GUIDs = append(e.ev.GUIDs, p)
 		}

@@ -2,7 +2,9 @@ package cache
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -215,7 +217,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
 	// A generous Redis timeout: this tests the hand-over, not timeouts, and the
 	// default 100 ms failed under a load average of 10.
-	cfg := Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
 	src := &fakeSource{}
 	var ins []instance
 	var feeds []*Feed
@@ -306,13 +308,23 @@ func FuzzDecodePosition(f *testing.F) {
 }
 
 func FuzzParseEvent(f *testing.F) {
-	f.Add("1", "0", "1", "0a0a0a0a-0000-0000-0000-000000000000,0b0a0a0a-0000-0000-0000-000000000000")
-	f.Add("x", "0", "0", "")
-	f.Add("2", "0", "0", "NOT-A-GUID")
-	f.Fuzz(func(t *testing.T, seq, all, groups, ids string) {
-		e := parseEvent("1-0", map[string]any{"seq": seq, "all": all, "groups": groups, "guids": ids})
+	f.Add("1", "0", "1", "0a0a0a0a-0000-0000-0000-000000000000,0b0a0a0a-0000-0000-0000-000000000000", true)
+	f.Add("x", "0", "0", "", true)
+	f.Add("2", "0", "0", "NOT-A-GUID", true)
+	f.Add("3", "0", "0", "0a0a0a0a-0000-0000-0000-000000000000", false)
+	rf := &redisFeed{seal: newSealer(sealSecret), events: "p:{changefeed}:events", now: time.Now}
+	f.Fuzz(func(t *testing.T, seq, all, groups, ids string, sealed bool) {
+		ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
+		vals := map[string]any{"seq": seq, "t": ts, "all": all, "groups": groups, "guids": ids}
+		if sealed {
+			vals["mac"] = hex.EncodeToString(rf.seal.mac(rf.events, eventBody(seq, ts, all, groups, ids)))
+		}
+		e := rf.parseEvent("1-0", vals)
 		if e.ev.All && len(e.ev.GUIDs) > 0 {
 			t.Fatal("an event that drops everything also names objects")
+		}
+		if !sealed && !e.ev.All {
+			t.Fatal("an unsealed event was believed")
 		}
 		for _, g := range e.ev.GUIDs {
 			if !canonicalGUID(g) {

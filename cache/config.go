@@ -27,6 +27,10 @@ const (
 	DefaultLease         = time.Second            // DIRGATE_CACHE_LEASE
 )
 
+// MinSecretLength is the least number of bytes of Config.Secret with Redis (the
+// session store's bound, for the same secret file).
+const MinSecretLength = 32
+
 // Redis modes.
 const (
 	ModeSingle   = "single"
@@ -71,9 +75,10 @@ type Config struct {
 	// listing is invalidated by any removal, since the query does not tell which
 	// nested groups it went through.
 	Transitive dirgate.TransitiveLister
-	// Secret keys the HMAC of every entry stored in Redis (seal.go), so that a Redis
-	// writer cannot change a listing: every replica must have the same. nil stores
-	// entries unauthenticated, as before DIRGATE_SECRET_FILE existed.
+	// Secret keys the HMAC of every value dirgate reads back from Redis (seal.go), so
+	// that a Redis writer can neither change nor move an entry, a change-feed position
+	// or event: every replica must have the same. Required with Redis, at least
+	// MinSecretLength bytes (DIRGATE_SECRET_FILE); unused in process.
 	Secret []byte
 	// Logger receives Redis state changes and corrupt entries. nil means slog.Default().
 	Logger *slog.Logger
@@ -186,6 +191,11 @@ func (c Config) Validate() error {
 		bad("lease must be at least 20ms (or negative: off)")
 	}
 	errs = append(errs, c.Redis.validate()...)
+	if len(c.Redis.Addrs) > 0 && len(c.Secret) < MinSecretLength {
+		// Without it, whoever can write to Redis chooses the account a token resolves
+		// to (docs/auth.md, "What Redis holds").
+		bad("Redis needs a secret of at least %d bytes to authenticate its entries (DIRGATE_SECRET_FILE)", MinSecretLength)
+	}
 	return errors.Join(errs...)
 }
 

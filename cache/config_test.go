@@ -21,22 +21,25 @@ func TestConfigValidate(t *testing.T) {
 		want []string // substrings of the error; none means valid
 	}{
 		{"in-process defaults", Config{}, nil},
-		{"single server", Config{Redis: RedisConfig{Addrs: []string{"127.0.0.1:6380"}, PasswordFile: secret}}, nil},
+		{"single server", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"127.0.0.1:6380"}, PasswordFile: secret}}, nil},
 		// Several addresses without a mode mean a cluster.
-		{"cluster by addresses", Config{Redis: RedisConfig{Addrs: []string{"a:1", "b:2"}}}, nil},
-		{"sentinel", Config{Redis: RedisConfig{Addrs: []string{"a:26379"}, Mode: ModeSentinel, MasterName: "m"}}, nil},
-		{"sentinel without master", Config{Redis: RedisConfig{Addrs: []string{"a:26379"}, Mode: ModeSentinel}}, []string{"master name"}},
-		{"master name outside sentinel", Config{Redis: RedisConfig{Addrs: []string{"a:1"}, MasterName: "m"}}, []string{"only used in mode sentinel"}},
-		{"unknown mode", Config{Redis: RedisConfig{Addrs: []string{"a:1"}, Mode: "ring"}}, []string{"mode \"ring\""}},
-		{"single with two addresses", Config{Redis: RedisConfig{Addrs: []string{"a:1", "b:2"}, Mode: ModeSingle}}, []string{"one address"}},
-		{"cluster database", Config{Redis: RedisConfig{Addrs: []string{"a:1"}, Mode: ModeCluster, DB: 2}}, []string{"database 0"}},
-		{"address without port", Config{Redis: RedisConfig{Addrs: []string{"redis"}}}, []string{"host:port"}},
-		{"missing password file", Config{Redis: RedisConfig{Addrs: []string{"a:1"}, PasswordFile: "/nonexistent"}}, []string{"nonexistent"}},
-		{"certificate without key", Config{Redis: RedisConfig{Addrs: []string{"a:1"}, TLSCertFile: secret}}, []string{"certificate and key"}},
+		{"cluster by addresses", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1", "b:2"}}}, nil},
+		{"sentinel", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:26379"}, Mode: ModeSentinel, MasterName: "m"}}, nil},
+		{"sentinel without master", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:26379"}, Mode: ModeSentinel}}, []string{"master name"}},
+		{"master name outside sentinel", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1"}, MasterName: "m"}}, []string{"only used in mode sentinel"}},
+		{"unknown mode", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1"}, Mode: "ring"}}, []string{"mode \"ring\""}},
+		{"single with two addresses", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1", "b:2"}, Mode: ModeSingle}}, []string{"one address"}},
+		{"cluster database", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1"}, Mode: ModeCluster, DB: 2}}, []string{"database 0"}},
+		{"address without port", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"redis"}}}, []string{"host:port"}},
+		{"missing password file", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1"}, PasswordFile: "/nonexistent"}}, []string{"nonexistent"}},
+		{"certificate without key", Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{"a:1"}, TLSCertFile: secret}}, []string{"certificate and key"}},
 		// The prefix goes into every key: braces would change Cluster slots, spaces and
 		// control characters have no place in a key.
 		{"prefix with braces", Config{Redis: RedisConfig{KeyPrefix: "{x}"}}, []string{"key prefix"}},
 		{"prefix with space", Config{Redis: RedisConfig{KeyPrefix: "a b"}}, []string{"key prefix"}},
+		// Whoever writes to Redis would otherwise choose what a token resolves to.
+		{"redis without a secret", Config{Redis: RedisConfig{Addrs: []string{"a:1"}}}, []string{"secret of at least 32 bytes", "DIRGATE_SECRET_FILE"}},
+		{"redis with a short secret", Config{Secret: []byte("short"), Redis: RedisConfig{Addrs: []string{"a:1"}}}, []string{"secret of at least 32 bytes"}},
 		{"durations", Config{TTL: -time.Second, MaxStale: -1, TTLJitter: 1}, []string{"TTL must", "max stale", "jitter"}},
 	}
 	for _, tc := range tests {

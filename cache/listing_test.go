@@ -35,13 +35,13 @@ func sharedBackends() []struct {
 		cfg  func(t *testing.T) Config
 	}{
 		{"redis", func(t *testing.T) Config {
-			return Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
+			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
 		}},
 		{"redis-no-lease", func(t *testing.T) Config {
-			return Config{Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Lease: -1}
+			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Lease: -1}
 		}},
 		{"cluster", func(t *testing.T) Config {
-			return Config{Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}}
+			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}}
 		}},
 	}
 }

@@ -17,9 +17,17 @@ import (
 // stay inside this file (the cache sees the store interface only).
 type redisStore struct {
 	client redis.UniversalClient
-	// cluster: keys of one request may live on several nodes (no MGET).
-	cluster bool
+	// maxValue bounds what get reads of one value (maxStoredValue); log reports the
+	// values refused for it.
+	maxValue int
+	log      *slog.Logger
 }
+
+// maxStoredValue is the largest value the cache writes to Redis: an entry of
+// maxValueBytes, sealed. Every read takes at most one byte more (GETRANGE), so that a
+// larger value, which dirgate did not write, is refused without being transferred
+// (docs/cache.md, "Size of values").
+const maxStoredValue = maxValueBytes + sealOverhead
 
 // setIfScript stores ARGV[1] under KEYS[1] for ARGV[3] ms if KEYS[2] holds ARGV[2].
 // Both keys carry one hash tag, so the script runs on one Cluster slot.
@@ -50,7 +58,7 @@ func newRedisStore(cfg RedisConfig, timeout time.Duration, log *slog.Logger) (*r
 		client.Close()
 		return nil, fmt.Errorf("cache: redis metrics: %w", err)
 	}
-	return &redisStore{client: client, cluster: cfg.Mode == ModeCluster}, nil
+	return &redisStore{client: client, maxValue: maxStoredValue, log: log}, nil
 }
 
 var setLoggerOnce sync.Once
@@ -61,56 +69,44 @@ func (l debugLogger) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "cache: redis client", "message", fmt.Sprintf(format, v...))
 }
 
-// get reads keys with one MGET, or on a Cluster with one pipelined GET each: a
-// Cluster spreads them over slots, where MGET would fail, and go-redis sends one
-// batch per node.
+// get reads keys with GETRANGE up to one byte past maxValue, pipelined (go-redis
+// sends one batch per node of a Cluster). A value longer than maxValue is logged and
+// read as none: the cache never wrote it, and only its first maxValue+1 bytes cross
+// the network.
 func (r *redisStore) get(ctx context.Context, keys ...string) ([]string, error) {
 	out := make([]string, len(keys))
-	if len(keys) > 1 && !r.cluster {
-		vals, err := r.client.MGet(ctx, keys...).Result()
+	end := int64(r.maxValue) // GETRANGE's end is inclusive: maxValue+1 bytes
+	if len(keys) == 1 {
+		v, err := r.client.GetRange(ctx, keys[0], 0, end).Result()
 		if err != nil {
 			return nil, fmt.Errorf("redis get: %w", err)
 		}
-		if len(vals) != len(keys) {
-			return nil, fmt.Errorf("redis get: %d values for %d keys", len(vals), len(keys))
-		}
-		for i, v := range vals {
-			switch v := v.(type) {
-			case string:
-				out[i] = v
-			case nil:
-			default:
-				return nil, fmt.Errorf("redis get: unexpected %T", v)
-			}
-		}
-		return out, nil
-	}
-	if len(keys) == 1 {
-		v, err := r.client.Get(ctx, keys[0]).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("redis get: %w", err)
-		}
-		out[0] = v
+		out[0] = r.capped(ctx, keys[0], v)
 		return out, nil
 	}
 	cmds := make([]*redis.StringCmd, len(keys))
 	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.Get(ctx, k)
+			cmds[i] = p.GetRange(ctx, k, 0, end)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		return nil, fmt.Errorf("redis get: %w", err)
 	}
 	for i, c := range cmds {
-		v, err := c.Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, fmt.Errorf("redis get: %w", err)
-		}
-		out[i] = v
+		out[i] = r.capped(ctx, keys[i], c.Val())
 	}
 	return out, nil
+}
+
+// capped returns v, or "" (a miss) when it is longer than maxValue.
+func (r *redisStore) capped(ctx context.Context, key, v string) string {
+	if len(v) <= r.maxValue {
+		return v
+	}
+	r.log.WarnContext(ctx, "cache: refusing a Redis value over the size bound (not written by dirgate)", "key", key, "bound_bytes", r.maxValue)
+	return ""
 }
 
 func (r *redisStore) set(ctx context.Context, key, value string, ttl time.Duration) error {

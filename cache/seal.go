@@ -23,6 +23,9 @@ type sealer struct {
 // from anything else, is refused at once.
 const sealTag = "h1"
 
+// sealOverhead is what sealing adds to a value.
+const sealOverhead = len(sealTag) + sha256.Size
+
 func newSealer(secret []byte) *sealer {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("dirgate cache entries v1"))
@@ -45,7 +48,7 @@ func (s *sealer) seal(key, blob string) string {
 
 // open checks a stored value and returns its blob.
 func (s *sealer) open(key, v string) (string, error) {
-	n := len(sealTag) + sha256.Size
+	n := sealOverhead
 	if len(v) < n || v[:len(sealTag)] != sealTag {
 		return "", fmt.Errorf("%w: not sealed", errCorrupt)
 	}
@@ -56,10 +59,10 @@ func (s *sealer) open(key, v string) (string, error) {
 	return blob, nil
 }
 
-// sealerFor returns the sealer of a Redis-backed cache with a secret; the
-// in-process store needs none (nothing else writes to it).
+// sealerFor returns the sealer of a Redis-backed cache (Validate requires its
+// secret); the in-process store needs none (nothing else writes to it).
 func sealerFor(c Config) *sealer {
-	if len(c.Redis.Addrs) == 0 || len(c.Secret) == 0 {
+	if len(c.Redis.Addrs) == 0 {
 		return nil
 	}
 	return newSealer(c.Secret)

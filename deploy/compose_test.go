@@ -123,6 +123,15 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 	}
 
 	// Settings, and the files and directories they name.
+	settings := map[string]string{}
+	for k, v := range gw.Environment {
+		if v != nil {
+			settings[k] = *v
+		}
+	}
+	if err := checkRedisSecret(settings); err != nil {
+		bad("dirgate environment: %v", err)
+	}
 	for k, v := range gw.Environment {
 		if err := checkSettingName(readme, k, nil); err != nil {
 			bad("dirgate environment: %v", err)
@@ -333,6 +342,7 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{name: "no health wait", old: "      samba:\n        condition: service_healthy", new: "      samba:\n        condition: service_started", want: "wait for samba to be healthy"},
 		{name: "wrong healthcheck", old: "[CMD, /usr/local/bin/samba-dc, health]", new: "[CMD, /usr/local/bin/dc, health]", want: "samba healthcheck"},
 		{name: "redis persists", old: `--appendonly, "no"`, new: `--appendonly, "yes"`, want: "--appendonly no"},
+		{name: "redis without secret", old: "      DIRGATE_SECRET_FILE: /etc/dirgate/secret/secret\n", new: "", want: "DIRGATE_REDIS_ADDR is set without DIRGATE_SECRET_FILE"},
 		{name: "otlp port", old: "http://otel-collector:4318", new: "http://otel-collector:4317", want: "OTLP/HTTP receiver"},
 		{name: "root", old: `user: "65532:65532"`, new: `user: "0:0"`, want: "must run as 65532"},
 		{name: "dockerfile", old: "dockerfile: deploy/Dockerfile", new: "dockerfile: Dockerfile", want: "must build deploy/Dockerfile"},

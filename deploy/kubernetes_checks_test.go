@@ -351,6 +351,10 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 		}
 	}
 
+	if err := checkRedisSecret(env); err != nil {
+		bad("%v", err)
+	}
+
 	// The Redis address must be a Service of the bundle that selects Redis pods
 	// on that port.
 	if rhost, rport, err := net.SplitHostPort(env["DIRGATE_REDIS_ADDR"]); err == nil {

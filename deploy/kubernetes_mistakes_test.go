@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,6 +101,10 @@ func TestChecksCatchMistakes(t *testing.T) {
 		}},
 		{name: "redis address", want: "DIRGATE_REDIS_ADDR redis:6379", mutate: func(b *bundle) {
 			b.generated["ConfigMap/dirgate-settings"].data["DIRGATE_REDIS_ADDR"] = "redis:6379"
+		}},
+		{name: "redis without secret", want: "DIRGATE_REDIS_ADDR is set without DIRGATE_SECRET_FILE", mutate: func(b *bundle) {
+			c := gateway(b)
+			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "DIRGATE_SECRET_FILE" })
 		}},
 		{name: "grace period", want: "terminationGracePeriodSeconds", mutate: func(b *bundle) {
 			g := int64(30)

@@ -86,6 +86,16 @@ func checkSettingName(readme map[string]bool, name string, helper map[string]boo
 	return fmt.Errorf("%s is neither a dirgate setting nor an OpenTelemetry variable", name)
 }
 
+// checkRedisSecret reports settings that dirgate refuses at start: Redis without the
+// secret file keying the HMACs of what it keeps there (docs/auth.md, "What Redis
+// holds").
+func checkRedisSecret(env map[string]string) error {
+	if env["DIRGATE_REDIS_ADDR"] != "" && env["DIRGATE_SECRET_FILE"] == "" {
+		return fmt.Errorf("DIRGATE_REDIS_ADDR is set without DIRGATE_SECRET_FILE: dirgate refuses to start")
+	}
+	return nil
+}
+
 func TestSettingsKnown(t *testing.T) {
 	readme := readmeSettings(t)
 	tests := []struct {

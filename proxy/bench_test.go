@@ -37,7 +37,7 @@ func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer
 	b.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := cache.Config{Logger: quiet, Redis: cache.RedisConfig{Addrs: []string{addr}, KeyPrefix: prefix}}.Open(ctx, dir)
+	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: cache.RedisConfig{Addrs: []string{addr}, KeyPrefix: prefix}}.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}

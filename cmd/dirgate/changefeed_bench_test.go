@@ -28,8 +28,8 @@ import (
 func BenchmarkChangeFeedLatency(b *testing.B) {
 	f := newFeedFixture(b)
 	rs := redistest.Start(b)
-	_, a := startFeedInstance(b, f, f.dc.BindDN, f.dc.Password, "--redis-addr", rs.Addr())
-	_, c := startFeedInstance(b, f, f.dc.BindDN, f.dc.Password, "--redis-addr", rs.Addr())
+	_, a := startFeedInstance(b, f, f.dc.BindDN, f.dc.Password, withRedis(b, rs.Addr())...)
+	_, c := startFeedInstance(b, f, f.dc.BindDN, f.dc.Password, withRedis(b, rs.Addr())...)
 	both := []string{a, c}
 	g, c1 := f.dn("g"), f.dn("c1")
 	const nested = "&includeIndirect=true"

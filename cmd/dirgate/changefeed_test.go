@@ -238,8 +238,8 @@ func utf16Password(pw string) string {
 func TestChangeFeedLDAP(t *testing.T) {
 	f := newFeedFixture(t)
 	rs := redistest.Start(t)
-	ma, a := startFeedInstance(t, f, f.dc.BindDN, f.dc.Password, "--redis-addr", rs.Addr())
-	mb, b := startFeedInstance(t, f, f.dc.BindDN, f.dc.Password, "--redis-addr", rs.Addr())
+	ma, a := startFeedInstance(t, f, f.dc.BindDN, f.dc.Password, withRedis(t, rs.Addr())...)
+	mb, b := startFeedInstance(t, f, f.dc.BindDN, f.dc.Password, withRedis(t, rs.Addr())...)
 	both := []string{a, b}
 	g, c1 := f.dn("g"), f.dn("c1")
 	const nested = "&includeIndirect=true"
@@ -419,8 +419,8 @@ func TestChangeFeedOffLDAP(t *testing.T) {
 func TestChangeFeedDeletionsLDAP(t *testing.T) {
 	f := newFeedFixture(t)
 	rs := redistest.Start(t)
-	_, a := startFeedInstance(t, f, f.dc.AdminDN, f.dc.AdminPassword, "--redis-addr", rs.Addr())
-	_, b := startFeedInstance(t, f, f.dc.AdminDN, f.dc.AdminPassword, "--redis-addr", rs.Addr())
+	_, a := startFeedInstance(t, f, f.dc.AdminDN, f.dc.AdminPassword, withRedis(t, rs.Addr())...)
+	_, b := startFeedInstance(t, f, f.dc.AdminDN, f.dc.AdminPassword, withRedis(t, rs.Addr())...)
 	both := []string{a, b}
 	c1 := f.dn("c1")
 	const nested = "&includeIndirect=true"

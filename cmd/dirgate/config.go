@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dirgate/dirgate/auth/session"
+	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
 	"gopkg.in/yaml.v3"
@@ -119,7 +121,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address within the window before it gets 429")
 	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
 	fs.BoolVar(&c.SignIn, "signin", true, "serve the sign-in flow (POST {base}/api/authSessions/create, {base}/api/auth; docs/auth.md)")
-	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of sessions and tokens kept in Redis; the same on every replica (required for sign-in with Redis)")
+	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of everything dirgate keeps in Redis (cache entries, change feed, sessions, tokens); the same on every replica; required with Redis")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Minute, "lifetime of a sign-in session (its id is exchanged once for a token)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 30*time.Minute, "lifetime of a signed-in token (no renewal: sign in again)")
 	fs.IntVar(&c.SignInMaxConcurrent, "signin-max-concurrent", proxy.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
@@ -370,7 +372,12 @@ func (c *Config) Validate() error {
 			"Listen on 127.0.0.1 (or [::1], localhost) to try the demo; serve your own directory and tokens (tokens-file with memory-ldif, or upstream ldap; with only a tokens file, signin false closes the demo passwords); "+
 			"or set demo (DIRGATE_DEMO=true) to serve the demo on this address anyway", c.Listen)
 	}
-	if err := c.cacheConfig(nil).Validate(); err != nil {
+	cc := c.cacheConfig(nil)
+	cc.Secret = c.validateSecret(bad)
+	if cc.Secret == nil {
+		cc.Secret = make([]byte, cache.MinSecretLength) // its absence is reported above
+	}
+	if err := cc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
@@ -378,6 +385,24 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid configuration:\n%w", err)
 	}
 	return nil
+}
+
+// validateSecret reads the secret file, if set, and requires it with Redis: without
+// it, whoever can write to Redis chooses the account a token resolves to
+// (docs/auth.md, "What Redis holds"). It returns the secret, or nil.
+func (c *Config) validateSecret(bad func(setting, format string, args ...any)) []byte {
+	if c.SecretFile == "" {
+		if c.RedisAddr != "" {
+			bad("secret-file", "is required with Redis (%s): it keys the HMACs that keep a Redis writer from changing cached entries, including the account a token resolves to", envName("redis-addr"))
+		}
+		return nil
+	}
+	secret, err := session.ReadSecret(c.SecretFile)
+	if err != nil {
+		bad("secret-file", "%v", err)
+		return nil
+	}
+	return secret
 }
 
 // trustedProxies parses the trusted-proxies setting.

@@ -136,3 +136,48 @@ func TestConfigCandidateSampleRange(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigRedisNeedsTheSecret: Redis without DIRGATE_SECRET_FILE, or with one too
+// short, is a configuration error reported with the others, not a warning: whoever
+// can write to Redis would otherwise choose the account a token resolves to.
+func TestConfigRedisNeedsTheSecret(t *testing.T) {
+	dir := t.TempDir()
+	short, long := filepath.Join(dir, "short"), filepath.Join(dir, "long")
+	os.WriteFile(short, []byte("too short\n"), 0o600)
+	os.WriteFile(long, []byte("a secret of thirty-two bytes or more\n"), 0o600)
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string // substrings of the error; none means valid
+	}{
+		{"without a secret file", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_LOG_LEVEL": "loud"},
+			[]string{"secret-file (DIRGATE_SECRET_FILE): is required with Redis (DIRGATE_REDIS_ADDR)", "log-level (DIRGATE_LOG_LEVEL)"}},
+		{"with a short one", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_SECRET_FILE": short},
+			[]string{"secret-file (DIRGATE_SECRET_FILE)", "at least 32 are required"}},
+		{"with a missing one", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_SECRET_FILE": filepath.Join(dir, "none")},
+			[]string{"secret-file (DIRGATE_SECRET_FILE)", "no such file"}},
+		{"with one", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_SECRET_FILE": long}, nil},
+		{"in process without one", map[string]string{}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(nil, env(tc.env), &bytes.Buffer{})
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "cache: Redis needs a secret") {
+				t.Errorf("the secret is reported twice (by the cache too):\n%v", err)
+			}
+		})
+	}
+}

@@ -67,8 +67,8 @@ func TestEndToEndAddLDAP(t *testing.T) {
 		t.Fatal("the DC was started without the project fixture (test/samba/dc.sh seeds it when present)")
 	}
 	srv := redistest.Start(t)
-	a := startLDAP(t, dc, "--redis-addr", srv.Addr())
-	b := startLDAP(t, dc, "--redis-addr", srv.Addr())
+	a := startLDAP(t, dc, withRedis(t, srv.Addr())...)
+	b := startLDAP(t, dc, withRedis(t, srv.Addr())...)
 
 	// parent ⊃ child ⊃ Nora; extra holds Ada, and is added to child below.
 	extra := dc.TempGroup(t, "dirgate add extra", fixture.DisabledDN)
@@ -141,8 +141,8 @@ func TestEndToEndAddLDAP(t *testing.T) {
 func TestConcurrentAddAndRemoveLDAP(t *testing.T) {
 	dc := sambatest.Env(t)
 	srv := redistest.Start(t)
-	a := startLDAP(t, dc, "--redis-addr", srv.Addr())
-	b := startLDAP(t, dc, "--redis-addr", srv.Addr())
+	a := startLDAP(t, dc, withRedis(t, srv.Addr())...)
+	b := startLDAP(t, dc, withRedis(t, srv.Addr())...)
 	group := dc.TempGroup(t, "dirgate race", fixture.NeverExpiresDN)
 	member := fixture.RegularDN
 	del := "?group=" + url.QueryEscape(group) + "&member=" + url.QueryEscape(member)

@@ -257,7 +257,7 @@ func TestTracesLDAP(t *testing.T) {
 	dc := sambatest.Env(t)
 	srv := redistest.Start(t)
 	exp := tracetest.NewInMemoryExporter()
-	base := startLDAPWith(t, dc, func(m *Main) { m.spanExporter = exp }, "--redis-addr", srv.Addr())
+	base := startLDAPWith(t, dc, func(m *Main) { m.spanExporter = exp }, withRedis(t, srv.Addr())...)
 
 	// traceOf sends one request (with a JSON body when body is not empty) and returns
 	// the spans of its trace.

@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -311,7 +313,7 @@ func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 // followed by a stale listing.
 func TestEndToEndRedis(t *testing.T) {
 	srv := redistest.Start(t)
-	m := startMain(t, nil, "--redis-addr", srv.Addr())
+	m := startMain(t, nil, withRedis(t, srv.Addr())...)
 	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
 	q := base + "?group=" + url.QueryEscape(helpDesk) + "&includeIndirect=true"
 	for i, want := range []string{"miss", "hit"} {
@@ -349,4 +351,15 @@ func TestRequestDeadlineEndsASlowCall(t *testing.T) {
 	if !bytes.Contains(r.body, []byte(`"code"`)) || !bytes.Contains(r.body, []byte(`"message"`)) {
 		t.Fatalf("504 not in the error shape: %s", r.body)
 	}
+}
+
+// withRedis returns the flags of an instance sharing the Redis at addr: its address
+// and the secret file Redis requires (the same secret for every instance).
+func withRedis(t testing.TB, addr string) []string {
+	t.Helper()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("the test deployment's secret, 32 bytes or more\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--redis-addr", addr, "--secret-file", secret}
 }

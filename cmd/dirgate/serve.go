@@ -58,8 +58,7 @@ type Main struct {
 	// signInFailures counts failed sign-ins across replicas (with Redis).
 	signInFailures *session.RedisFailures
 	// secret is DIRGATE_SECRET_FILE's content, read once (readSecret).
-	secret       []byte
-	warnedSecret bool
+	secret []byte
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;

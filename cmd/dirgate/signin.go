@@ -34,14 +34,8 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		return nil, err
 	}
 	var backend session.Backend
-	switch {
-	case secret != nil:
-	case m.Config.RedisAddr != "":
-		// Shared records must be sealed under a key every replica knows and Redis
-		// does not: without one, sign-in stays off (readSecret warned).
-		return nil, nil
-	default:
-		secret = make([]byte, 32) // in process only: a key of this run
+	if secret == nil { // in process only (Validate requires the file with Redis): a key of this run
+		secret = make([]byte, 32)
 		if _, err := rand.Read(secret); err != nil {
 			return nil, fmt.Errorf("sign-in: %w", err)
 		}
@@ -71,15 +65,11 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		Policy: m.signInPolicy}, nil
 }
 
-// readSecret reads DIRGATE_SECRET_FILE once (nil when unset). With Redis it keys
-// the HMACs of cache entries and of sessions and tokens; without one, Redis holds
-// listings any Redis writer could change, and a warning says so.
+// readSecret reads DIRGATE_SECRET_FILE once (nil when unset, which Validate allows
+// only without Redis). With Redis it keys the HMACs of cache entries, the change
+// feed, sessions and tokens.
 func (m *Main) readSecret() ([]byte, error) {
 	if m.secret != nil || m.Config.SecretFile == "" {
-		if m.secret == nil && m.Config.RedisAddr != "" && !m.warnedSecret {
-			m.warnedSecret = true
-			m.Logger.Warn("DIRGATE_SECRET_FILE is not set: cache entries in Redis are not authenticated, and sign-in is off (docs/cache.md)")
-		}
 		return m.secret, nil
 	}
 	s, err := session.ReadSecret(m.Config.SecretFile)

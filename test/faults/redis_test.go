@@ -83,7 +83,8 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	RequireSetting(t, "DIRGATE_REDIS_ADDR")
 	rds := redistest.Start(t)
 	rpx := faultproxy.Start(t, rds.Addr())
-	env := map[string]string{"DIRGATE_REDIS_ADDR": rpx.Addr(), "DIRGATE_REDIS_RETRY_INTERVAL": "250ms"}
+	env := map[string]string{"DIRGATE_REDIS_ADDR": rpx.Addr(), "DIRGATE_REDIS_RETRY_INTERVAL": "250ms",
+		"DIRGATE_SECRET_FILE": WriteFile(t, "secret", "the fault tests' secret, 32 bytes or more\n")}
 	p, lpx, tok, dc := startBehindProxy(t, env)
 	group := TempGroup(t, dc, "dirgate faults redis "+name, fixture.RegularDN, fixture.NeverExpiresDN)
 	c := NewClient()
@@ -229,7 +230,8 @@ func quiesce(t *testing.T, c *Client, p *Program, rpx, lpx *faultproxy.Proxy) qu
 func TestDCDownWithStaleCache(t *testing.T) {
 	RequireSetting(t, "DIRGATE_CACHE_MAX_STALE")
 	rds := redistest.Start(t)
-	env := map[string]string{"DIRGATE_REDIS_ADDR": rds.Addr(), "DIRGATE_CACHE_TTL": "1s", "DIRGATE_CACHE_MAX_STALE": "1h"}
+	env := map[string]string{"DIRGATE_REDIS_ADDR": rds.Addr(), "DIRGATE_CACHE_TTL": "1s", "DIRGATE_CACHE_MAX_STALE": "1h",
+		"DIRGATE_SECRET_FILE": WriteFile(t, "secret", "the fault tests' secret, 32 bytes or more\n")}
 	p, px, tok, _ := startBehindProxy(t, env, breakerArgs...)
 	c := NewClient()
 	ctx := context.Background()

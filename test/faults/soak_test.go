@@ -80,6 +80,7 @@ func TestSoak(t *testing.T) {
 	cached := strings.Contains(HelpText(t), "[DIRGATE_REDIS_ADDR]")
 	if cached {
 		env["DIRGATE_REDIS_ADDR"] = redistest.Start(t).Addr()
+		env["DIRGATE_SECRET_FILE"] = WriteFile(t, "secret", "the soak test's secret, 32 bytes or more\n")
 	}
 	group := TempGroup(t, dc, "dirgate soak", fixture.RegularDN)
 	p := Start(t, env, LDAPArgs(t, dc, dc.URL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN}))...)

@@ -68,6 +68,12 @@ func TestNoSecretInLogsOrSpans(t *testing.T) {
 		for k, v := range secretForms("Redis password", redisPW, false) {
 			secrets[k] = v
 		}
+		// Redis requires the secret that keys the HMACs of what dirgate keeps there.
+		cacheSecret := faults.NewToken(t, "cache-secret-of-32-bytes-or-more-")
+		env["DIRGATE_SECRET_FILE"] = faults.WriteFile(t, "secret", cacheSecret)
+		for k, v := range secretForms("secret file", cacheSecret, false) {
+			secrets[k] = v
+		}
 	}
 	args := append(faults.LDAPArgs(t, dc, ldapURL, faults.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
 		"--log-level", "debug", "--auth-max-failures", "3", "--breaker-failures", "2", "--breaker-open-timeout", "1s",

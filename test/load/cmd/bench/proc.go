@@ -81,6 +81,16 @@ func startDirgate(ctx context.Context, work, bin string, settings map[string]str
 			}
 		}
 		env["DIRGATE_REDIS_ADDR"] = addr
+		if bytes.Contains(help, []byte("secret-file")) {
+			// Redis requires the secret that keys the HMACs of what dirgate keeps there;
+			// one fixed value, so that every process of a run can share a Redis.
+			secret := filepath.Join(work, "secret")
+			if err := os.WriteFile(secret, []byte("the load bench's secret, never a deployment's\n"), 0o600); err != nil {
+				p.stop()
+				return nil, err
+			}
+			env["DIRGATE_SECRET_FILE"] = secret
+		}
 		p.cache = "redis " + addr + " with the in-process first level"
 	}
 	for k, v := range settings {
