@@ -136,7 +136,12 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 	}
 	e := rep.Encoded()
 	sel, selects := s.Authz.(ViewSelector)
-	if e == nil || e.frags == nil || !sameListing(e.objs, objs) || (s.Authz != nil && !selects) {
+	if w, ok := s.Authz.(PropertyWithholder); ok && selects && len(opts.Properties) > 0 && w.MayWithhold(p, opts) {
+		// Callers selecting the same objects may still be shown different
+		// properties of them: each gets the objects FilterView returns.
+		selects = false
+	}
+	render := func() (*Body, error) {
 		objs, err := s.filter(ctx, p, group, opts, objs)
 		if err != nil {
 			return nil, err
@@ -147,11 +152,16 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 		}
 		return NewBody(b), nil
 	}
+	if e == nil || e.frags == nil || !sameListing(e.objs, objs) || (s.Authz != nil && !selects) {
+		return render()
+	}
 	var chosen Selection
 	if s.Authz == nil {
 		chosen = AllSelected(len(objs), opts.SizeLimit)
 	} else {
-		if chosen, err = sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit); err != nil {
+		if chosen, err = sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit); errors.Is(err, ErrPropertiesWithheld) {
+			return render() // the policy changed since MayWithhold
+		} else if err != nil {
 			return nil, fmt.Errorf("filter listing: %w", err)
 		}
 		if chosen.Len() != len(objs) {

@@ -28,6 +28,8 @@ type plan struct {
 	// (a caller lists a few groups in turn), in a ring written at next.
 	recent [recentListings]atomic.Pointer[decided]
 	next   atomic.Uint32
+	// props, in a version's propPlans only, is the property rule's plan.
+	props *propPlan
 }
 
 // recentListings is how many listings' decisions a plan remembers.

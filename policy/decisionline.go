@@ -44,6 +44,7 @@ type listingResult struct {
 	nAllowed  int // of allowed[:stats.decided]
 	maxDenied int
 	stats     filterStats
+	withheld  *withheld // the property rule's outcome, when properties were at stake
 }
 
 type changeResult struct {
@@ -331,6 +332,19 @@ func (w *lineWriter) result(top *obj, l *line) {
 	if u := len(r.allowed) - decided; u > 0 {
 		// The size limit was reached before them: they were not decided, and are not shown.
 		w.int(&o, "/result/undecided", "undecided", u)
+	}
+	if wh := r.withheld; wh != nil && wh.count+wh.errors > 0 {
+		w.int(&o, "/result/withheldObjects", "withheldObjects", wh.count)
+		m := w.member(&o, "withheldProperties")
+		w.b = append(w.b, '[')
+		for i, n := range wh.names {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = appendJSONString(w.b, n)
+		}
+		w.b = append(w.b, ']')
+		w.end(&o, m, "/result/withheldProperties")
 	}
 	w.close(top, mark, "/result")
 }
