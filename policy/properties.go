@@ -28,6 +28,9 @@ const allProperties = "*"
 type propSet struct {
 	all   bool            // "*": every attribute that is not secret
 	names map[string]bool // named explicitly (secret ones included)
+	// id > 0 names a set shared by the objects a plan gives the same elements, so
+	// that what it keeps of a listing's properties is worked out once (withhold).
+	id int
 }
 
 // everyPublic is the property set of a policy without the rule.
@@ -118,23 +121,44 @@ func (a *Authorizer) withhold(ctx context.Context, v *version, in Input, objs []
 		return nil, err
 	}
 	secret := a.secretFunc()
+	// What a shared set keeps of the requested properties, worked out once: the
+	// objects of a listing fall into a few sets.
+	var kept map[int]map[string]bool
+	allows := func(s *propSet, k string) bool {
+		if s.id == 0 {
+			return s.allows(k, secret)
+		}
+		m, ok := kept[s.id]
+		if !ok {
+			if kept == nil {
+				kept = map[int]map[string]bool{}
+			}
+			m = make(map[string]bool, len(in.Request.Properties))
+			for _, p := range in.Request.Properties {
+				m[p] = s.allows(p, secret)
+			}
+			kept[s.id] = m
+		}
+		if b, ok := m[k]; ok {
+			return b
+		}
+		return s.allows(k, secret) // not requested: an upstream's extra key
+	}
 	w := &withheld{objs: make([]dirgate.Object, len(idx)), errors: failed}
 	left := map[string]bool{}
 	for j, i := range idx {
 		o := objs[i]
+		set := &sets[j]
 		var keep map[string][]string
-		for k, vals := range o.Properties {
-			if sets[j].allows(k, secret) {
-				if keep != nil {
-					keep[k] = vals
-				}
+		for k := range o.Properties {
+			if allows(set, k) {
 				continue
 			}
 			left[k] = true
 			if keep == nil {
 				keep = make(map[string][]string, len(o.Properties))
 				for k2, v2 := range o.Properties {
-					if sets[j].allows(k2, secret) {
+					if allows(set, k2) {
 						keep[k2] = v2
 					}
 				}
@@ -196,12 +220,36 @@ func (v *version) propertySets(ctx context.Context, logger *slog.Logger, in Inpu
 				e[k] = pr.newEnv()
 			}
 		}
+		// Objects given the same elements share one set: a mask of the plan's
+		// elements names it (beyond 64 elements, each object has its own).
+		var memo map[uint64]propSet
 		for j, i := range idx {
-			for k, name := range pp.names {
+			var mask uint64
+			for k := range pp.names {
 				if pr := pp.preds[k]; pr == nil || pr.allow(e[k], &objs[i]) {
-					sets[j].add(name)
+					mask |= 1 << (k % 64)
+					if len(pp.names) > 64 {
+						sets[j].add(pp.names[k])
+					}
 				}
 			}
+			if len(pp.names) > 64 {
+				continue
+			}
+			set, ok := memo[mask]
+			if !ok {
+				if memo == nil {
+					memo = map[uint64]propSet{}
+				}
+				for k, name := range pp.names {
+					if mask&(1<<k) != 0 {
+						set.add(name)
+					}
+				}
+				set.id = len(memo) + 1
+				memo[mask] = set
+			}
+			sets[j] = set
 		}
 		return sets, 0, nil
 	}
