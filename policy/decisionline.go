@@ -34,6 +34,8 @@ type line struct {
 	change  *changeResult  // a removal's or addition's result
 
 	candidate *candidateDiff // what a candidate policy decided differently (nil: none ran)
+	// withheld is a listing's property rule's outcome, when properties were at stake.
+	withheld *withheld
 }
 
 // listingResult is what a listing's line reports: counts, the first maxDenied
@@ -44,7 +46,6 @@ type listingResult struct {
 	nAllowed  int // of allowed[:stats.decided]
 	maxDenied int
 	stats     filterStats
-	withheld  *withheld // the property rule's outcome, when properties were at stake
 }
 
 type changeResult struct {
@@ -333,7 +334,7 @@ func (w *lineWriter) result(top *obj, l *line) {
 		// The size limit was reached before them: they were not decided, and are not shown.
 		w.int(&o, "/result/undecided", "undecided", u)
 	}
-	if wh := r.withheld; wh != nil && wh.count+wh.errors > 0 {
+	if wh := l.withheld; wh != nil && wh.count+wh.errors > 0 {
 		w.int(&o, "/result/withheldObjects", "withheldObjects", wh.count)
 		m := w.member(&o, "withheldProperties")
 		w.b = append(w.b, '[')

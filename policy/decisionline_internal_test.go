@@ -43,7 +43,7 @@ func referenceLine(l *line, masks []Mask) []byte {
 		if u := len(r.allowed) - r.stats.decided; u > 0 {
 			result["undecided"] = u
 		}
-		if wh := r.withheld; wh != nil && wh.count+wh.errors > 0 {
+		if wh := l.withheld; wh != nil && wh.count+wh.errors > 0 {
 			result["withheldObjects"] = wh.count
 			names := wh.names
 			if names == nil {
@@ -190,7 +190,7 @@ func testLine(kind int, s string, n, decided int, span bool) *line {
 			l.listing.stats.from = remembered(allowed)
 		}
 		if n%3 == 2 { // the property rule withheld something
-			l.listing.withheld = &withheld{count: n / 2, names: []string{"ms-mcs-admpwd", s}}
+			l.withheld = &withheld{count: n / 2, names: []string{"ms-mcs-admpwd", s}}
 		}
 	case 1:
 		l.in.Action, l.in.Object = ActionRemove, &dirgate.Object{DN: "CN=m" + s, GUID: "mg", ObjectType: "user"}

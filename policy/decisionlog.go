@@ -99,7 +99,7 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		return
 	}
 	d.write(&line{revision: ld.revision, in: ld.in, elapsed: ld.elapsed, span: trace.SpanContextFromContext(ctx),
-		listing: &listingResult{objs: ld.objs, allowed: ld.allowed, nAllowed: ld.nAllowed, maxDenied: d.maxDenied, stats: ld.stats, withheld: ld.withheld}, candidate: ld.candidate})
+		listing: &listingResult{objs: ld.objs, allowed: ld.allowed, nAllowed: ld.nAllowed, maxDenied: d.maxDenied, stats: ld.stats}, candidate: ld.candidate, withheld: ld.withheld})
 }
 
 // change logs the decision on one membership change (a removal or an addition).
