@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -412,6 +413,10 @@ type Decision struct {
 	Revision string `json:"revision"`
 	// Error is the evaluation error, which denies.
 	Error string `json:"error,omitempty"`
+	// Properties is, for an allowed view when the policy has the property rule, the
+	// rule's value for the object (sorted): the attributes the caller may read of it
+	// ("*": every one that is not secret).
+	Properties []string `json:"properties,omitempty"`
 }
 
 // Decide evaluates data.dirgate.authz.allow for one input document, as
@@ -442,6 +447,22 @@ func (a *Authorizer) Decide(ctx context.Context, input Input) (Decision, error) 
 		}
 		if listed[0] != allowed {
 			return d, fmt.Errorf("policy: the listing engine decided %v where evaluation decided %v", listed[0], allowed)
+		}
+		if allowed && v.hasPropertyRule {
+			objs := []dirgate.Object{*in.Object}
+			evaluated, failed, err := v.propertySetsRego(ctx, a.logger, base, objs, []int{0}, make([]propSet, 1))
+			if err != nil || failed > 0 {
+				d.Error = "the property rule's evaluation failed (see the log); every requested property is withheld"
+				return d, err
+			}
+			listedSets, _, err := v.propertySets(ctx, a.logger, base, objs, []int{0})
+			if err != nil {
+				return d, err
+			}
+			d.Properties = evaluated[0].sorted()
+			if got := listedSets[0].sorted(); !slices.Equal(got, d.Properties) {
+				return d, fmt.Errorf("policy: the listing engine's properties %v differ from evaluation's %v", got, d.Properties)
+			}
 		}
 	}
 	return d, nil

@@ -51,6 +51,19 @@ func (s *propSet) add(name string) {
 	s.names[name] = true
 }
 
+// sorted lists the set's elements, "*" included, sorted.
+func (s propSet) sorted() []string {
+	out := make([]string, 0, len(s.names)+1)
+	if s.all {
+		out = append(out, allProperties)
+	}
+	for n := range s.names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
 // hasPropertyRule reports whether the policy defines the property rule.
 func hasPropertyRule(c *ast.Compiler) bool {
 	return len(c.GetRulesForVirtualDocument(propertiesRef)) > 0 || len(c.GetRulesWithPrefix(propertiesRef)) > 0

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
@@ -220,6 +221,15 @@ properties contains "ms-mcs-admpwd" if input.object.objectType == "computer"
 properties contains lower(input.object.displayName) if true
 properties contains "*" if count(input.object.properties) > 5
 `, [3][]string{{"department", "mail"}, {"department", "mail"}, {"department", "mail"}}},
+		{"docs/policy.md's example", `
+properties contains "*"
+
+properties contains "ms-mcs-admpwd" if {
+	some g in input.subject.groups
+	g.dn == "CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com"
+	input.object.objectType == "computer"
+}
+`, [3][]string{{"department", "mail"}, {"department", "mail"}, {"department", "mail"}}},
 		{"empty set", `properties contains "x" if false`, [3][]string{nil, nil, nil}},
 		{"undefined complete rule", `properties := {"mail"} if false`, [3][]string{nil, nil, nil}},
 		{"conflict", `
@@ -267,5 +277,112 @@ func TestPropertyRuleSizeLimit(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].ObjectType != "computer" || slices.Contains(propKeys(got[0]), "ms-mcs-admpwd") {
 		t.Errorf("got %+v, want the computer alone without its LAPS password", got)
+	}
+}
+
+// TestDecideProperties: `dirgate policy eval` shows the property rule's value for an
+// allowed view, computed both by evaluation and the way listings compute it.
+func TestDecideProperties(t *testing.T) {
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &dirgate.MemberService{Dir: lapsDemo(t), Authz: authz}
+	ws, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(ws0001), []string{"ms-mcs-admpwd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := svc.Group(context.Background(), dirgate.MustParseIdentifier(mixedMembers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for who, want := range map[string][]string{hugoDN: {"*"}, danaDN: {"*", "ms-mcs-admpwd", "mslaps-password"}} {
+		d, err := authz.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: principal(t, svc, who), Object: &ws, Group: group,
+			Request: policy.Request{Properties: []string{"ms-mcs-admpwd"}}})
+		if err != nil || !d.Allow || !slices.Equal(d.Properties, want) {
+			t.Errorf("%s: %+v, %v; want allowed with properties %v", who, d, err, want)
+		}
+	}
+}
+
+// TestRandomPropertyRolesMatchEvaluation: on random roles carrying random property
+// lists, each object's property set computed the way listings compute it (the
+// caller's translated plan) equals the rule's value evaluated in Rego (Decide
+// compares the two), and FilterView keeps exactly the properties that set allows.
+func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 3))
+	names := []string{"*", "mail", "Department", "ms-Mcs-AdmPwd", "unicodePwd"}
+	props := []string{"department", "mail", "ms-mcs-admpwd", "title", "unicodepwd"}
+	var viewed, secretKept, withheld int
+	defer func() {
+		if viewed == 0 || secretKept == 0 || withheld == 0 {
+			t.Errorf("the random cases decided %d views, kept a secret %d times, withheld %d times: all must happen", viewed, secretKept, withheld)
+		}
+	}()
+	for round := range 6 {
+		groups := randGroups(r, 12)
+		roles := randRoles(r, groups, 1+r.IntN(8))
+		for _, role := range roles {
+			if r.IntN(4) == 0 {
+				continue // the default, ["*"]
+			}
+			var ps []any
+			for _, n := range names {
+				if r.IntN(3) == 0 {
+					ps = append(ps, n)
+				}
+			}
+			role.(map[string]any)["properties"] = ps
+		}
+		a, _ := openDir(t, bundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
+		objs := randObjects(r, 30)
+		for i := range objs {
+			objs[i].Properties = map[string][]string{}
+			for _, p := range props {
+				objs[i].Properties[p] = []string{p + "-value"}
+			}
+		}
+		for range 3 {
+			p := randSubject(r, groups)
+			g := groups[r.IntN(len(groups))]
+			group := dirgate.Object{GUID: g.guid, DN: g.dn, ObjectType: dirgate.TypeGroup, DisplayName: "g"}
+			opts := dirgate.ListOptions{Properties: props}
+			got, err := a.FilterView(context.Background(), p, group, opts, objs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			j := 0
+			for i := range objs {
+				d, err := a.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: p, Object: &objs[i], Group: group,
+					Request: policy.Request{Properties: props}})
+				if err != nil {
+					t.Fatalf("round %d: %v", round, err)
+				}
+				if !d.Allow {
+					continue
+				}
+				var want []string
+				for _, k := range props {
+					secret := dirgate.IsSecretProperty(k)
+					if slices.Contains(d.Properties, k) || (!secret && slices.Contains(d.Properties, "*")) {
+						want = append(want, k)
+					}
+				}
+				if j >= len(got) || got[j].GUID != objs[i].GUID {
+					t.Fatalf("round %d: FilterView's objects differ from Decide's", round)
+				}
+				viewed++
+				if slices.Contains(want, "ms-mcs-admpwd") {
+					secretKept++
+				}
+				if len(want) < len(props) {
+					withheld++
+				}
+				if k := propKeys(got[j]); !slices.Equal(k, want) {
+					t.Errorf("round %d: %s keeps %v, want %v (set %v)", round, objs[i].DN, k, want, d.Properties)
+				}
+				j++
+			}
+		}
 	}
 }
