@@ -215,11 +215,21 @@ func (v *version) propertySets(ctx context.Context, logger *slog.Logger, in Inpu
 			if err != nil {
 				return nil, err
 			}
-			ctx := context.WithoutCancel(ctx) // the plan outlives this request
+			// The plan outlives this request, as listings' plans do (decideListing):
+			// a draft's ends with its request, a candidate's is bounded by its budget.
+			pctx := context.WithoutCancel(ctx)
 			if v.draft {
-				ctx = context.Background()
+				pctx = ctx
+			} else if v.planBudget > 0 {
+				var cancel context.CancelFunc
+				pctx, cancel = context.WithTimeout(pctx, v.planBudget)
+				defer cancel()
 			}
-			return &plan{props: v.buildPropPlan(ctx, logger, base)}, nil
+			pp := v.buildPropPlan(pctx, logger, base)
+			if err := pctx.Err(); err != nil {
+				return nil, fmt.Errorf("build property plan: %w", err) // stopped: not a plan
+			}
+			return &plan{props: pp}, nil
 		})
 		if err != nil {
 			return nil, 0, err

@@ -386,3 +386,26 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyTestQueriesThePropertyRule: `dirgate policy test` runs tests of the
+// property rule like any other, and reports a wrong expectation as a failure.
+func TestPolicyTestQueriesThePropertyRule(t *testing.T) {
+	rule := "package dirgate.authz\n\nallow if input.action == \"view\"\n\n" +
+		"properties contains \"ms-mcs-admpwd\" if input.object.objectType == \"computer\"\n"
+	for _, tc := range []struct {
+		want string
+		ok   bool
+	}{{`{"ms-mcs-admpwd"}`, true}, {`{"*"}`, false}} {
+		test := "package dirgate.authz_test\n\nimport data.dirgate.authz\n\n" +
+			"test_computers if authz.properties == " + tc.want + " with input as {\"action\": \"view\", \"object\": {\"objectType\": \"computer\"}}\n"
+		dir := writeDir(t, map[string]string{"authz.rego": rule, "authz_test.rego": test}, nil)
+		var out bytes.Buffer
+		sum, err := policy.RunTests(context.Background(), dir, policy.TestOptions{}, &out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.OK() != tc.ok || sum.Passed+sum.Failed != 1 {
+			t.Errorf("want %s: %+v\n%s", tc.want, sum, out.String())
+		}
+	}
+}
