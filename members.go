@@ -155,22 +155,21 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 	}
 	e := rep.Encoded()
 	sel, selects := s.Authz.(ViewSelector)
+	if w, ok := s.Authz.(PropertyWithholder); ok && selects && len(opts.Properties) > 0 && w.MayWithhold(p, opts) {
+		// Callers selecting the same objects may still be shown different
+		// properties of them: each gets the objects FilterView returns.
+		selects = false
+	}
 	if e == nil || e.frags == nil || !sameListing(e.objs, objs) || (s.Authz != nil && !selects) {
-		objs, err := s.filter(ctx, p, group, opts, objs)
-		if err != nil {
-			return nil, err
-		}
-		b, err := rep.AppendJSON(nil, objs)
-		if err != nil {
-			return nil, WrapError(EINTERNAL, "", fmt.Errorf("encode response: %w", err))
-		}
-		return NewBody(b), nil
+		return s.renderFiltered(ctx, rep, p, group, opts, objs)
 	}
 	var chosen Selection
 	if s.Authz == nil {
 		chosen = AllSelected(len(objs), opts.SizeLimit)
 	} else {
-		if chosen, err = sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit); err != nil {
+		if chosen, err = sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit); errors.Is(err, ErrPropertiesWithheld) {
+			return s.renderFiltered(ctx, rep, p, group, opts, objs) // the policy changed since MayWithhold
+		} else if err != nil {
 			return nil, fmt.Errorf("filter listing: %w", err)
 		}
 		if chosen.Len() != len(objs) {
@@ -191,6 +190,20 @@ func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Ident
 	}
 	var key [256]byte
 	return bodies.body(e, chosen, key[:0]), nil
+}
+
+// renderFiltered renders List's result for a listing: the objects FilterView
+// returns, sizeLimit applied.
+func (s *MemberService) renderFiltered(ctx context.Context, rep *ListingReport, p Principal, group Object, opts ListOptions, objs []Object) (*Body, error) {
+	objs, err := s.filter(ctx, p, group, opts, objs)
+	if err != nil {
+		return nil, err
+	}
+	b, err := rep.AppendJSON(nil, objs)
+	if err != nil {
+		return nil, WrapError(EINTERNAL, "", fmt.Errorf("encode response: %w", err))
+	}
+	return NewBody(b), nil
 }
 
 // sameListing reports whether objs is the very slice a (not a copy).

@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -58,6 +59,10 @@ type Config struct {
 	Now func() time.Time
 	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
 	Candidate CandidateConfig
+	// Schema, when set, names the attributes the directory's schema marks
+	// confidential: the property policy treats them as secret, beside the built-in
+	// list (properties.go). nil means the built-in list only.
+	Schema dirgate.ConfidentialSchema
 }
 
 // Validate reports every problem of the configuration at once.
@@ -247,11 +252,18 @@ func (a *Authorizer) Ready() error {
 func (a *Authorizer) Revision() string { return a.current.Load().revision }
 
 // FilterView returns the objects of a listing that p may view, in their order.
-// Objects whose decision is not the boolean true are omitted.
+// Objects whose decision is not the boolean true are omitted. When the listing
+// asks for properties the property policy may withhold (MayWithhold), the objects
+// returned are the first opts.SizeLimit (all when 0), with the properties p may not
+// read left out: altered copies, the listing's objects being shared.
 func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
-	allowed, n, _, err := a.decideView(ctx, p, group, opts, objs, 0)
+	v := a.current.Load()
+	allowed, n, _, wh, err := a.decideView(ctx, v, p, group, opts, objs, 0, a.mayWithhold(v, opts.Properties))
 	if err != nil {
 		return nil, err
+	}
+	if wh != nil {
+		return wh.objs, nil
 	}
 	out := make([]dirgate.Object, 0, n)
 	for i, ok := range allowed {
@@ -266,9 +278,16 @@ var _ dirgate.ViewSelector = (*Authorizer)(nil)
 
 // SelectView is FilterView reporting the positions of the allowed objects instead
 // of copying them. With limit > 0, deciding stops once limit objects are allowed,
-// and the decision log counts the objects after them as undecided.
+// and the decision log counts the objects after them as undecided. A selection
+// cannot withhold properties: when the policy in force may (a reload since the
+// caller asked MayWithhold), it decides nothing and answers
+// dirgate.ErrPropertiesWithheld, for the caller to use FilterView.
 func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) (dirgate.Selection, error) {
-	allowed, n, from, err := a.decideView(ctx, p, group, opts, objs, limit)
+	v := a.current.Load()
+	if a.mayWithhold(v, opts.Properties) {
+		return dirgate.Selection{}, dirgate.ErrPropertiesWithheld
+	}
+	allowed, n, from, _, err := a.decideView(ctx, v, p, group, opts, objs, limit, false)
 	if err != nil {
 		return dirgate.Selection{}, err
 	}
@@ -285,11 +304,13 @@ func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group 
 	return sel, nil
 }
 
-// decideView decides a listing for p, records the decisions (trace, metrics,
-// decision log) and returns them with the number allowed, and the remembered
-// decisions they are (nil when they were not remembered). The decisions may be
-// the remembered ones, shared: they must not be modified.
-func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) ([]bool, int, *decided, error) {
+// decideView decides a listing for p under v, records the decisions (trace,
+// metrics, decision log) and returns them with the number allowed, and the
+// remembered decisions they are (nil when they were not remembered). The decisions
+// may be the remembered ones, shared: they must not be modified. With props, the
+// property rule is applied to the allowed objects (withhold), and its outcome is
+// returned and logged on the same line.
+func (a *Authorizer) decideView(ctx context.Context, v *version, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int, props bool) ([]bool, int, *decided, *withheld, error) {
 	start := time.Now()
 	ctx, span := tracer().Start(ctx, "policy filter")
 	defer span.End()
@@ -297,12 +318,11 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	if recording {
 		span.SetAttributes(attribute.Int("dirgate.objects", len(objs)))
 	}
-	v := a.current.Load()
 	in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
 	allowed, st, err := v.decideShared(ctx, a.logger, in, objs, limit)
 	if err != nil {
 		span.SetStatus(codes.Error, "evaluation ended")
-		return nil, 0, nil, fmt.Errorf("policy: %w", err)
+		return nil, 0, nil, nil, fmt.Errorf("policy: %w", err)
 	}
 	n := 0
 	if st.from != nil {
@@ -312,6 +332,13 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 			if ok {
 				n++
 			}
+		}
+	}
+	var wh *withheld
+	if props {
+		if wh, err = a.withhold(ctx, v, in, objs, allowed, opts.SizeLimit); err != nil {
+			span.SetStatus(codes.Error, "evaluation ended")
+			return nil, 0, nil, nil, fmt.Errorf("policy: %w", err)
 		}
 	}
 	denied := st.decided - n
@@ -326,8 +353,8 @@ func (a *Authorizer) decideView(ctx context.Context, p dirgate.Principal, group 
 	// line, and asking it afterwards would need a bound of its own on the
 	// comparisons in flight, which a slow candidate would fill.
 	cand := a.cand.view(ctx, in, objs, allowed, st.decided)
-	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand})
-	return allowed, n, st.from, nil
+	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand, withheld: wh})
+	return allowed, n, st.from, wh, nil
 }
 
 // AllowRemove returns an EFORBIDDEN error unless the policy allows p to remove
@@ -386,6 +413,10 @@ type Decision struct {
 	Revision string `json:"revision"`
 	// Error is the evaluation error, which denies.
 	Error string `json:"error,omitempty"`
+	// Properties is, for an allowed view when the policy has the property rule, the
+	// rule's value for the object (sorted): the attributes the caller may read of it
+	// ("*": every one that is not secret).
+	Properties []string `json:"properties,omitempty"`
 }
 
 // Decide evaluates data.dirgate.authz.allow for one input document, as
@@ -416,6 +447,22 @@ func (a *Authorizer) Decide(ctx context.Context, input Input) (Decision, error) 
 		}
 		if listed[0] != allowed {
 			return d, fmt.Errorf("policy: the listing engine decided %v where evaluation decided %v", listed[0], allowed)
+		}
+		if allowed && v.hasPropertyRule {
+			objs := []dirgate.Object{*in.Object}
+			evaluated, failed, err := v.propertySetsRego(ctx, a.logger, base, objs, []int{0}, make([]propSet, 1))
+			if err != nil || failed > 0 {
+				d.Error = "the property rule's evaluation failed (see the log); every requested property is withheld"
+				return d, err
+			}
+			listedSets, _, err := v.propertySets(ctx, a.logger, base, objs, []int{0})
+			if err != nil {
+				return d, err
+			}
+			d.Properties = evaluated[0].sorted()
+			if got := listedSets[0].sorted(); !slices.Equal(got, d.Properties) {
+				return d, fmt.Errorf("policy: the listing engine's properties %v differ from evaluation's %v", got, d.Properties)
+			}
 		}
 	}
 	return d, nil

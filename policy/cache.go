@@ -30,6 +30,8 @@ type plan struct {
 	next   atomic.Uint32
 	// viewed is the predicate's last one-object decision (visible.go).
 	viewed atomic.Pointer[viewedObject]
+	// props, in a version's propPlans only, is the property rule's plan.
+	props *propPlan
 }
 
 // recentListings is how many listings' decisions a plan remembers.

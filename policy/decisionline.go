@@ -34,6 +34,8 @@ type line struct {
 	change  *changeResult  // a removal's or addition's result
 
 	candidate *candidateDiff // what a candidate policy decided differently (nil: none ran)
+	// withheld is a listing's property rule's outcome, when properties were at stake.
+	withheld *withheld
 }
 
 // listingResult is what a listing's line reports: counts, the first maxDenied
@@ -331,6 +333,19 @@ func (w *lineWriter) result(top *obj, l *line) {
 	if u := len(r.allowed) - decided; u > 0 {
 		// The size limit was reached before them: they were not decided, and are not shown.
 		w.int(&o, "/result/undecided", "undecided", u)
+	}
+	if wh := l.withheld; wh != nil && wh.count+wh.errors > 0 {
+		w.int(&o, "/result/withheldObjects", "withheldObjects", wh.count)
+		m := w.member(&o, "withheldProperties")
+		w.b = append(w.b, '[')
+		for i, n := range wh.names {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = appendJSONString(w.b, n)
+		}
+		w.b = append(w.b, ']')
+		w.end(&o, m, "/result/withheldProperties")
 	}
 	w.close(top, mark, "/result")
 }

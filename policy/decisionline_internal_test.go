@@ -43,6 +43,14 @@ func referenceLine(l *line, masks []Mask) []byte {
 		if u := len(r.allowed) - r.stats.decided; u > 0 {
 			result["undecided"] = u
 		}
+		if wh := l.withheld; wh != nil && wh.count+wh.errors > 0 {
+			result["withheldObjects"] = wh.count
+			names := wh.names
+			if names == nil {
+				names = []string{}
+			}
+			result["withheldProperties"] = names
+		}
 	}
 	input := map[string]any{
 		"action": in.Action,
@@ -181,6 +189,9 @@ func testLine(kind int, s string, n, decided int, span bool) *line {
 			// Decisions a plan remembered: the denied GUIDs come from its segment.
 			l.listing.stats.from = remembered(allowed)
 		}
+		if n%3 == 2 { // the property rule withheld something
+			l.withheld = &withheld{count: n / 2, names: []string{"ms-mcs-admpwd", s}}
+		}
 	case 1:
 		l.in.Action, l.in.Object = ActionRemove, &dirgate.Object{DN: "CN=m" + s, GUID: "mg", ObjectType: "user"}
 		l.in.Request = Request{Properties: []string{}}
@@ -209,6 +220,7 @@ func TestAppendLineMatchesReference(t *testing.T) {
 		{"/trace_id", "/input/object", "/input/object/dn", "/result/error", "/result/undecided", "/engine/mode"},
 		{"/candidate/newly_denied", "/candidate/revision"},
 		{"/candidate"},
+		{"/result/withheldProperties", "/result/withheldObjects"},
 		{"/in~1put", "/input/sub~0ject", "/<&>"},
 	}
 	strs := []string{"plain", "quote\"back\\slash", "ctl\x00\x1f\n\t", "html<&>", "utf8 é 漢 \u2028\u2029", "bad\xff\xfe", ""}

@@ -90,6 +90,8 @@ type listingDecision struct {
 	elapsed  time.Duration
 	// candidate is what the candidate policy decided differently (nil: not evaluated).
 	candidate *candidateDiff
+	// withheld is what the property rule left out (nil: no property was at stake).
+	withheld *withheld
 }
 
 func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
@@ -97,7 +99,7 @@ func (d *decisionLog) listing(ctx context.Context, ld listingDecision) {
 		return
 	}
 	d.write(&line{revision: ld.revision, in: ld.in, elapsed: ld.elapsed, span: trace.SpanContextFromContext(ctx),
-		listing: &listingResult{objs: ld.objs, allowed: ld.allowed, nAllowed: ld.nAllowed, maxDenied: d.maxDenied, stats: ld.stats}, candidate: ld.candidate})
+		listing: &listingResult{objs: ld.objs, allowed: ld.allowed, nAllowed: ld.nAllowed, maxDenied: d.maxDenied, stats: ld.stats}, candidate: ld.candidate, withheld: ld.withheld})
 }
 
 // change logs the decision on one membership change (a removal or an addition).

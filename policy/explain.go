@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -29,13 +31,33 @@ const (
 	DefaultDraftEvalTime    = 5 * time.Second
 )
 
+// Bounds of what a policy's reasons rule and a draft's errors put in an answer: a
+// draft comes from a request and could otherwise copy anything it reads (data, the
+// objects) into it, as much as it likes.
+const (
+	// MaxReasons is the most reasons shown per object and action; the rest are
+	// counted in a last "(N more)".
+	MaxReasons = 16
+	// MaxReasonBytes bounds one reason; a longer one is cut, ending with "…".
+	MaxReasonBytes = 512
+	// MaxReasonsBytes bounds the reasons of one answer; beyond it the remaining
+	// objects' reasons are left empty and reasonsTruncated is set.
+	MaxReasonsBytes = 256 << 10
+	// MaxDraftMessageBytes bounds a draft's error message.
+	MaxDraftMessageBytes = 4 << 10
+)
+
 // reasonsPath is the optional rule that says what granted a decision.
 const reasonsPath = packagePath + ".reasons"
 
 // ExplainQuery asks for every decision on a group's unfiltered listing for one
 // principal (docs/policy.md, "The decisions API").
 type ExplainQuery struct {
-	// Caller asks; the policy decides whether it may (action explain).
+	// Caller asks; the policy decides whether it may (action explain). The objects
+	// are explained as the caller may see them: with the properties its own property
+	// policy lets it read of the objects it may view, and none of the others
+	// (callersView). A zero Caller (dirgate policy diff, run by whoever holds the
+	// directory's credentials) sees every property.
 	Caller dirgate.Principal
 	// Subject is the explored principal.
 	Subject dirgate.Principal
@@ -57,6 +79,8 @@ type Explanation struct {
 	// CandidateSource is "candidate" (the configured one) or "draft".
 	CandidateSource string              `json:"candidateSource,omitempty"`
 	Objects         []ObjectExplanation `json:"objects"`
+	// ReasonsTruncated tells that reasons were left out beyond MaxReasonsBytes.
+	ReasonsTruncated bool `json:"reasonsTruncated,omitempty"`
 }
 
 // ObjectExplanation is every decision on one object of the listing.
@@ -76,6 +100,9 @@ type ObjectExplanation struct {
 type Decisions struct {
 	View   bool `json:"view"`
 	Remove bool `json:"remove"`
+	// WithheldProperties are the requested properties of the object that the
+	// property policy would leave out of the subject's listing (when it may view it).
+	WithheldProperties []string `json:"withheldProperties,omitempty"`
 	// Reasons are given for the candidate only (the active ones are the object's).
 	Reasons *ActionReasons `json:"reasons,omitempty"`
 }
@@ -90,7 +117,20 @@ type ActionReasons struct {
 // compiler's errors, lines included), or too slow.
 type DraftError struct{ Msg string }
 
-func (e *DraftError) Error() string { return "draft: " + e.Msg }
+func (e *DraftError) Error() string { return "draft: " + truncateUTF8(e.Msg, MaxDraftMessageBytes) }
+
+// truncateUTF8 cuts s to at most max bytes on a character boundary, ending with
+// "…" when it cut.
+func truncateUTF8(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len("…")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
 
 // Explain decides every object of q.Objects for q.Subject, under the active policy
 // and under the candidate (or q.Draft), after the active policy has allowed
@@ -132,6 +172,13 @@ func (a *Authorizer) Compare(ctx context.Context, q ExplainQuery) (Explanation, 
 	}
 	out := Explanation{Subject: q.Subject, Group: q.Group, ActiveRevision: v.revision, CandidateSource: source,
 		Objects: make([]ObjectExplanation, len(q.Objects))}
+	if len(q.Options.Properties) > 0 && (q.Caller.DN != "" || q.Caller.GUID != "" || q.Caller.SID != "") {
+		objs, err := a.callersView(ctx, v, q)
+		if err != nil {
+			return Explanation{}, err
+		}
+		q.Objects = objs
+	}
 	active, err := v.explainAll(ctx, a, q)
 	if err != nil {
 		return Explanation{}, err
@@ -158,6 +205,65 @@ func (a *Authorizer) Compare(ctx context.Context, q ExplainQuery) (Explanation, 
 			e.Candidate = &c
 		}
 		out.Objects[i] = e
+	}
+	out.ReasonsTruncated = boundReasons(out.Objects)
+	return out, nil
+}
+
+// boundReasons empties the reasons of the objects after the first MaxReasonsBytes
+// of them, and reports whether it did.
+func boundReasons(objs []ObjectExplanation) bool {
+	total, cut := 0, false
+	count := func(r *ActionReasons) {
+		if r == nil {
+			return
+		}
+		for _, l := range [][]string{r.View, r.Remove} {
+			for _, s := range l {
+				total += len(s)
+			}
+		}
+		if total > MaxReasonsBytes {
+			cut = true
+			r.View, r.Remove = []string{}, []string{}
+		}
+	}
+	for i := range objs {
+		count(&objs[i].Reasons)
+		if c := objs[i].Candidate; c != nil {
+			count(c.Reasons)
+		}
+	}
+	return cut
+}
+
+// callersView returns q.Objects as q.Caller may see them in the group's listing:
+// those it may view with the properties its property policy lets it read, the
+// others with none. The decisions API shows the objects' decisions and reasons,
+// which a policy (a draft above all) can compute from input.object.properties, so
+// the caller must not be able to learn through them a property it may not read.
+func (a *Authorizer) callersView(ctx context.Context, v *version, q ExplainQuery) ([]dirgate.Object, error) {
+	in := Input{Action: ActionView, Subject: q.Caller, Group: q.Group, Request: requestOf(q.Options)}.normalize()
+	allowed := make([]bool, len(q.Objects))
+	if _, err := v.filterView(ctx, a.logger, in, q.Objects, allowed, 0); err != nil {
+		return nil, err
+	}
+	wh, err := a.withhold(ctx, v, in, q.Objects, allowed, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dirgate.Object, len(q.Objects))
+	j := 0
+	for i, o := range q.Objects {
+		if allowed[i] {
+			out[i] = wh.objs[j]
+			j++
+			continue
+		}
+		if len(o.Properties) > 0 {
+			o.Properties = map[string][]string{}
+		}
+		out[i] = o
 	}
 	return out, nil
 }
@@ -220,8 +326,43 @@ func (v *version) explainAll(ctx context.Context, a *Authorizer, q ExplainQuery)
 	if err != nil {
 		return nil, err
 	}
+	withheld, err := v.withheldNames(ctx, a, viewIn, q.Objects, view)
+	if err != nil {
+		return nil, err
+	}
 	for i := range out {
-		out[i] = Decisions{View: view[i], Remove: remove[i], Reasons: &ActionReasons{View: viewWhy[i], Remove: removeWhy[i]}}
+		out[i] = Decisions{View: view[i], Remove: remove[i], Reasons: &ActionReasons{View: viewWhy[i], Remove: removeWhy[i]},
+			WithheldProperties: withheld[i]}
+	}
+	return out, nil
+}
+
+// withheldNames returns, for each object viewed, the names of its properties the
+// property policy leaves out for in.Subject (nil when none, and for objects not
+// viewed).
+func (v *version) withheldNames(ctx context.Context, a *Authorizer, in Input, objs []dirgate.Object, view []bool) ([][]string, error) {
+	out := make([][]string, len(objs))
+	if !a.mayWithhold(v, in.Request.Properties) {
+		return out, nil
+	}
+	var idx []int
+	for i, ok := range view {
+		if ok {
+			idx = append(idx, i)
+		}
+	}
+	sets, _, err := v.propertySets(ctx, a.logger, in, objs, idx)
+	if err != nil {
+		return nil, err
+	}
+	secret := a.secretFunc()
+	for j, i := range idx {
+		for k := range objs[i].Properties {
+			if !sets[j].allows(k, secret) {
+				out[i] = append(out[i], k)
+			}
+		}
+		slices.Sort(out[i])
 	}
 	return out, nil
 }
@@ -341,19 +482,25 @@ func (v *version) reasonsFromResidual(ctx context.Context, q *rego.PreparedEvalQ
 	return out, nil
 }
 
+// reasonStrings renders a reasons rule's value: at most MaxReasons strings of at
+// most MaxReasonBytes each.
 func reasonStrings(val any) []string {
 	items, ok := val.([]any)
 	if !ok {
 		items = []any{val}
 	}
-	out := make([]string, 0, len(items))
-	for _, it := range items {
-		if s, ok := it.(string); ok {
-			out = append(out, s)
-			continue
+	out := make([]string, 0, min(len(items), MaxReasons+1))
+	for i, it := range items {
+		if i == MaxReasons {
+			out = append(out, fmt.Sprintf("(%d more)", len(items)-i))
+			break
 		}
-		b, _ := json.Marshal(it)
-		out = append(out, string(b))
+		s, ok := it.(string)
+		if !ok {
+			b, _ := json.Marshal(it)
+			s = string(b)
+		}
+		out = append(out, truncateUTF8(s, MaxReasonBytes))
 	}
 	return out
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -60,6 +61,13 @@ type version struct {
 	reads map[string]bool
 
 	plans *planCache
+	// hasPropertyRule: the policy defines the property rule (properties.go).
+	hasPropertyRule bool
+	// propPlans are the property rule's plans, keyed as plans are.
+	propPlans     *planCache
+	propQueryOnce sync.Once
+	propQuery     *rego.PreparedEvalQuery
+	propQueryErr  error
 	// draft marks a draft tried through the decisions API (explain.go).
 	draft bool
 	// planBudget, when positive, bounds the building of each listing plan: a
@@ -114,6 +122,8 @@ func compileWith(ctx context.Context, src *source, planCacheSize int, caps *ast.
 		noInline:         conflictProneRules(c),
 		reads:            inputReads(c),
 		plans:            newPlanCache(planCacheSize),
+		hasPropertyRule:  hasPropertyRule(c),
+		propPlans:        newPlanCache(planCacheSize),
 	}
 	common := []func(*rego.Rego){rego.Compiler(c), rego.Store(store), rego.StrictBuiltinErrors(false)}
 	if v.allow, err = rego.New(append(common, rego.Query(decisionQuery))...).PrepareForEval(ctx); err != nil {

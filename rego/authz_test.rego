@@ -262,3 +262,30 @@ test_reasons_name_the_role_and_scope if {
 test_no_reasons_when_denied if {
 	count(authz.reasons) == 0 with input as view(helpdesk, contact, finance)
 }
+
+# The property rule: the help desk reads every attribute that is not secret of
+# what it views ("*"), the directory admins also the LAPS passwords they name;
+# a caller that may not view an object reads nothing of it.
+
+test_helpdesk_reads_public_properties_of_what_it_views if {
+	authz.properties == {"*"} with input as view(helpdesk, computer, finance)
+}
+
+test_admin_names_the_laps_attributes if {
+	authz.properties == {"*", "ms-mcs-admpwd", "mslaps-password"} with input as view(admin, computer, finance)
+}
+
+test_no_properties_without_the_view if {
+	authz.properties == set() with input as view(nobody, computer, finance)
+	authz.properties == set() with input as view(helpdesk, contact, finance)
+}
+
+test_a_role_names_its_properties if {
+	roles := [{
+		"name": "laps-readers", "trustees": ["CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com"],
+		"permissions": ["view"], "scopes": [{"subtree": "OU=Workstations,DC=corp,DC=example,DC=com"}],
+		"objectTypes": ["computer"], "properties": ["ms-Mcs-AdmPwd"],
+	}]
+	authz.properties == {"ms-mcs-admpwd"} with input as view(helpdesk, computer, finance) with data.dirgate.roles as roles
+	authz.properties == set() with input as view(helpdesk, user, finance) with data.dirgate.roles as roles
+}

@@ -55,7 +55,7 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	svc := &dirgate.MemberService{Dir: dir}
 	authz, err := policy.Open(ctx, policy.Config{Dir: fs.Arg(0), Logger: m.Logger,
-		Candidate: policy.CandidateConfig{Dir: fs.Arg(1), Sample: -1}})
+		Candidate: policy.CandidateConfig{Dir: fs.Arg(1), Sample: -1}, Schema: m.schema})
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}

@@ -55,6 +55,9 @@ type Main struct {
 	checker dirgate.CredentialChecker
 	// signInPolicy is the policy's optional sign-in rule (set by openPolicy).
 	signInPolicy session.SignInPolicy
+	// schema names the directory's confidential attributes, for the property
+	// policy (set by openDirectory when the upstream reads them; nil otherwise).
+	schema dirgate.ConfidentialSchema
 	// signInFailures counts failed sign-ins across replicas (with Redis).
 	signInFailures *session.RedisFailures
 	// secret is DIRGATE_SECRET_FILE's content, read once (readSecret).

@@ -49,7 +49,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			return nil, fmt.Errorf("ldap upstream: %w", err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
-		m.changes, m.checker = d, d
+		m.changes, m.checker, m.schema = d, d, d
 		return m.withBreaker("ldap", d), nil
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
@@ -104,7 +104,7 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	}
 	authz, err := policy.Open(ctx, policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
 		DecisionLog: dlog, DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
-		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}})
+		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema})
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}

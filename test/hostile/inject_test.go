@@ -2,6 +2,7 @@ package hostile
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
@@ -119,6 +120,10 @@ func getCases() []hostileCase {
 		// Secrets: the service account must not hand out password material.
 		{name: "properties password attributes", query: listQuery(hd, "&properties=unicodePwd,userPassword,supplementalCredentials,ntPwdHistory,lmPwdHistory,dBCSPwd,unixUserPassword,msDS-ManagedPassword"),
 			want: []int{200}, ok: noPropertyValues},
+		// Secret and confidential attributes no role names are left out altogether
+		// (docs/policy.md), whatever the caller: not even their names answer.
+		{name: "properties secret attributes withheld", query: listQuery(hd, "&properties="+strings.Join(withheldSecrets, ",")),
+			want: []int{200}, ok: noPropertyKeys(withheldSecrets)},
 		// Oversized and many.
 		{name: "properties 101 names", query: listQuery(hd, "&properties="+manyNames(101)), want: bad, param: "properties", noLDAP: true},
 		{name: "properties name of 129 bytes", query: listQuery(hd, "&properties=a"+strings.Repeat("b", 128)), want: bad, param: "properties", noLDAP: true},
@@ -236,6 +241,33 @@ func noPropertyValues(t *testing.T, _ *target, r faults.Result) {
 	for _, p := range []string{"unicodepwd", "userpassword", "supplementalcredentials", "ntpwdhistory", "lmpwdhistory", "dbcspwd", "unixuserpassword", "msds-managedpassword"} {
 		if strings.Contains(string(r.Body), `"`+p+`":["`) {
 			t.Errorf("a listing disclosed %s: %.300s", p, r.Body)
+		}
+	}
+}
+
+// withheldSecrets are secret attributes (built-in or confidential in the schema)
+// that no demo role names.
+var withheldSecrets = []string{"unicodePwd", "msDS-KeyCredentialLink", "msFVE-RecoveryPassword", "msFVE-KeyPackage",
+	"msTPM-OwnerInformation", "msDS-ManagedPassword", "supplementalCredentials", "unixUserPassword", "msKds-RootKeyData"}
+
+// noPropertyKeys checks that no object of a listing has any of names among its
+// properties.
+func noPropertyKeys(names []string) func(t *testing.T, _ *target, r faults.Result) {
+	return func(t *testing.T, _ *target, r faults.Result) {
+		t.Helper()
+		var objs []struct {
+			DN         string              `json:"dn"`
+			Properties map[string][]string `json:"properties"`
+		}
+		if err := json.Unmarshal(r.Body, &objs); err != nil || len(objs) == 0 {
+			t.Fatalf("listing: %v %.300s", err, r.Body)
+		}
+		for _, o := range objs {
+			for _, n := range names {
+				if v, ok := o.Properties[strings.ToLower(n)]; ok {
+					t.Errorf("%s: %s answered (%v)", o.DN, n, v)
+				}
+			}
 		}
 	}
 }

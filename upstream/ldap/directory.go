@@ -44,6 +44,7 @@ type Directory struct {
 	metrics metric.Registration // the pool's gauges, removed at Close
 
 	changes changeState // what ReadChanges learnt (changes.go)
+	schema  schemaState // the schema's confidential attributes (schema.go)
 }
 
 var _ dirgate.Directory = (*Directory)(nil)
@@ -94,15 +95,16 @@ next:
 // domain SID, and checks that BaseDN lies in the domain.
 func (d *Directory) discover(ctx context.Context) error {
 	var controls, ncs []string
-	var nc, vendor string
+	var nc, vendor, schemaNC string
 	var sid []byte
 	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
 		err := search(ctx, c, query{
 			base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
-			attrs: []string{"supportedControl", "defaultNamingContext", "namingContexts", "vendorName"},
+			attrs: []string{"supportedControl", "defaultNamingContext", "namingContexts", "vendorName", "schemaNamingContext"},
 		}, func(e *goldap.Entry) error {
 			controls, ncs = e.GetAttributeValues("supportedControl"), e.GetAttributeValues("namingContexts")
 			nc, vendor = e.GetAttributeValue("defaultNamingContext"), e.GetAttributeValue("vendorName")
+			schemaNC = e.GetAttributeValue("schemaNamingContext")
 			return nil
 		})
 		if err != nil || nc == "" {
@@ -137,7 +139,10 @@ func (d *Directory) discover(ctx context.Context) error {
 		d.asq = d.asq || c == oidASQ
 	}
 	d.pageASQ.Store(!strings.Contains(strings.ToLower(vendor), "samba"))
-	return nil
+	// The property policy withholds confidential attributes (docs/policy.md): a
+	// gateway that cannot tell which they are does not start.
+	d.schema.nc = schemaNC
+	return d.readConfidential(ctx)
 }
 
 // do runs f with a pooled connection under the request timeout. A network error

@@ -50,6 +50,8 @@ type fakeServer struct {
 	// hang makes searches block until their context ends, as an unresponsive
 	// server does.
 	hang atomic.Bool
+	// confidential are the lDAPDisplayNames of the schema's confidential attributes.
+	confidential []string
 }
 
 type fakeObj struct {
@@ -63,7 +65,8 @@ type fakeObj struct {
 }
 
 func newFakeServer() *fakeServer {
-	return &fakeServer{vendor: "Samba Team (https://www.samba.org)", domain: "DC=corp,DC=example,DC=com", asq: true}
+	return &fakeServer{vendor: "Samba Team (https://www.samba.org)", domain: "DC=corp,DC=example,DC=com", asq: true,
+		confidential: []string{"msFVE-RecoveryPassword", "unixUserPassword"}}
 }
 
 func (s *fakeServer) add(o *fakeObj) *fakeObj {
@@ -241,8 +244,16 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 			"defaultNamingContext": {s.domain},
 			"namingContexts": {s.domain, "CN=Configuration," + s.domain, "CN=Schema,CN=Configuration," + s.domain,
 				"DC=DomainDnsZones," + s.domain},
-			"vendorName": {s.vendor},
+			"vendorName":          {s.vendor},
+			"schemaNamingContext": {"CN=Schema,CN=Configuration," + s.domain},
 		}}}, nil
+	}
+	if req.Filter == confidentialFilter && req.BaseDN == "CN=Schema,CN=Configuration,"+s.domain {
+		var out []*fakeObj
+		for _, n := range s.confidential {
+			out = append(out, &fakeObj{dn: "CN=" + n + "," + req.BaseDN, attrs: map[string][]string{"lDAPDisplayName": {n}}})
+		}
+		return out, nil
 	}
 	if req.Scope == goldap.ScopeBaseObject {
 		base := s.find(req.BaseDN)

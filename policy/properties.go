@@ -1,0 +1,435 @@
+package policy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/dirgate/dirgate"
+)
+
+// propertiesPath is the optional property rule (docs/policy.md, "Which properties
+// a caller may read"): the set of lower-case attribute names the caller may read
+// on input.object, "*" standing for every attribute that is not secret.
+const propertiesPath = packagePath + ".properties"
+
+var propertiesRef = ast.MustParseRef(propertiesPath)
+
+// allProperties is the element of the property rule that grants every attribute
+// that is not secret.
+const allProperties = "*"
+
+// propSet is the value of the property rule for one object.
+type propSet struct {
+	all   bool            // "*": every attribute that is not secret
+	names map[string]bool // named explicitly (secret ones included)
+	// id > 0 names a set shared by the objects a plan gives the same elements, so
+	// that what it keeps of a listing's properties is worked out once (withhold).
+	id int
+}
+
+// everyPublic is the property set of a policy without the rule.
+var everyPublic = propSet{all: true}
+
+func (s propSet) allows(name string, secret func(string) bool) bool {
+	return s.names[name] || (s.all && !secret(name))
+}
+
+func (s *propSet) add(name string) {
+	if name == allProperties {
+		s.all = true
+		return
+	}
+	if s.names == nil {
+		s.names = map[string]bool{}
+	}
+	s.names[name] = true
+}
+
+// sorted lists the set's elements, "*" included, sorted.
+func (s propSet) sorted() []string {
+	out := make([]string, 0, len(s.names)+1)
+	if s.all {
+		out = append(out, allProperties)
+	}
+	for n := range s.names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// hasPropertyRule reports whether the policy defines the property rule.
+func hasPropertyRule(c *ast.Compiler) bool {
+	return len(c.GetRulesForVirtualDocument(propertiesRef)) > 0 || len(c.GetRulesWithPrefix(propertiesRef)) > 0
+}
+
+// secretFunc returns the test of a secret attribute: the built-in list, and the
+// attributes the directory's schema marks confidential, as last read.
+func (a *Authorizer) secretFunc() func(string) bool {
+	var confidential map[string]bool
+	if a.cfg.Schema != nil {
+		confidential = a.cfg.Schema.ConfidentialAttributes()
+	}
+	return func(name string) bool { return dirgate.IsSecretProperty(name) || confidential[name] }
+}
+
+// mayWithhold reports whether v could leave out some of props (a listing's
+// requested properties) for some object: always when the policy has the property
+// rule, otherwise only when a requested property is secret.
+func (a *Authorizer) mayWithhold(v *version, props []string) bool {
+	if len(props) == 0 {
+		return false
+	}
+	if v.hasPropertyRule {
+		return true
+	}
+	secret := a.secretFunc()
+	return slices.ContainsFunc(props, secret)
+}
+
+var _ dirgate.PropertyWithholder = (*Authorizer)(nil)
+
+// MayWithhold implements dirgate.PropertyWithholder for the policy in force.
+func (a *Authorizer) MayWithhold(_ dirgate.Principal, opts dirgate.ListOptions) bool {
+	return a.mayWithhold(a.current.Load(), opts.Properties)
+}
+
+// withheld is what the property policy left out of one listing, for its decision
+// line.
+type withheld struct {
+	// objs are the allowed objects (at most the size limit), with altered copies
+	// where properties were left out.
+	objs []dirgate.Object
+	// names are the properties left out of at least one object, sorted.
+	names []string
+	// count is the number of objects some property was left out of.
+	count int
+	// errors counts the objects whose property rule failed to evaluate: every
+	// requested property was left out of them.
+	errors int
+}
+
+// withhold applies v's property rule to the allowed objects of a listing, the first
+// limit of them when limit > 0 (the rest are not shown). The objects are shared
+// (a cached listing): an object losing a property is copied, with a new
+// properties map; the others are returned as they are.
+func (a *Authorizer) withhold(ctx context.Context, v *version, in Input, objs []dirgate.Object, allowed []bool, limit int) (*withheld, error) {
+	var idx []int
+	for i, ok := range allowed {
+		if ok {
+			if limit > 0 && len(idx) == limit {
+				break
+			}
+			idx = append(idx, i)
+		}
+	}
+	sets, failed, err := v.propertySets(ctx, a.logger, in, objs, idx)
+	if err != nil {
+		return nil, err
+	}
+	secret := a.secretFunc()
+	// What a shared set keeps of the requested properties, worked out once: the
+	// objects of a listing fall into a few sets.
+	var kept map[int]map[string]bool
+	allows := func(s *propSet, k string) bool {
+		if s.id == 0 {
+			return s.allows(k, secret)
+		}
+		m, ok := kept[s.id]
+		if !ok {
+			if kept == nil {
+				kept = map[int]map[string]bool{}
+			}
+			m = make(map[string]bool, len(in.Request.Properties))
+			for _, p := range in.Request.Properties {
+				m[p] = s.allows(p, secret)
+			}
+			kept[s.id] = m
+		}
+		if b, ok := m[k]; ok {
+			return b
+		}
+		return s.allows(k, secret) // not requested: an upstream's extra key
+	}
+	w := &withheld{objs: make([]dirgate.Object, len(idx)), errors: failed}
+	left := map[string]bool{}
+	for j, i := range idx {
+		o := objs[i]
+		set := &sets[j]
+		var keep map[string][]string
+		for k := range o.Properties {
+			if allows(set, k) {
+				continue
+			}
+			left[k] = true
+			if keep == nil {
+				keep = make(map[string][]string, len(o.Properties))
+				for k2, v2 := range o.Properties {
+					if allows(set, k2) {
+						keep[k2] = v2
+					}
+				}
+			}
+		}
+		if keep != nil {
+			o.Properties = keep
+			w.count++
+		}
+		w.objs[j] = o
+	}
+	for k := range left {
+		w.names = append(w.names, k)
+	}
+	sort.Strings(w.names)
+	return w, nil
+}
+
+// propertySets evaluates the property rule on objs[i] for each i of idx. Without the
+// rule every set is "*". An object whose evaluation fails gets the empty set (every
+// requested property withheld) and is counted in failed; the failure is logged.
+func (v *version) propertySets(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, idx []int) (sets []propSet, failed int, err error) {
+	sets = make([]propSet, len(idx))
+	if !v.hasPropertyRule {
+		for j := range sets {
+			sets[j] = everyPublic
+		}
+		return sets, 0, nil
+	}
+	if len(idx) == 0 {
+		return sets, 0, nil
+	}
+	var pp *propPlan
+	if len(v.nondeterministic) == 0 {
+		key, err := v.planKey(in)
+		if err != nil {
+			return nil, 0, err
+		}
+		p, _, err := v.propPlans.getOrBuild(key, func() (*plan, error) {
+			base, _, err := astValue(in)
+			if err != nil {
+				return nil, err
+			}
+			// The plan outlives this request, as listings' plans do (decideListing):
+			// a draft's ends with its request, a candidate's is bounded by its budget.
+			pctx := context.WithoutCancel(ctx)
+			if v.draft {
+				pctx = ctx
+			} else if v.planBudget > 0 {
+				var cancel context.CancelFunc
+				pctx, cancel = context.WithTimeout(pctx, v.planBudget)
+				defer cancel()
+			}
+			pp := v.buildPropPlan(pctx, logger, base)
+			if err := pctx.Err(); err != nil {
+				return nil, fmt.Errorf("build property plan: %w", err) // stopped: not a plan
+			}
+			return &plan{props: pp}, nil
+		})
+		if err != nil {
+			return nil, 0, err
+		}
+		pp = p.props
+	}
+	if pp != nil && !pp.rego {
+		e := make([]*env, len(pp.preds))
+		for k, pr := range pp.preds {
+			if pr != nil {
+				e[k] = pr.newEnv()
+			}
+		}
+		// Objects given the same elements share one set: a mask of the plan's
+		// elements names it (beyond 64 elements, each object has its own).
+		var memo map[uint64]propSet
+		for j, i := range idx {
+			var mask uint64
+			for k := range pp.names {
+				if pr := pp.preds[k]; pr == nil || pr.allow(e[k], &objs[i]) {
+					mask |= 1 << (k % 64)
+					if len(pp.names) > 64 {
+						sets[j].add(pp.names[k])
+					}
+				}
+			}
+			if len(pp.names) > 64 {
+				continue
+			}
+			set, ok := memo[mask]
+			if !ok {
+				if memo == nil {
+					memo = map[uint64]propSet{}
+				}
+				for k, name := range pp.names {
+					if mask&(1<<k) != 0 {
+						set.add(name)
+					}
+				}
+				set.id = len(memo) + 1
+				memo[mask] = set
+			}
+			sets[j] = set
+		}
+		return sets, 0, nil
+	}
+	return v.propertySetsRego(ctx, logger, in, objs, idx, sets)
+}
+
+// propertySetsRego evaluates the property rule in Rego, object by object, with the
+// complete input.
+func (v *version) propertySetsRego(ctx context.Context, logger *slog.Logger, in Input, objs []dirgate.Object, idx []int, sets []propSet) ([]propSet, int, error) {
+	q, err := v.propertyQuery(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	failed := 0
+	for j, i := range idx {
+		in.Object = &objs[i]
+		val, _, err := astValue(in)
+		if err != nil {
+			return nil, 0, err
+		}
+		rs, err := q.Eval(ctx, rego.EvalParsedInput(val))
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, 0, fmt.Errorf("property rule: %w", ctx.Err())
+			}
+			if failed == 0 {
+				logger.Error("policy: property rule evaluation failed; every requested property withheld",
+					"revision", v.revision, "object", objs[i].GUID, "err", err)
+			}
+			failed++
+			continue
+		}
+		// Undefined (a complete rule whose conditions fail) grants nothing.
+		if len(rs) == 1 && len(rs[0].Expressions) == 1 {
+			if items, ok := rs[0].Expressions[0].Value.([]any); ok {
+				for _, it := range items {
+					if s, ok := it.(string); ok {
+						sets[j].add(s)
+					}
+				}
+			}
+		}
+	}
+	return sets, failed, nil
+}
+
+// propertyQuery prepares the complete evaluation of the property rule, once per
+// version.
+func (v *version) propertyQuery(ctx context.Context) (*rego.PreparedEvalQuery, error) {
+	v.propQueryOnce.Do(func() {
+		q, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+			rego.Query(propertiesPath)).PrepareForEval(context.WithoutCancel(ctx))
+		v.propQuery, v.propQueryErr = &q, err
+	})
+	if v.propQueryErr != nil {
+		return nil, fmt.Errorf("prepare property rule: %w", v.propQueryErr)
+	}
+	return v.propQuery, nil
+}
+
+// propPlan is the property rule partially evaluated for one caller and request
+// shape, as listings' plans are for allow: the set's possible elements, each with
+// the Go predicate saying for which objects it is in the set.
+type propPlan struct {
+	names []string
+	preds []*predicate // nil: the element is in every object's set
+	// rego: the residual is beyond the translator; evaluate the rule per object.
+	rego bool
+	why  string
+}
+
+// propVar is the query variable that the residual binds to each element.
+const propVar = "dirgate_property"
+
+// buildPropPlan partially evaluates the property rule with input.object unknown.
+// Each residual query binds the element to a constant under conditions on the
+// object; the conditions of each element become one predicate. Anything else (an
+// element computed from the object, support rules, a condition the translator
+// refuses) makes a plan that evaluates the rule in Rego.
+func (v *version) buildPropPlan(ctx context.Context, logger *slog.Logger, base ast.Value) *propPlan {
+	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+		rego.Query(propVar+" = "+propertiesPath+"[_]"), rego.Unknowns([]string{"input.object"}),
+		rego.DisableInlining(v.noInline), rego.ParsedInput(base)).Partial(ctx)
+	if err != nil {
+		logger.Warn("policy: partial evaluation of the property rule failed; evaluating it in Rego", "revision", v.revision, "err", err)
+		return &propPlan{rego: true, why: "partial evaluation failed"}
+	}
+	if len(pq.Support) > 0 {
+		return &propPlan{rego: true, why: "residual needs support rules"}
+	}
+	byName := map[string][]ast.Body{}
+	unconditional := map[string]bool{}
+	for _, q := range pq.Queries {
+		name, rest, ok := splitBinding(q)
+		if !ok {
+			return &propPlan{rego: true, why: "an element is not a constant"}
+		}
+		if name == nil {
+			continue // not a string: never a property name
+		}
+		if len(rest) == 0 {
+			unconditional[*name] = true
+		}
+		byName[*name] = append(byName[*name], rest)
+	}
+	pp := &propPlan{}
+	for name := range byName {
+		pp.names = append(pp.names, name)
+	}
+	sort.Strings(pp.names)
+	for _, name := range pp.names {
+		if unconditional[name] {
+			pp.preds = append(pp.preds, nil)
+			continue
+		}
+		pred, err := translate(byName[name])
+		if err != nil {
+			return &propPlan{rego: true, why: err.Error()}
+		}
+		pp.preds = append(pp.preds, pred)
+	}
+	return pp
+}
+
+// splitBinding finds, in one residual query, the expression binding propVar to a
+// constant, and returns the constant (nil when it is not a string) and the other
+// expressions. ok is false when there is no such single binding.
+func splitBinding(q ast.Body) (name *string, rest ast.Body, ok bool) {
+	found := false
+	for _, e := range q {
+		if !found && e.IsEquality() && !e.Negated && len(e.With) == 0 {
+			a, b := e.Operand(0), e.Operand(1)
+			if v, isVar := b.Value.(ast.Var); isVar && v == propVar {
+				a, b = b, a
+			}
+			if v, isVar := a.Value.(ast.Var); isVar && v == propVar {
+				if !ast.IsConstant(b.Value) {
+					return nil, nil, false
+				}
+				found = true
+				if s, isStr := b.Value.(ast.String); isStr {
+					str := string(s)
+					name = &str
+				}
+				continue
+			}
+		}
+		// Every other expression must not mention the element.
+		mentions := false
+		ast.WalkVars(e, func(v ast.Var) bool {
+			mentions = mentions || v == propVar
+			return mentions
+		})
+		if mentions {
+			return nil, nil, false
+		}
+		rest = append(rest, e)
+	}
+	return name, rest, found
+}

@@ -1,0 +1,53 @@
+package ldap
+
+import (
+	"maps"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestConfidentialAttributes: the schema's confidential attributes are read at
+// open, lower-cased, and read again in the background once older than
+// SchemaRefreshInterval; a failed read keeps the set in force.
+func TestConfidentialAttributes(t *testing.T) {
+	o := newOrg()
+	srv := o.srv
+	d := o.dir(t, Config{})
+	var now atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now.Store(start.UnixNano())
+	d.now = func() time.Time { return time.Unix(0, now.Load()) }
+	keys := func() []string { return slices.Sorted(maps.Keys(d.ConfidentialAttributes())) }
+	if got := keys(); !slices.Equal(got, []string{"msfve-recoverypassword", "unixuserpassword"}) {
+		t.Fatalf("ConfidentialAttributes = %v", got)
+	}
+	srv.mu.Lock()
+	srv.confidential = append(srv.confidential, "ms-Mcs-AdmPwd")
+	srv.mu.Unlock()
+	if got := keys(); len(got) != 2 {
+		t.Fatalf("read again before the interval: %v", got)
+	}
+	now.Store(start.Add(SchemaRefreshInterval + time.Second).UnixNano())
+	deadline := time.Now().Add(5 * time.Second)
+	for !slices.Contains(keys(), "ms-mcs-admpwd") {
+		if time.Now().After(deadline) {
+			t.Fatalf("not read again after the interval: %v", keys())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A failing read keeps the set.
+	now.Store(start.Add(3 * SchemaRefreshInterval).UnixNano())
+	srv.failNext.Store(10)
+	keys()
+	for d.schema.refreshing.Load() || d.SchemaError() == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed read reported")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := keys(); len(got) != 3 {
+		t.Errorf("after a failed read: %v, want the three read before", got)
+	}
+}
