@@ -25,6 +25,20 @@ reasons contains sprintf("role %s, scope %s", [role.name, json.marshal(scope)]) 
 	type_allowed(role)
 }
 
+# properties names the attributes the caller may read on input.object when it views
+# it with properties: those of every role that grants the view, a role without
+# "properties" giving ["*"] (every attribute that is not secret). A secret attribute
+# (LAPS passwords, BitLocker keys, anything the schema marks confidential, ...) is
+# returned only to a role that names it (docs/policy.md, "Which properties a caller
+# may read").
+properties contains lower(name) if {
+	some role in granted
+	some scope in role.scopes
+	in_scope(scope)
+	type_allowed(role)
+	some name in object.get(role, "properties", ["*"])
+}
+
 # granted is the set of roles that give the caller the requested permission.
 granted contains role if {
 	some role in data.dirgate.roles
