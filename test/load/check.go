@@ -30,12 +30,13 @@ type Checker struct {
 	derived  map[string][]any           // op key + state -> the listing without the removed member
 	accepted map[string][][]byte        // op key + state -> bodies found equal
 	dns      map[string]map[string]bool // query -> lower-case DNs of the unfiltered listing
+	hidden   map[string]bool            // op key -> the caller is answered that the group is unknown
 }
 
 // NewChecker returns an empty checker.
 func NewChecker() *Checker {
 	return &Checker{want: map[string][]any{}, derived: map[string][]any{}, accepted: map[string][][]byte{},
-		dns: map[string]map[string]bool{}}
+		dns: map[string]map[string]bool{}, hidden: map[string]bool{}}
 }
 
 // SetListing records the listing a caller must get for a query.
@@ -57,6 +58,39 @@ func (c *Checker) SetListing(caller int, q Query, objs []dirgate.Object) error {
 	return nil
 }
 
+// SetHidden records that a caller must be answered for q as for an unknown group:
+// its policy does not let it view the group (docs/api.md, "Objects the caller may
+// not view").
+func (c *Checker) SetHidden(caller int, q Query) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.hidden[listingKey(caller, q)] = true
+}
+
+// WantStatus is the status a caller's listing of q must get: 404 for a group the
+// caller may not view, 200 otherwise.
+func (c *Checker) WantStatus(caller int, q Query) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.hidden[listingKey(caller, q)] {
+		return 404
+	}
+	return 200
+}
+
+// CheckHidden returns "" when body is the error answer about an unknown group, and
+// otherwise says what differs.
+func CheckHidden(body []byte) string {
+	var e struct{ Code, Message string }
+	if err := json.Unmarshal(body, &e); err != nil {
+		return fmt.Sprintf("body is not the error shape: %v (%.80q)", err, body)
+	}
+	if e.Code != "notFound" || e.Message != "The group was not found." {
+		return fmt.Sprintf("answered %q %q, want the unknown group's notFound", e.Code, e.Message)
+	}
+	return ""
+}
+
 // SetDNs records the DNs of a query's unfiltered listing: what a direct directory
 // search must find.
 func (c *Checker) SetDNs(q Query, dns []string) {
@@ -69,12 +103,12 @@ func (c *Checker) SetDNs(q Query, dns []string) {
 	c.dns[dnsKey(q)] = set
 }
 
-// HasListing reports whether an expected listing is recorded for caller and q.
+// HasListing reports whether an expected answer is recorded for caller and q.
 func (c *Checker) HasListing(caller int, q Query) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	_, ok := c.want[listingKey(caller, q)]
-	return ok
+	return ok || c.hidden[listingKey(caller, q)]
 }
 
 func listingKey(caller int, q Query) string { return fmt.Sprintf("%d\x00%s", caller, q.RawQuery()) }

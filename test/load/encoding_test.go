@@ -77,9 +77,13 @@ func TestUnaskedCodingIsWrong(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		c := captured[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)]
 		rw.Header().Set("Content-Encoding", "gzip")
+		if c.Status != 0 {
+			rw.WriteHeader(c.Status) // a hidden group's 404, compressed unasked
+		}
 		zw := gzip.NewWriter(rw)
-		zw.Write(captured[bareKey(r.Header.Get(TokenHeader), r.URL.RawQuery)].Body)
+		zw.Write(c.Body)
 		zw.Close()
 	}))
 	defer fake.Close()

@@ -77,13 +77,16 @@ func (w *httpWorker) list(ctx context.Context, caller int, q Query, rec *Recorde
 	start := time.Now()
 	status, hdr, err := w.send(ctx, http.MethodGet, q.RawQuery(), nil, caller)
 	lat := time.Since(start)
-	o := Outcome{Status: status, Want: http.StatusOK, Err: err, Cache: hdr.Get(CacheHeader), Bytes: w.buf.Len()}
-	if status == http.StatusOK {
+	want := w.t.Checker.WantStatus(caller, q)
+	o := Outcome{Status: status, Want: want, Err: err, Cache: hdr.Get(CacheHeader), Bytes: w.buf.Len()}
+	if status == want {
 		states := w.t.rem.statesOf(q.Group, from, w.t.rem.now())
 		if body, err := w.body(hdr); err != nil {
 			o.Wrong = err.Error()
-		} else {
+		} else if want == http.StatusOK {
 			o.Wrong = w.t.Checker.CheckListing(caller, q, states, body)
+		} else {
+			o.Wrong = CheckHidden(body)
 		}
 	} else if err == nil {
 		o.Err = fmt.Errorf("body %.200q", w.buf.Bytes())
@@ -204,6 +207,7 @@ func (w *httpWorker) body(hdr http.Header) ([]byte, error) {
 type Captured struct {
 	Body     []byte
 	Encoding string // its Content-Encoding, "" for none
+	Status   int    // its status (0: 200)
 }
 
 // Capture issues every listing of w once, checks each answer, and returns the bodies
@@ -219,21 +223,26 @@ func (t *HTTPTarget) Capture(ctx context.Context, w Workload) (map[string]Captur
 			continue
 		}
 		status, hdr, err := wk.send(ctx, http.MethodGet, op.Query.RawQuery(), nil, op.Caller)
+		want := t.Checker.WantStatus(op.Caller, op.Query)
 		switch {
 		case err != nil:
 			errs = append(errs, fmt.Errorf("%s: %w", op.Name, err))
-		case status != http.StatusOK:
-			errs = append(errs, fmt.Errorf("%s: status %d: %.200q", op.Name, status, wk.buf.Bytes()))
+		case status != want:
+			errs = append(errs, fmt.Errorf("%s: status %d, want %d: %.200q", op.Name, status, want, wk.buf.Bytes()))
 		default:
 			body, err := wk.body(hdr)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", op.Name, err))
 				continue
 			}
-			if wrong := t.Checker.CheckListing(op.Caller, op.Query, nil, body); wrong != "" {
+			wrong := CheckHidden(body)
+			if want == http.StatusOK {
+				wrong = t.Checker.CheckListing(op.Caller, op.Query, nil, body)
+			}
+			if wrong != "" {
 				errs = append(errs, fmt.Errorf("%s: wrong answer: %s", op.Name, wrong))
 			}
-			out[bareKey(w.Callers[op.Caller].Token, op.Query.RawQuery())] = Captured{bytes.Clone(wk.buf.Bytes()), hdr.Get("Content-Encoding")}
+			out[bareKey(w.Callers[op.Caller].Token, op.Query.RawQuery())] = Captured{bytes.Clone(wk.buf.Bytes()), hdr.Get("Content-Encoding"), status}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -278,6 +287,9 @@ func (b *BareServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Length", fmt.Sprint(len(c.Body)))
 	if c.Encoding != "" {
 		h.Set("Content-Encoding", c.Encoding)
+	}
+	if c.Status != 0 {
+		w.WriteHeader(c.Status)
 	}
 	w.Write(c.Body)
 }

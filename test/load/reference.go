@@ -44,11 +44,16 @@ func Expect(ctx context.Context, ref *dirgate.MemberService, w Workload) (*Check
 			return err
 		}
 		objs, err := ref.List(ctx, p, id, opts)
-		if err != nil {
+		switch {
+		case dirgate.ErrorCode(err) == dirgate.ENOTFOUND:
+			// A group the caller may not view is answered as an unknown one.
+			c.SetHidden(caller, q)
+		case err != nil:
 			return fmt.Errorf("expect: list %s as %s: %w", q.RawQuery(), w.Callers[caller].Name, err)
-		}
-		if err := c.SetListing(caller, q, objs); err != nil {
-			return err
+		default:
+			if err := c.SetListing(caller, q, objs); err != nil {
+				return err
+			}
 		}
 		group, err := ref.Dir.Lookup(ctx, id, nil)
 		if err != nil {

@@ -17,7 +17,7 @@ var Properties = []string{"mail", "department", "title", "accountExpires"}
 const (
 	CallerAdmin    = 0 // views and removes everything (Directory Admins)
 	CallerHelpdesk = 1 // views users and computers of the staff and workstation OUs
-	CallerNobody   = 2 // holds no role: every listing is empty
+	CallerNobody   = 2 // holds no role: every group is answered as unknown (404)
 	// CallerHalf views the objects below HalfSubtrees (about half of every load
 	// group) through the one role Setup.WritePolicy adds; LargeSetup only.
 	CallerHalf = 3
