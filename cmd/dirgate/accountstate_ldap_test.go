@@ -90,9 +90,15 @@ func TestAccountStateLDAP(t *testing.T) {
 	}
 	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	os.WriteFile(tokens, []byte(tf.String()), 0o600)
+	// The accounts may view the group they list (Help Desk): in order, they answer 200.
+	var trustees []string
+	for _, a := range accounts {
+		trustees = append(trustees, a.dn)
+	}
+	policy := policyViewingGroups(t, "OU=Groups,"+dc.BaseDN, trustees...)
 	const ttl = 2 * time.Second
-	rootA, logA := startAccountState(t, dc, tokens, "--changefeed=false", "--principal-ttl", ttl.String())
-	rootB, logB := startAccountState(t, dc, tokens, "--principal-ttl", "1h")
+	rootA, logA := startAccountState(t, dc, tokens, "--policy-dir", policy, "--changefeed=false", "--principal-ttl", ttl.String())
+	rootB, logB := startAccountState(t, dc, tokens, "--policy-dir", policy, "--principal-ttl", "1h")
 
 	// Before: every token works on both instances; the signed-in account holds one
 	// token per instance (sessions are per instance without Redis).

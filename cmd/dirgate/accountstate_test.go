@@ -14,8 +14,27 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	bundled "github.com/dirgate/dirgate/rego"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
+
+// policyViewingGroups writes the bundled policy plus a role letting trustees view
+// the groups under groupsOU, and returns its directory (for --policy-dir). A
+// listing's group must be one its caller may view (docs/policy.md, "Objects named
+// by a request"): tests whose callers hold no such role list through this one.
+func policyViewingGroups(t *testing.T, groupsOU string, trustees ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "policy")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := bundled.WriteWithRoles(dir, map[string]any{"name": "test-view-groups", "trustees": trustees,
+		"permissions": []string{"view"}, "scopes": []any{map[string]string{"subtree": groupsOU}},
+		"objectTypes": []string{"group"}}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
 
 // setEntryAttr replaces the value of attr in the LDIF entry of dn.
 func setEntryAttr(t *testing.T, ldif, dn, attr, value string) string {
@@ -85,9 +104,11 @@ func TestAccountStateMemory(t *testing.T) {
 		fmt.Fprintf(&tf, "- token: %s\n  subject: %s\n", tok, dn)
 	}
 	os.WriteFile(tokens, []byte(tf.String()), 0o600)
+	// The accounts may view the group they list: in order, they answer 200.
+	policy := policyViewingGroups(t, "OU=Groups,DC=corp,DC=example,DC=com", aaron, bella, caleb, daisy)
 	log := &syncBuffer{}
 	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "warn", "--memory-ldif", ldif, "--tokens-file", tokens,
-		"--decision-log", "off", "--principal-ttl", "1h", "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
+		"--policy-dir", policy, "--decision-log", "off", "--principal-ttl", "1h", "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,8 +45,8 @@ mayContain: ms-Mcs-AdmPwd
 // addSchemaLocally applies an LDIF to the harness DC's own database with schema
 // updates allowed, for Samba, which refuses schema changes over LDAP unless its
 // configuration says "dsdb:schema update allowed" (the harness's does not, and the
-// shared DC is not reconfigured). The running DC notices the schema's new sequence
-// number and reloads it.
+// shared DC is not reconfigured). The running DC then reloads its schema
+// (ensureLAPSSchema).
 const addSchemaLocally = `
 import sys
 from samba.auth import system_session
@@ -57,7 +57,6 @@ lp.load(sys.argv[1])
 lp.set("dsdb:schema update allowed", "true")
 db = SamDB(url=sys.argv[2], session_info=system_session(), lp=lp)
 db.modify_ldif(sys.stdin.read())
-db.modify_ldif("dn:\nchangetype: modify\nadd: schemaUpdateNow\nschemaUpdateNow: 1\n-\n")
 `
 
 // ensureLAPSSchema adds the legacy LAPS attribute to the DC's schema unless it is
@@ -92,6 +91,15 @@ func ensureLAPSSchema(t *testing.T, dc sambatest.DC) {
 	py.Stdin = strings.NewReader(ldif)
 	if out, err := py.CombinedOutput(); err != nil {
 		t.Fatalf("add the LAPS schema attribute locally: %v: %s", err, out)
+	}
+	// Samba was measured to use the new attribute at its next request (it checks the
+	// schema's sequence number); it is also told to reload its schema on the rootDSE
+	// (allowed to the administrator whether or not schema updates are), so that a DC
+	// that would notice later uses it at once.
+	reload := goldap.NewModifyRequest("", nil)
+	reload.Add("schemaUpdateNow", []string{"1"})
+	if err := admin.Modify(reload); err != nil {
+		t.Fatalf("reload the DC's schema: %v", err)
 	}
 }
 
@@ -144,9 +152,13 @@ func TestLAPSWithheldOnSamba(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens.yaml")
 	os.WriteFile(tokens, []byte("- token: e2e-admin\n  subject: "+fixture.DemoAdminDN+"\n- token: e2e-helpdesk\n  subject: "+fixture.DemoHelpdeskDN+"\n"), 0o600)
 	dlog := filepath.Join(dir, "decisions.log")
+	// The help desk views the groups of OU=Groups, as the demo's it-department-groups
+	// lets it by a SID Samba does not have: it may list the test's group.
+	policy := policyViewingGroups(t, fixture.GroupsOU, fixture.HelpDeskDN)
 	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", writeSecret(t, dc.Password), "--ldap-base-dn", dc.BaseDN,
-		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--decision-log", dlog, "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
+		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--policy-dir", policy, "--decision-log", dlog, "--log-flush", "0"},
+		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
