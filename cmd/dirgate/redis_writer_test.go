@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,15 +15,23 @@ import (
 )
 
 // TestRedisWriterCannotChangeWhoATokenIs reproduces issue 22's impersonation: two
-// instances share a real Redis, each demo token's account is resolved and cached,
-// then someone able to write to Redis (a plain client, no secret) puts the
-// administrator's cached resolution under the help desk's key, as it is and with its
-// inputs rewritten to the help desk's. A fresh instance must then resolve the help
-// desk's token to the help desk (its smaller view), never to the administrator.
-// Without a secret file dirgate must refuse to start with Redis at all.
+// instances share a real Redis, each demo account's resolution is cached, then
+// someone able to write to Redis (a plain client, no secret) puts the administrator's
+// cached resolution under the help desk's key, as it is and with its inputs rewritten
+// to the help desk's. A fresh instance must then treat the help desk's token as the
+// help desk (its smaller view, no right to explain), never as the administrator.
+//
+// A token's subject is read from the directory, never from a cached resolution
+// (docs/auth.md), so the accounts' resolutions are cached here by look-ups that do
+// use the cache (a listing naming the account as its group); and a group's
+// resolution, which listings do read from Redis, is forged alike (another group's
+// under Mixed Members' key): the fresh instance must refuse it (the seal, docs/cache.md)
+// and list Mixed Members itself. Without a secret file dirgate must refuse to start
+// with Redis at all.
 func TestRedisWriterCannotChangeWhoATokenIs(t *testing.T) {
 	srv := redistest.Start(t)
 	const mixed = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+	const newsletter = "CN=Newsletter,OU=Groups,DC=corp,DC=example,DC=com"
 	const admin = "CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
 	for _, tc := range []struct {
 		name   string
@@ -46,37 +55,57 @@ func TestRedisWriterCannotChangeWhoATokenIs(t *testing.T) {
 				t.Fatal(err)
 			}
 			prefix := tc.args[len(tc.args)-1]
-			base := "http://" + startMain(t, nil, tc.args...).Addr() + "/restApi/api/directoryObjects/groupMembers"
-			want := len(listAs(t, base, "demo-helpdesk", mixed, ""))
+			root := "http://" + startMain(t, nil, tc.args...).Addr() + "/restApi"
+			base := root + "/api/directoryObjects/groupMembers"
+			want := dns(listAs(t, base, "demo-helpdesk", mixed, ""))
 			all := len(listAs(t, base, adminTok, mixed, ""))
-			if want == 0 || want >= all {
-				t.Fatalf("help desk sees %d of %d: the demo policy should give it a smaller view", want, all)
+			if len(want) == 0 || len(want) >= all {
+				t.Fatalf("help desk sees %d of %d: the demo policy should give it a smaller view", len(want), all)
+			}
+			if other := dns(listAs(t, base, "demo-helpdesk", newsletter, "")); slices.Equal(other, want) {
+				t.Fatalf("the help desk sees the same members in %s and %s: a forged group would not show", newsletter, mixed)
+			}
+			// The accounts' resolutions, cached by listings naming them (not groups).
+			for _, dn := range []string{hugo, admin} {
+				if r := call(t, "GET", base+"?group="+url.QueryEscape(dn), adminTok); r.status != 400 {
+					t.Fatalf("listing the account %s: %d %s, want 400 (not a group)", dn, r.status, r.body)
+				}
+			}
+			// Only the administrator may explain another principal's decisions.
+			explain := func(root, token string) response {
+				q := url.Values{"subject": {admin}, "group": {mixed}}
+				return call(t, "GET", root+"/api/policy/decisions?"+q.Encode(), token)
+			}
+			if a, h := explain(root, adminTok), explain(root, "demo-helpdesk"); a.status != 200 || h.status != 403 {
+				t.Fatalf("decisions: the administrator gets %d, the help desk %d; want 200 and 403", a.status, h.status)
 			}
 
 			rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 			defer rc.Close()
 			_, adminVal := resolutionOf(t, rc, prefix, admin)
 			hugoKey, hugoVal := resolutionOf(t, rc, prefix, hugo)
-			for _, forged := range []struct{ name, value string }{
-				{"copied", adminVal},
-				{"copied with the help desk's inputs", withInputsOf(t, adminVal, hugoVal)},
+			_, newsVal := resolutionOf(t, rc, prefix, newsletter)
+			mixedKey, mixedVal := resolutionOf(t, rc, prefix, mixed)
+			for _, forged := range []struct{ name, account, group string }{
+				{"copied", adminVal, newsVal},
+				{"copied with the inputs of the key it is put under", withInputsOf(t, adminVal, hugoVal), withInputsOf(t, newsVal, mixedVal)},
 			} {
-				if err := rc.Set(t.Context(), hugoKey, forged.value, 0).Err(); err != nil {
+				if err := rc.MSet(t.Context(), hugoKey, forged.account, mixedKey, forged.group).Err(); err != nil {
 					t.Fatal(err)
 				}
 				// A fresh instance: nothing of the help desk's in process yet.
-				fresh := "http://" + startMain(t, nil, tc.args...).Addr() + "/restApi/api/directoryObjects/groupMembers"
-				r := call(t, "GET", fresh+"?group="+url.QueryEscape(mixed), "demo-helpdesk")
+				froot := "http://" + startMain(t, nil, tc.args...).Addr() + "/restApi"
+				r := call(t, "GET", froot+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(mixed), "demo-helpdesk")
 				var got []dirgate.Object
-				if r.status == 200 {
-					if err := json.Unmarshal(r.body, &got); err != nil {
-						t.Fatal(err)
-					}
-					if len(got) != want {
-						t.Errorf("%s: the help desk's token sees %d members (its own view is %d, the administrator's %d)", forged.name, len(got), want, all)
-					}
-				} else if r.status != 401 {
+				if r.status != 200 {
 					t.Errorf("%s: %d %s", forged.name, r.status, r.body)
+				} else if err := json.Unmarshal(r.body, &got); err != nil {
+					t.Fatal(err)
+				} else if !slices.Equal(dns(got), want) {
+					t.Errorf("%s: the help desk's token sees %q in %s (its own view is %q, the administrator's has %d members)", forged.name, dns(got), mixed, want, all)
+				}
+				if h := explain(froot, "demo-helpdesk"); h.status != 403 {
+					t.Errorf("%s: the help desk's token explains the administrator's decisions: %d %s", forged.name, h.status, h.body)
 				}
 			}
 		})
