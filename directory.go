@@ -29,7 +29,7 @@ type Directory interface {
 	AddMember(ctx context.Context, group, member Object) error
 }
 
-// ListOptions are a listing's parameters (spec 4.1).
+// ListOptions are a listing's parameters (docs/api.md, "GET parameters").
 type ListOptions struct {
 	IncludeIndirect bool
 	// Properties are the extra properties to render, normalised by
@@ -103,7 +103,8 @@ func validAttributeName(n string) bool {
 	return true
 }
 
-// OperationResult is the answer to a removal or an addition (spec 2.3, compat.md).
+// OperationResult is the answer to a removal or an addition (docs/api.md, "Successful
+// responses"; docs/compatibility.md, "Operation results").
 type OperationResult struct {
 	ResultType     int               `json:"resultType"`
 	InnerMessages  []InnerMessage    `json:"innerMessages"`
@@ -113,14 +114,15 @@ type OperationResult struct {
 	ExtraInfo      map[string]string `json:"extraInfo"`
 }
 
-// Result types (compat.md).
+// Result types (docs/compatibility.md, "Operation results").
 const (
 	ResultSucceeded = 0
 	ResultFailed    = 1
 	ResultSuspended = 2
 )
 
-// InnerMessage is an element of OperationResult.InnerMessages (compat.md).
+// InnerMessage is an element of OperationResult.InnerMessages (docs/compatibility.md,
+// "Operation results").
 type InnerMessage struct {
 	Source        *string        `json:"source"`
 	Text          string         `json:"text"`

@@ -15,7 +15,8 @@ func TestNormalizeProperties(t *testing.T) {
 		in   []string
 		want []string
 	}{
-		// spec 2.2: keys are the requested names in lower case.
+		// docs/compatibility.md, "Directory objects": keys are the requested names in
+		// lower case.
 		{"lower-cased", []string{"accountExpires", "department"}, []string{"accountexpires", "department"}},
 		// Each name once, in a stable order, so equal requests share a cache key.
 		{"sorted and deduplicated", []string{"mail", "Department", "MAIL", "department"}, []string{"department", "mail"}},
@@ -57,7 +58,7 @@ func TestNormalizePropertiesRejects(t *testing.T) {
 		want string // a fragment of the client-facing message
 	}{
 		{"empty name", []string{"mail", ""}, "empty property name"},
-		// spec 4.1: no whitespace.
+		// docs/api.md, "GET parameters": no whitespace.
 		{"space", []string{"mail "}, "not an LDAP attribute name"},
 		// Options would change how the upstream reads the directory.
 		{"range option", []string{"member;range=0-10"}, "not an LDAP attribute name"},

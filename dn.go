@@ -116,7 +116,8 @@ func (d DN) IsDescendantOf(o DN) bool {
 }
 
 // RDNValue returns the value of the leaf RDN's first attribute, unescaped: the CN of
-// CN=Smith\, John,OU=x is "Smith, John". compat.md: displayName comes from it.
+// CN=Smith\, John,OU=x is "Smith, John". The product takes displayName from it
+// (docs/compatibility.md, "Objects as the product renders them").
 func (d DN) RDNValue() string {
 	if len(d.rdn) == 0 {
 		return ""

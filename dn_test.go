@@ -89,7 +89,8 @@ func TestDNRDNValueAndDomainName(t *testing.T) {
 		wantRDN    string
 		wantDomain string
 	}{
-		// compat.md: displayName is the RDN value, unescaped.
+		// docs/compatibility.md, "Objects as the product renders them": displayName
+		// is the RDN value, unescaped.
 		{"escaped comma", `CN=Smith\, John,OU=Users,DC=corp,DC=example,DC=com`, "Smith, John", "corp.example.com"},
 		{"hex escapes", `CN=J\C3\BCrgen,DC=corp,DC=com`, "Jürgen", "corp.com"},
 		{"literal non-ASCII", "CN=Groß,DC=beispiel,DC=de", "Groß", "beispiel.de"},

@@ -46,8 +46,9 @@ func (e *Entry) Int(name string) (int64, bool) {
 	return v, err == nil
 }
 
-// Object types and their codes. compat.md fixes organizationalUnit 0, user 2, group 3
-// and computer 4; the others are dirgate's choice (docs/compatibility.md).
+// Object types and their codes. The product fixes organizationalUnit 0, user 2, group 3
+// and computer 4; the others are dirgate's choice (docs/compatibility.md, "objectType
+// and objectTypeCode").
 const (
 	TypeOrganizationalUnit = "organizationalUnit"
 	TypeContainer          = "container"
@@ -96,16 +97,17 @@ func ObjectType(classes [][]byte) (string, int) {
 	return "", ObjectTypeCodeOther
 }
 
-// userAccountControl and msDS-User-Account-Control-Computed bits (ad-ldap.md §3).
+// userAccountControl and msDS-User-Account-Control-Computed bits (docs/directory.md,
+// "userAccountControl and its computed twin").
 const (
 	ufAccountDisable  = 0x2
 	ufLockout         = 0x10
 	ufPasswordExpired = 0x800000
 )
 
-// ToObject renders an entry as the spec's directory object, with the requested extra
-// properties (names as the client gave them; keys are lower-cased). now decides
-// whether a password has expired.
+// ToObject renders an entry as a client's directory object (docs/compatibility.md,
+// "Directory objects"), with the requested extra properties (names as the client gave
+// them; keys are lower-cased). now decides whether a password has expired.
 func (e *Entry) ToObject(props []string, now time.Time) (Object, error) {
 	dn, err := ParseDN(e.DN)
 	if err != nil {
@@ -144,8 +146,9 @@ func (e *Entry) ToObject(props []string, now time.Time) (Object, error) {
 }
 
 // status derives account and password status from the computed attributes, as
-// ad-ldap.md §3 explains: locked only from the computed bit (lockoutTime outlives an
-// automatic unlock), account expiry from accountExpires.
+// docs/directory.md, "userAccountControl and its computed twin" explains: locked only
+// from the computed bit (lockoutTime outlives an automatic unlock), account expiry
+// from accountExpires.
 func (e *Entry) status(now time.Time) (*AccountStatus, *PasswordStatus) {
 	uac, _ := e.Int("userAccountControl")
 	computed, _ := e.Int("msDS-User-Account-Control-Computed")
@@ -186,7 +189,7 @@ func FileTime(v int64) (time.Time, bool) {
 }
 
 // GUIDFromBytes renders objectGUID's 16 bytes; the first three fields are
-// little-endian (ad-ldap.md §1).
+// little-endian (docs/directory.md, "objectGUID and objectSid").
 func GUIDFromBytes(b []byte) string {
 	return fmt.Sprintf("%08x-%04x-%04x-%x-%x", binary.LittleEndian.Uint32(b[0:4]),
 		binary.LittleEndian.Uint16(b[4:6]), binary.LittleEndian.Uint16(b[6:8]), b[8:10], b[10:16])

@@ -19,8 +19,9 @@ func mustHex(s string) []byte {
 	return b
 }
 
-// ad-ldap.md §1 measured these on Samba: the first three GUID fields are
-// little-endian, the SID's authority big-endian and its sub-authorities little-endian.
+// Measured on Samba (docs/directory.md, "objectGUID and objectSid"): the first three
+// GUID fields are little-endian, the SID's authority big-endian and its
+// sub-authorities little-endian.
 func TestGUIDAndSIDByteVectors(t *testing.T) {
 	guidBytes := mustHex("08a0721e77e2fd4b812f2f72c3c885df")
 	const guid = "1e72a008-e277-4bfd-812f-2f72c3c885df"
@@ -84,7 +85,8 @@ func TestFileTime(t *testing.T) {
 		in   int64
 		want string // TimestampLayout, or "" for never
 	}{
-		// ad-ldap.md §3 vectors: all seven fractional digits are kept.
+		// The vectors of docs/directory.md, "FILETIME values": all seven fractional
+		// digits are kept.
 		{"lockoutTime of rx-acct4", 134397784109438560, "2026-11-21T23:46:50.9438560Z"},
 		{"accountExpires of rx-acct6", 130000000000000000, "2012-12-14T23:06:40.0000000Z"},
 		{"accountExpires of rx-acct2", 134400376120000000, "2026-11-24T23:46:52.0000000Z"},
@@ -128,7 +130,7 @@ var (
 	contactClasses  = []string{"top", "person", "organizationalPerson", "contact"}
 )
 
-// The rows of ad-ldap.md §3, as Samba showed those accounts.
+// The rows of docs/directory.md, "Accounts as Samba showed them".
 func TestAccountStatus(t *testing.T) {
 	now := time.Date(2026, 11, 22, 0, 0, 0, 0, time.UTC)
 	set := strconv.FormatInt(134397784109438560, 10)    // pwdLastSet 2026-11-21
@@ -217,7 +219,8 @@ func TestObjectType(t *testing.T) {
 		wantType string
 		wantCode int
 	}{
-		// compat.md fixes 0, 2, 3 and 4.
+		// The product fixes 0, 2, 3 and 4 (docs/compatibility.md, "objectType and
+		// objectTypeCode").
 		{"user", userClasses, dirgate.TypeUser, 2},
 		// A computer is also a user: the more specific class wins wherever it is listed.
 		{"computer", computerClasses, dirgate.TypeComputer, 4},
@@ -266,7 +269,8 @@ func TestFormatValues(t *testing.T) {
 		{"SID history, two values", "sIDHistory", [][]byte{sid, sid}, []string{
 			"S-1-5-21-508194244-2207095322-3016344161-1104", "S-1-5-21-508194244-2207095322-3016344161-1104"}},
 		{"malformed SID", "objectSid", [][]byte{{0x01, 0x05, 0xff}}, []string{"AQX/"}},
-		// spec 2.2: "never" for an account that does not expire, 0 or the maximum.
+		// docs/compatibility.md, "Values inside properties": "never" for an account
+		// that does not expire, 0 or the maximum.
 		{"accountExpires never (max)", "accountExpires", [][]byte{[]byte(strconv.FormatInt(math.MaxInt64, 10))}, []string{"never"}},
 		{"accountExpires never (0)", "AccountExpires", [][]byte{[]byte("0")}, []string{"never"}},
 		{"accountExpires date", "accountExpires", [][]byte{[]byte("130000000000000000")}, []string{"2012-12-14T23:06:40.0000000Z"}},

@@ -13,7 +13,8 @@ import (
 // hex-escaped non-ASCII names.
 const MaxIdentifierLength = 2048
 
-// IdentifierKind tells which of the spec's three forms an identifier was given in.
+// IdentifierKind tells which of the three forms (docs/api.md, "Identifiers") an
+// identifier was given in.
 type IdentifierKind uint8
 
 const (

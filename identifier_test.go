@@ -15,7 +15,7 @@ func TestParseIdentifier(t *testing.T) {
 		wantKind  dirgate.IdentifierKind
 		wantCanon string
 	}{
-		// The spec's example DN shape.
+		// The DN shape clients send (docs/api.md, "Identifiers").
 		{"plain DN", "CN=Sales,OU=Groups,DC=corp,DC=example,DC=com", dirgate.KindDN, "CN=Sales,OU=Groups,DC=corp,DC=example,DC=com"},
 		// "Smith, John" is the commonest RDN with an escaped comma; the DN stays as given.
 		{"DN with escaped comma", `CN=Smith\, John,OU=Users,DC=corp,DC=com`, dirgate.KindDN, `CN=Smith\, John,OU=Users,DC=corp,DC=com`},
@@ -23,12 +23,13 @@ func TestParseIdentifier(t *testing.T) {
 		{"DN with hex escapes", `CN=J\C3\BCrgen,DC=corp,DC=com`, dirgate.KindDN, `CN=J\C3\BCrgen,DC=corp,DC=com`},
 		// Non-ASCII given literally.
 		{"DN with literal non-ASCII", "CN=Jürgen Groß,DC=corp,DC=com", dirgate.KindDN, "CN=Jürgen Groß,DC=corp,DC=com"},
-		// compat.md: GUIDs are lower-case without braces; clients paste them from AD tools
-		// in braces and upper case.
+		// docs/compatibility.md, "Objects as the product renders them": GUIDs are
+		// lower-case without braces; clients paste them from AD tools in braces and
+		// upper case.
 		{"GUID lower", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", dirgate.KindGUID, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
 		{"GUID upper in braces", "{0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0}", dirgate.KindGUID, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
 		{"GUID mixed case", "0F1e2D3c-4b5A-6978-8796-a5B4c3D2e1F0", dirgate.KindGUID, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"},
-		// The spec's domain SID shape.
+		// A domain account's SID (docs/api.md, "Identifiers").
 		{"domain SID", "S-1-5-21-3623811015-3361044348-30300820-1013", dirgate.KindSID, "S-1-5-21-3623811015-3361044348-30300820-1013"},
 		// Well-known SIDs are shorter than domain SIDs: Authenticated Users, Administrators.
 		{"well-known Authenticated Users", "S-1-5-11", dirgate.KindSID, "S-1-5-11"},

@@ -302,7 +302,8 @@ func TestRemove(t *testing.T) {
 	}{
 		{"removed", "CN=a,DC=x", nil, nil,
 			dirgate.OperationResult{ResultType: 0, ActualObjectDN: "CN=top,DC=x"}, "", "", true},
-		// compat.md: a member that is not there is "no changes", not an error.
+		// docs/compatibility.md, "Removal": a member that is not there is "no
+		// changes", not an error.
 		{"not a member", "CN=a,DC=x", wrapped, nil,
 			dirgate.OperationResult{ResultType: 0, NoChanges: true, ActualObjectDN: "CN=top,DC=x"}, "", "", true},
 		// The primary group cannot be removed: a failed result with the reason.

@@ -5,15 +5,16 @@ import (
 	"time"
 )
 
-// Directory types (compat.md).
+// Directory types (docs/compatibility.md, "Objects as the product renders them").
 const (
 	DirectoryTypeNone            = 0
 	DirectoryTypeActiveDirectory = 1
 	DirectoryTypeCloud           = 2
 )
 
-// Object is a directory object exactly as a client receives it (spec 2.2). SID and
-// PrimaryGroupID are kept for identifier resolution and membership, never rendered.
+// Object is a directory object exactly as a client receives it
+// (docs/compatibility.md, "Directory objects"). SID and PrimaryGroupID are kept for
+// identifier resolution and membership, never rendered.
 type Object struct {
 	GUID           string              `json:"guid"`
 	DN             string              `json:"dn"`
@@ -59,16 +60,18 @@ type PasswordStatus struct {
 	ExpirationDate   *Timestamp `json:"expirationDate"`
 }
 
-// Password expiration statuses. compat.md has seen 0 and 1 without their meaning;
-// dirgate uses 0 for a password that is usable and 1 for one that has expired or must
-// be changed at next logon.
+// Password expiration statuses. The product has shown 0 and 1 without their meaning
+// (docs/compatibility.md, "Objects as the product renders them"); dirgate uses 0 for
+// a password that is usable and 1 for one that has expired or must be changed at next
+// logon.
 const (
 	PasswordNotExpired = 0
 	PasswordExpired    = 1
 )
 
 // Timestamp renders as ISO 8601 UTC with all seven fractional digits of a FILETIME,
-// as compat.md shows: 2020-07-14T16:27:49.5590448Z.
+// as the product renders them (docs/compatibility.md, "Objects as the product renders
+// them"): 2020-07-14T16:27:49.5590448Z.
 type Timestamp struct{ time.Time }
 
 // TimestampLayout is the layout of every top-level timestamp and FILETIME property.

@@ -19,9 +19,10 @@ type CredentialChecker interface {
 	CheckPassword(ctx context.Context, name SignInName, password string) (Identifier, error)
 }
 
-// Reasons of a refused sign-in: the product's innerError codes (compat.md,
-// "Tokens"), plus the two password states that dirgate answers with a session that
-// cannot be exchanged (docs/compatibility.md, "Signing in").
+// Reasons of a refused sign-in: the product's innerError codes
+// (docs/compatibility.md, "The sign-in flow"), plus the two password states that
+// dirgate answers with a session that cannot be exchanged (docs/compatibility.md,
+// "Signing in").
 const (
 	ReasonInvalidCredentials = "invalidCredentials"   // AD data 52e, and unknown users
 	ReasonAccountDisabled    = "accountIsDisabled"    // 533

@@ -9,7 +9,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// HeaderToken carries the raw access token, without a scheme (spec 5, compat.md).
+// HeaderToken carries the raw access token, without a scheme (docs/api.md,
+// "Authentication"; docs/compatibility.md, "Requests").
 const HeaderToken = "Adm-Authorization"
 
 // MaxTokenLength bounds the token passed to the authenticator, in bytes.

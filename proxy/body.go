@@ -26,8 +26,9 @@ const (
 	DefaultBodyReadTimeout = 10 * time.Second
 )
 
-// Field names of the addition's body (compat.md), matched without regard to ASCII
-// letter case, as the product's JSON binding matches them.
+// Field names of the addition's body (docs/compatibility.md, "Adding a member"),
+// matched without regard to ASCII letter case, as the product's JSON binding matches
+// them.
 const (
 	fieldGroup     = "group"
 	fieldNewMember = "newMember"

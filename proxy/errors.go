@@ -37,7 +37,7 @@ func ErrorStatusCode(code string) int {
 }
 
 // UnauthenticatedMessage is the product's message for a missing, invalid or expired
-// token (compat.md); clients compare it.
+// token (docs/compatibility.md, "Error bodies"); clients compare it.
 const UnauthenticatedMessage = "The provided authentication token is either expired or invalid."
 
 // defaultMessages stand in for a coded error without a message.
@@ -51,13 +51,14 @@ var defaultMessages = map[string]string{
 	dirgate.ETOOMANY:   "Too many requests; try again later.",
 }
 
-// ErrorResponse is the body of every error (compat.md). ModelState names the
-// parameter at fault on a 400.
+// ErrorResponse is the body of every error (docs/compatibility.md, "Error bodies").
+// ModelState names the parameter at fault on a 400.
 type ErrorResponse struct {
 	Message    string              `json:"message"`
 	Code       string              `json:"code"`
 	ModelState map[string][]string `json:"modelState,omitempty"`
-	// InnerError says why a sign-in was refused (403, compat.md "Tokens").
+	// InnerError says why a sign-in was refused (403, docs/compatibility.md, "The
+	// sign-in flow").
 	InnerError *InnerError `json:"innerError,omitempty"`
 }
 

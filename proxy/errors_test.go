@@ -58,7 +58,8 @@ func TestError(t *testing.T) {
 			proxy.ErrorResponse{Message: "The group parameter is required.", Code: "invalid", ModelState: map[string][]string{"group": {"The group parameter is required."}}}},
 		{"invalid without param", dirgate.Errorf(dirgate.EINVALID, "The request must not have a body."), 400,
 			proxy.ErrorResponse{Message: "The request must not have a body.", Code: "invalid"}},
-		// compat.md: the exact message and code, whatever the authenticator said.
+		// docs/compatibility.md, "Error bodies": the exact message and code, whatever
+		// the authenticator said.
 		{"unauthenticated", fmt.Errorf("authenticate: %w", dirgate.Errorf(dirgate.EUNAUTHENTICATED, "token %s revoked", secret)), 401,
 			proxy.ErrorResponse{Message: "The provided authentication token is either expired or invalid.", Code: "unauthenticated"}},
 		{"forbidden", dirgate.Errorf(dirgate.EFORBIDDEN, "You may not remove members from this group."), 403,

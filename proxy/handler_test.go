@@ -30,7 +30,8 @@ func TestRouting(t *testing.T) {
 		want   int
 	}{
 		{"default base", "", listURL, 200},
-		// compat.md: clients use /restapi/api/... on a case-insensitive server.
+		// docs/compatibility.md, "Requests": clients use /restapi/api/... on a
+		// case-insensitive server.
 		{"lower-case path", "", "/restapi/api/directoryobjects/groupmembers?group=S-1-5-11", 200},
 		{"mixed-case path", "", "/RESTAPI/API/directoryObjects/GROUPMEMBERS?group=S-1-5-11", 200},
 		// One trailing slash names the same resource; two do not.
@@ -376,7 +377,8 @@ func TestAuthentication(t *testing.T) {
 		// Two tokens: which one is meant is unknowable.
 		{"repeated", []string{goodToken, goodToken}, 401, 0},
 		{"unknown", []string{"nope"}, 401, 1},
-		// The raw token, no scheme (compat.md): "Bearer x" is just an unknown token.
+		// The raw token, no scheme (docs/compatibility.md, "Requests"): "Bearer x" is
+		// just an unknown token.
 		{"with scheme", []string{"Bearer " + goodToken}, 401, 1},
 		{"too long", []string{strings.Repeat("t", proxy.MaxTokenLength+1)}, 401, 0},
 		{"good", []string{goodToken}, 200, 1},

@@ -1,5 +1,5 @@
 // Package proxy is dirgate's HTTP layer: it serves the group-membership API of
-// ../shared/spec/groupmembers-api.md (docs/api.md describes exactly what it does),
+// the directory-management product (docs/api.md is its contract),
 // authenticates callers, throttles token guessing, maps dirgate's coded errors to
 // statuses in one table and logs one line per request. It knows nothing about
 // directories: it calls a Service and an Authenticator.
@@ -29,7 +29,7 @@ type Service interface {
 var _ Service = (*dirgate.MemberService)(nil)
 
 // DefaultBasePath is the virtual directory clients of the product put in their base
-// URL (compat.md).
+// URL (docs/compatibility.md, "Requests").
 const DefaultBasePath = "/restApi"
 
 // ResourcePath is the API's one resource, below the base path.

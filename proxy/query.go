@@ -24,7 +24,7 @@ const (
 	MaxSizeLimit = 1_000_000
 )
 
-// Parameter names as the spec spells them; they are matched without regard to ASCII
+// Parameter names as docs/api.md spells them; they are matched without regard to ASCII
 // letter case, as the product's web server does.
 const (
 	paramGroup           = "group"
@@ -59,7 +59,7 @@ type removeQuery struct {
 	Group, Member dirgate.Identifier
 }
 
-// parseListQuery validates the query of a listing (spec 4.1).
+// parseListQuery validates the query of a listing (docs/api.md, "GET parameters").
 func parseListQuery(raw string) (listQuery, error) {
 	vals, err := parseParams(raw, listParams)
 	if err != nil {
@@ -76,7 +76,8 @@ func listQueryFrom(vals map[string]string) (listQuery, error) {
 		return listQuery{}, err
 	}
 	if v, ok := vals[paramIncludeIndirect]; ok {
-		// compat.md: clients send "True"; the product accepts any letter case.
+		// docs/compatibility.md, "Requests": clients send "True"; the product accepts
+		// any letter case.
 		switch {
 		case asciiEqualFold(v, "true"):
 			q.Options.IncludeIndirect = true
@@ -100,7 +101,7 @@ func listQueryFrom(vals map[string]string) (listQuery, error) {
 	return q, nil
 }
 
-// parseRemoveQuery validates the query of a removal (spec 4.2).
+// parseRemoveQuery validates the query of a removal (docs/api.md, "DELETE parameters").
 func parseRemoveQuery(raw string) (removeQuery, error) {
 	vals, err := parseParams(raw, removeParams)
 	if err != nil {
@@ -117,10 +118,11 @@ func parseRemoveQuery(raw string) (removeQuery, error) {
 }
 
 // parseParams decodes raw and returns the values of the known parameters, keyed by
-// their spec names. Unknown parameters are ignored, but they must be validly encoded
-// too. A known parameter given twice, under any letter case, is an error: which of
-// the two values the client meant is unknowable. Unlike url.ParseQuery, a ";" is an
-// ordinary character, as it is on the product's web server.
+// their names in docs/api.md. Unknown parameters are ignored, but they must be
+// validly encoded too. A known parameter given twice, under any letter case, is an
+// error: which of the two values the client meant is unknowable. Unlike
+// url.ParseQuery, a ";" is an ordinary character, as it is on the product's web
+// server.
 func parseParams(raw string, known []string) (map[string]string, error) {
 	if len(raw) > MaxQueryLength {
 		return nil, dirgate.Errorf(dirgate.EINVALID, "The query string is longer than %d bytes.", MaxQueryLength)

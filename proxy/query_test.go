@@ -21,8 +21,8 @@ func TestParseListQuery(t *testing.T) {
 		wantGroup string // canonical
 		want      dirgate.ListOptions
 	}{
-		// spec 4.1: only group is required; the defaults are direct members, default
-		// properties, no limit.
+		// docs/api.md, "GET parameters": only group is required; the defaults are
+		// direct members, default properties, no limit.
 		{"group only", testGroupQ, testGroupDN, dirgate.ListOptions{}},
 		{"GUID group", "group=%7B0F1E2D3C-4B5A-6978-8796-A5B4C3D2E1F0%7D", "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", dirgate.ListOptions{}},
 		{"SID group", "group=S-1-5-32-544", "S-1-5-32-544", dirgate.ListOptions{}},
@@ -31,7 +31,7 @@ func TestParseListQuery(t *testing.T) {
 		// "+" is a space in a query string (form encoding), as clients expect.
 		{"plus is space", "group=CN=Domain+Admins,DC=x", "CN=Domain Admins,DC=x", dirgate.ListOptions{}},
 		{"includeIndirect true", testGroupQ + "&includeIndirect=true", testGroupDN, dirgate.ListOptions{IncludeIndirect: true}},
-		// compat.md: clients send "True".
+		// docs/compatibility.md, "Requests": clients send "True".
 		{"includeIndirect True", testGroupQ + "&includeIndirect=True", testGroupDN, dirgate.ListOptions{IncludeIndirect: true}},
 		{"includeIndirect FALSE", testGroupQ + "&includeIndirect=FALSE", testGroupDN, dirgate.ListOptions{}},
 		// Parameter names match without regard to case, as on the product's server.
@@ -90,7 +90,7 @@ func TestParseListQueryRejects(t *testing.T) {
 		{"includeIndirect empty", testGroupQ + "&includeIndirect=", "includeIndirect", "true or false"},
 		// Unicode folding would take "ſ" (U+017F) for "s".
 		{"includeIndirect long s", testGroupQ + "&includeIndirect=fal%C5%BFe", "includeIndirect", "true or false"},
-		// spec 4.1: no whitespace, no empty names.
+		// docs/api.md, "GET parameters": no whitespace, no empty names.
 		{"properties with space", testGroupQ + "&properties=mail,%20department", "properties", "not an LDAP attribute name"},
 		{"properties empty name", testGroupQ + "&properties=mail,,cn", "properties", "empty property name"},
 		{"properties empty", testGroupQ + "&properties=", "properties", "empty property name"},

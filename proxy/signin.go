@@ -15,8 +15,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 )
 
-// SignIn is the product's sign-in flow (compat.md, "Tokens"; docs/auth.md):
-// *session.Service implements it. Config.SignIn nil serves none of its paths.
+// SignIn is the product's sign-in flow (docs/compatibility.md, "The sign-in flow";
+// docs/auth.md): *session.Service implements it. Config.SignIn nil serves none of its
+// paths.
 type SignIn interface {
 	CreateSession(ctx context.Context, name dirgate.SignInName, password string) (dirgate.SignInSession, error)
 	Exchange(ctx context.Context, sessionID string) (dirgate.SignInToken, error)

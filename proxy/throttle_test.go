@@ -191,7 +191,8 @@ func TestForwardedClientAddr(t *testing.T) {
 }
 
 // TestThrottleSlowsDownProgressively: the product slows repeated failed sign-ins down
-// progressively before refusing them (compat.md); so does the throttle.
+// progressively before refusing them (docs/compatibility.md, "The sign-in flow"); so
+// does the throttle.
 func TestThrottleSlowsDownProgressively(t *testing.T) {
 	cfg := ThrottleConfig{MaxFailures: 10, Window: time.Minute, MaxClients: 10}.withDefaults()
 	th := newThrottle(cfg)

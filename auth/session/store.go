@@ -28,7 +28,7 @@ import (
 	"time"
 )
 
-// Defaults of the lifetimes (compat.md, "Tokens").
+// Defaults of the lifetimes (docs/compatibility.md, "The sign-in flow").
 const (
 	DefaultSessionTTL = 10 * time.Minute
 	DefaultTokenTTL   = 30 * time.Minute

@@ -168,7 +168,7 @@ func TestEndToEndDemo(t *testing.T) {
 		t.Fatalf("first DELETE: %d %s", r.status, r.body)
 	}
 	if !bytes.Contains(r.body, []byte(`"innerMessages":[]`)) || !bytes.Contains(r.body, []byte(`"exception":null`)) || !bytes.Contains(r.body, []byte(`"extraInfo":{}`)) {
-		t.Errorf("removal result not in the spec's shape: %s", r.body)
+		t.Errorf("removal result not an operation result: %s", r.body)
 	}
 	for _, dn := range dns(list(t, base, helpDesk, "")) {
 		if strings.EqualFold(dn, hugo) {

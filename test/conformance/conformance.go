@@ -154,8 +154,9 @@ func sample(dns []string) string {
 	return fmt.Sprintf("%q", dns)
 }
 
-// typeCodes are the objectTypeCode values compat.md fixes (0, 2, 3, 4) and those
-// dirgate chose for contacts and foreign security principals.
+// typeCodes are the objectTypeCode values the product fixes (0, 2, 3, 4;
+// docs/compatibility.md, "objectType and objectTypeCode") and those dirgate chose for
+// contacts and foreign security principals.
 var typeCodes = map[fixture.Kind]int{
 	fixture.KindUser: 2, fixture.KindGroup: 3, fixture.KindComputer: 4, fixture.KindContact: 5, fixture.KindFSP: 6,
 }

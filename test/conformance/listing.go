@@ -133,7 +133,8 @@ func (s *suite) testMixedKinds(t *testing.T) {
 		}
 		kinds[w.Kind] = true
 		checkObject(t, o, w)
-		// A computer is a trust account: its password never expires (ad-ldap.md §3).
+		// A computer is a trust account: its password never expires
+		// (docs/directory.md, "userAccountControl and its computed twin").
 		if w.Kind == fixture.KindComputer && (o.PasswordStatus.ExpirationStatus != dirgate.PasswordNotExpired || o.PasswordStatus.ExpirationDate != nil) {
 			t.Errorf("computer %s: password status %+v, want not expired and no expiry", w.DN, o.PasswordStatus)
 		}

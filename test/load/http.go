@@ -140,7 +140,8 @@ func (w *httpWorker) change(rec *Recorder, name string, lat time.Duration, statu
 }
 
 // checkChange returns "" for the answer to a removal of a present member or an
-// addition of an absent one: success with a change made (compat.md).
+// addition of an absent one: success with a change made (docs/compatibility.md,
+// "Removal" and "Addition").
 func checkChange(name string, body []byte) string {
 	var res struct {
 		ResultType *int  `json:"resultType"`

@@ -20,12 +20,13 @@ import (
 //
 // Every object carries uSNChanged, the DC's update sequence number of its last
 // originating or replicated write; the rootDSE's highestCommittedUSN is the DC's
-// latest. One poll reads the rootDSE and the DC's invocationId, and, only when the USN
-// moved, the objects with uSNChanged in (position, highestCommittedUSN]: paged, a
+// latest. One poll reads the rootDSE and the DC's invocationId, and, only when the
+// USN moved, the objects with uSNChanged in (position, highestCommittedUSN]: paged, a
 // handful of attributes, tombstones included (show-deleted), memberOf in extended
 // form so that each group comes with its GUID. A membership change bumps the group's
-// uSNChanged, not the member's (measured on Samba 4.17, ad-ldap.md), so the group is
-// what changes; any attribute of any other object bumps that object.
+// uSNChanged, not the member's (measured on Samba 4.17, docs/directory.md, "Changes
+// and uSNChanged"), so the group is what changes; any attribute of any other object
+// bumps that object.
 //
 // USNs are per DC and per database: the position keeps the DC's dsServiceName and
 // invocationId (which changes when the database is restored), and a position from
@@ -37,7 +38,8 @@ var _ dirgate.ChangeSource = (*Directory)(nil)
 // changeAttrs are all a change needs: who, what kind, deleted or not, its groups.
 var changeAttrs = []string{"objectGUID", "objectClass", "isDeleted", "memberOf", "primaryGroupID", "uSNChanged"}
 
-// extendedDNString asks for DNs as "<GUID=…>;<SID=…>;dn" (ad-ldap.md §1).
+// extendedDNString asks for DNs as "<GUID=…>;<SID=…>;dn" (docs/directory.md, "The
+// extended DN control").
 var extendedDNString = goldap.NewControlString(goldap.ControlTypeMicrosoftExtendedDN, false, "\x30\x03\x02\x01\x01")
 
 // defaultTombstoneLifetime is used when the forest does not set tombstoneLifetime:

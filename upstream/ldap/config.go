@@ -6,7 +6,7 @@
 // the package.
 //
 // The facts this package relies on were measured against Samba 4.17 and are recorded
-// in the project's reference notes (ad-ldap.md); comments cite them as "ad-ldap.md §n".
+// in docs/directory.md, beside what AD documents; comments cite its sections by title.
 package ldap
 
 import (
@@ -30,7 +30,7 @@ const (
 	DefaultDialTimeout    = 5 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
 	// DefaultIdleTimeout stays below AD's MaxConnIdleTime (900 s), so the pool drops
-	// a connection before the server does (ad-ldap.md §5).
+	// a connection before the server does (docs/directory.md, "Connections").
 	DefaultIdleTimeout = 10 * time.Minute
 	// DefaultPageSize is AD's MaxPageSize: a larger page is cut to it anyway.
 	DefaultPageSize = 1000
@@ -47,10 +47,10 @@ const (
 // Open. Zero values take the defaults above.
 type Config struct {
 	// URL is ldaps://host[:636] (TLS from the first byte) or ldap://host[:389], which
-	// the adapter always upgrades with StartTLS before binding: there is no clear-text
-	// mode, because a simple bind would send the password in clear (and AD and Samba
-	// refuse it anyway, ad-ldap.md §5). The host also names the server for certificate
-	// verification. DIRGATE_LDAP_URL.
+	// the adapter always upgrades with StartTLS before binding: there is no
+	// clear-text mode, because a simple bind would send the password in clear (and
+	// Samba refuses it anyway: docs/directory.md, "Connections"). The host also names
+	// the server for certificate verification. DIRGATE_LDAP_URL.
 	URL string
 	// BindDN is the service account's DN. DIRGATE_LDAP_BIND_DN.
 	BindDN string
@@ -79,10 +79,11 @@ type Config struct {
 	// PageSize is the paged-results page size of subtree searches.
 	// DIRGATE_LDAP_PAGE_SIZE.
 	PageSize int
-	// UseInChain enables TransitiveMembers, one LDAP_MATCHING_RULE_IN_CHAIN search per
-	// listing. Off by default: Samba evaluates the rule per object in scope (seconds on
-	// a few thousand objects) and AD is known to time out on large directories, while
-	// the member service's breadth-first expansion costs milliseconds (ad-ldap.md §2).
+	// UseInChain enables TransitiveMembers, one LDAP_MATCHING_RULE_IN_CHAIN search
+	// per listing. Off by default: Samba evaluates the rule per object in scope
+	// (seconds on a few thousand objects) and AD is known to time out on large
+	// directories, while the member service's breadth-first expansion costs
+	// milliseconds (docs/directory.md, "The in-chain matching rule").
 	// DIRGATE_LDAP_IN_CHAIN. Unlike the expansion, the query also finds members
 	// reached through nested groups that lie outside BaseDN.
 	UseInChain bool

@@ -36,9 +36,10 @@ type Directory struct {
 	otherNCs []dirgate.DN
 	asq      bool // the server supports Attribute Scoped Query
 	// pageASQ adds paging to ASQ searches. Samba 4.17 returns every result without it
-	// and is about a third slower with it (ad-ldap.md §6), so it starts off on Samba
-	// and turns on for good the first time a server answers sizeLimitExceeded or
-	// adminLimitExceeded (as AD does beyond MaxPageSize, and newer Samba may).
+	// and takes about half as long again with it (docs/directory.md, "Attribute
+	// scoped query (ASQ)"), so it starts off on Samba and turns on for good the first
+	// time a server answers sizeLimitExceeded or adminLimitExceeded (as AD does
+	// beyond MaxPageSize, and newer Samba may).
 	pageASQ atomic.Bool
 
 	metrics metric.Registration // the pool's gauges, removed at Close

@@ -42,7 +42,7 @@ var resultCodes = map[uint16]string{
 	goldap.LDAPResultInvalidAttributeSyntax:             dirgate.EINVALID,
 	goldap.LDAPResultNoSuchObject:                       dirgate.ENOTFOUND,
 	goldap.LDAPResultAliasProblem:                       dirgate.EUPSTREAM,
-	goldap.LDAPResultInvalidDNSyntax:                    dirgate.EINVALID, // e.g. <GUID=zzz> (ad-ldap.md §1)
+	goldap.LDAPResultInvalidDNSyntax:                    dirgate.EINVALID, // e.g. <GUID=zzz> (docs/directory.md, "Identifiers as base DNs")
 	goldap.LDAPResultIsLeaf:                             dirgate.EINVALID,
 	goldap.LDAPResultAliasDereferencingProblem:          dirgate.EUPSTREAM,
 	goldap.LDAPResultInappropriateAuthentication:        dirgate.EUPSTREAM,

@@ -40,7 +40,8 @@ func TestWrap(t *testing.T) {
 		err  error
 		want string
 	}{
-		// The codes ad-ldap.md measured for identifiers and removals.
+		// The codes measured on Samba for identifiers and removals
+		// (docs/directory.md, "Identifiers as base DNs" and "Changing membership").
 		{"noSuchObject", ldapErr(goldap.LDAPResultNoSuchObject), dirgate.ENOTFOUND},
 		{"invalidDNSyntax", ldapErr(goldap.LDAPResultInvalidDNSyntax), dirgate.EINVALID},
 		{"noSuchAttribute (not a group)", ldapErr(goldap.LDAPResultNoSuchAttribute), dirgate.EINVALID},

@@ -15,9 +15,10 @@ const primaryChunk = 100
 // once and never group itself, in any order: the same set as the member service's
 // breadth-first expansion over Members. It asks the server with one
 // LDAP_MATCHING_RULE_IN_CHAIN search, then one search for the objects whose primary
-// group is group or any group found (the rule does not follow primaryGroupID,
-// ad-ldap.md §2). It fails with EINTERNAL unless Config.UseInChain is set: on Samba
-// and large AD domains the rule is far slower than the expansion.
+// group is group or any group found (the rule does not follow primaryGroupID:
+// docs/directory.md, "The in-chain matching rule"). It fails with EINTERNAL unless
+// Config.UseInChain is set: on Samba and large AD domains the rule is far slower than
+// the expansion.
 func (d *Directory) TransitiveMembers(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
 	if !d.cfg.UseInChain {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("ldap: transitive members: in-chain searches are disabled (UseInChain)"))
@@ -69,6 +70,7 @@ func (d *Directory) TransitiveMembers(ctx context.Context, group dirgate.Object,
 	if err != nil {
 		return nil, wrap("transitive members", err)
 	}
-	// With a cycle the rule returns the queried group itself (ad-ldap.md §2).
+	// With a cycle the rule returns the queried group itself (docs/directory.md, "The
+	// in-chain matching rule").
 	return dedupe(objs, group.GUID), nil
 }

@@ -307,8 +307,8 @@ func TestIntegrationLargeGroup(t *testing.T) {
 			t.Errorf("asq=%v: %d members, %v; want %d", asq, len(got), err, n)
 		}
 	}
-	// Samba answers explicit ranges (ad-ldap.md §2): continuing from 1500 yields the
-	// rest, and the values match the unranged read.
+	// Samba answers explicit ranges (docs/directory.md, "Range retrieval"):
+	// continuing from 1500 yields the rest, and the values match the unranged read.
 	e := dirgate.NewEntry(g.DN)
 	err := d.do(context.Background(), true, func(ctx context.Context, c conn, _ int) error {
 		return completeRange(ctx, c, e, pendingRange{attr: "member", next: 1500})

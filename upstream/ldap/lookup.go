@@ -19,7 +19,8 @@ var errOutOfScope = errors.New("outside the base DN")
 
 // Lookup reads one object: a DN as a base search on itself, a GUID or SID through
 // AD's <GUID=…>/<SID=…> base DN forms (the identifier is already validated and in
-// canonical form, which both AD and Samba accept; ad-ldap.md §1).
+// canonical form, which both AD and Samba accept; docs/directory.md, "Identifiers as
+// base DNs").
 func (d *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
 	var base string
 	switch id.Kind() {

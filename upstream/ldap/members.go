@@ -57,8 +57,8 @@ func primaryFilter(rids []int) string {
 }
 
 // Members returns the objects in group's member attribute and those whose
-// primaryGroupID is the group's RID (the primary group is never in member; ad-ldap.md
-// §2), each once, members outside BaseDN left out.
+// primaryGroupID is the group's RID (the primary group is never in member;
+// docs/directory.md, "The primary group"), each once, members outside BaseDN left out.
 func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
 	attrs, err := attributes(props)
 	if err != nil {
@@ -114,10 +114,11 @@ func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 //
 // A Modify that fails with a network error is sent once more on a new connection:
 // deleting one value is idempotent. The server answers 53 unwillingToPerform to
-// deleting a value that is not there (ad-ldap.md §4); after both objects were
-// resolved that means "not a member", or "primary group" when the member's
-// primaryGroupID is the group's RID. On the retry, 53 means the first attempt most
-// likely removed the member before the connection broke, and is reported as success.
+// deleting a value that is not there (docs/directory.md, "Changing membership");
+// after both objects were resolved that means "not a member", or "primary group" when
+// the member's primaryGroupID is the group's RID. On the retry, 53 means the first
+// attempt most likely removed the member before the connection broke, and is reported
+// as success.
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Delete("member", []string{member.DN})

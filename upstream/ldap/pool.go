@@ -13,7 +13,8 @@ import (
 // go-ldap connections can carry concurrent requests, but exclusive use keeps a slow
 // or broken connection from stalling unrelated requests, and a connection that saw a
 // timeout can simply be closed. Measured on Samba, 4 connections serve 8 goroutines
-// as fast as 1 connection does (ad-ldap.md §5), so the pool costs no throughput.
+// as fast as 1 connection does (docs/directory.md, "Connections"), so the pool costs
+// no throughput.
 type pool struct {
 	dial    func(context.Context) (conn, error)
 	maxIdle time.Duration

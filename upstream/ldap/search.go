@@ -25,7 +25,8 @@ type query struct {
 	controls []goldap.Control
 	// pageSize > 0 adds the paged-results control. AD answers a non-paged search
 	// matching more than MaxPageSize (1000) objects with the first 1000 and code 4
-	// (ad-ldap.md §2), so every search that can match many objects is paged.
+	// (docs/directory.md, "Paging and size limits"), so every search that can match
+	// many objects is paged.
 	pageSize int
 }
 
@@ -117,9 +118,10 @@ func convert(e *goldap.Entry) (*dirgate.Entry, []pendingRange, error) {
 const maxRangeRounds = 10000
 
 // completeRange fetches the rest of a ranged attribute: AD returns at most
-// MaxValRange (1500) values of a large attribute as "member;range=0-1499" and an empty
-// "member"; each further request names "member;range=<next>-*" until the answer's
-// range ends in "*". Samba returns every value unless asked for a range (ad-ldap.md §2).
+// MaxValRange (1500) values of a large attribute as "member;range=0-1499" and an
+// empty "member"; each further request names "member;range=<next>-*" until the
+// answer's range ends in "*". Samba returns every value unless asked for a range
+// (docs/directory.md, "Range retrieval").
 func completeRange(ctx context.Context, c conn, out *dirgate.Entry, p pendingRange) error {
 	next := p.next
 	for round := 0; ; round++ {

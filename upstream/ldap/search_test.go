@@ -176,8 +176,9 @@ func (c *silentConn) SearchAsync(context.Context, *goldap.SearchRequest, int) go
 
 func TestEscapeBytes(t *testing.T) {
 	sid, _ := dirgate.SIDToBytes("S-1-5-21-508194244-2207095322-3016344161-1104")
-	// ad-ldap.md §1 layout: 01 05 | 000000000005 | 21 508194244=0x1e4a6dc4 2207095322=0x838d9a1a
-	// 3016344161=0xb3c9c261 1104=0x450, each little-endian.
+	// The layout of docs/directory.md, "objectGUID and objectSid": 01 05 | 000000000005
+	// | 21 508194244=0x1e4a6dc4 2207095322=0x838d9a1a 3016344161=0xb3c9c261 1104=0x450,
+	// each sub-authority little-endian.
 	if got, want := escapeBytes(sid), `\01\05\00\00\00\00\00\05\15\00\00\00\c4\6d\4a\1e\1a\9a\8d\83\61\c2\c9\b3\50\04\00\00`; got != want {
 		t.Errorf("escapeBytes(SID) = %s, want %s", got, want)
 	}
@@ -192,7 +193,8 @@ func TestEscapeBytes(t *testing.T) {
 }
 
 func TestASQControl(t *testing.T) {
-	// ad-ldap.md §2: SEQUENCE{OCTET STRING "member"} is 30 08 04 06 'member'.
+	// docs/directory.md, "Attribute scoped query (ASQ)": SEQUENCE{OCTET STRING
+	// "member"} is 30 08 04 06 'member'.
 	c := asqControl("member").(*goldap.ControlString)
 	if want := append([]byte{0x30, 0x08, 0x04, 0x06}, "member"...); !bytes.Equal([]byte(c.ControlValue), want) || !c.Criticality || c.ControlType != oidASQ {
 		t.Errorf("asqControl(member) = %+v", c)

@@ -14,9 +14,9 @@ import (
 
 var _ dirgate.CredentialChecker = (*Directory)(nil)
 
-// dataCodes maps the AD "data" code of a failed simple bind (ad-ldap.md, "Account
-// status"; Samba sends the same ones) to the sign-in's reason. A code missing here
-// is answered as invalidCredentials; the proxy logs every refusal's code
+// dataCodes maps the AD "data" code of a failed simple bind (docs/directory.md,
+// "Failed binds"; Samba sends the same ones) to the sign-in's reason. A code missing
+// here is answered as invalidCredentials; the proxy logs every refusal's code
 // (SignInError.DataCode), so an unmapped one shows in the log.
 var dataCodes = map[string]string{
 	"52e": dirgate.ReasonInvalidCredentials,
