@@ -8,8 +8,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-
-	"github.com/dirgate/dirgate"
 )
 
 // Content codings a listing is sent in, besides identity, in the server's order of
@@ -102,10 +100,10 @@ func qValue(params string) (float64, bool) {
 	return q, true
 }
 
-// encoded returns body in coding enc, made once per body (dirgate.Body.Variant), or
+// encoded returns body in coding enc, made once per shared body (Body.Variant), or
 // nil when it must be sent as is: identity asked for, a small body, or a compressed
 // form no smaller than the JSON.
-func encoded(body *dirgate.Body, enc string) []byte {
+func encoded(body Body, enc string) []byte {
 	if enc == "" || len(body.JSON()) < minCompressed {
 		return nil
 	}
@@ -138,7 +136,7 @@ func zstdBytes(b []byte) []byte { return zstdEncoder.EncodeAll(b, make([]byte, 0
 
 // writeListing writes a listing's body in the coding the client prefers. Every
 // listing answer varies with Accept-Encoding, whichever coding it has.
-func writeListing(w http.ResponseWriter, r *http.Request, body *dirgate.Body) {
+func writeListing(w http.ResponseWriter, r *http.Request, body Body) {
 	h := w.Header()
 	if len(h["Vary"]) == 0 {
 		h["Vary"] = varyEncoding

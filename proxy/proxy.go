@@ -45,6 +45,10 @@ type Config struct {
 	Authenticator dirgate.Authenticator
 	// Service lists, removes and adds members. Required.
 	Service Service
+	// Bodies, when set, answers listings (GET) with bodies it renders and shares
+	// between requests (render.Lister). nil encodes Service.List's answer for each
+	// request.
+	Bodies BodyLister
 	// SignIn serves the sign-in flow's paths (signin.go); nil serves none of them.
 	SignIn SignIn
 	// SharedFailures, when set, counts failed sign-ins across replicas beside the

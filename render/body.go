@@ -1,9 +1,11 @@
-package dirgate
+package render
 
 import (
 	"container/list"
 	"sync"
 	"weak"
+
+	"github.com/dirgate/dirgate"
 )
 
 // Body is the JSON of one listing response, rendered once and shared by every request
@@ -69,7 +71,7 @@ type BodyCache struct {
 // alive by the bodies rendered from it, and a weak pointer never equals one made
 // from another listing, even one later allocated at the same address.
 type bodyKey struct {
-	listing weak.Pointer[EncodedListing]
+	listing weak.Pointer[dirgate.EncodedListing]
 	sel     string
 }
 
@@ -87,11 +89,11 @@ func NewBodyCache(maxBytes int64) *BodyCache {
 
 // body returns the body of sel over listing e, rendering it at most once while it is
 // kept. keyBuf is scratch space for the key.
-func (c *BodyCache) body(e *EncodedListing, sel Selection, keyBuf []byte) *Body {
+func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBuf []byte) *Body {
 	if c == nil {
-		return NewBody(e.render(sel))
+		return NewBody(renderSelection(e, sel))
 	}
-	keyBuf = sel.key(keyBuf[:0])
+	keyBuf = sel.AppendKey(keyBuf[:0])
 	wp := weak.Make(e)
 	c.mu.Lock()
 	if el, ok := c.items[bodyKey{wp, string(keyBuf)}]; ok {
@@ -103,7 +105,7 @@ func (c *BodyCache) body(e *EncodedListing, sel Selection, keyBuf []byte) *Body 
 	c.mu.Unlock()
 	// Rendered outside the lock: concurrent first requests may each render it, and
 	// the first one stored wins. Their bytes are equal.
-	b := &Body{json: e.render(sel)}
+	b := &Body{json: renderSelection(e, sel)}
 	size := int64(len(b.json) + len(keyBuf))
 	if size > c.maxBytes/4 {
 		return b
