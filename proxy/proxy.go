@@ -2,7 +2,8 @@
 // ../shared/spec/groupmembers-api.md (docs/api.md describes exactly what it does),
 // authenticates callers, throttles token guessing, maps dirgate's coded errors to
 // statuses in one table and logs one line per request. It knows nothing about
-// directories: it calls a Service and an Authenticator.
+// directories: it calls a Service (and a BodyLister, for listings) and an
+// Authenticator.
 package proxy
 
 import (
