@@ -107,17 +107,25 @@ func encoded(body Body, enc string) []byte {
 	if enc == "" || len(body.JSON()) < minCompressed {
 		return nil
 	}
-	compress := gzipBytes
+	// Top-level functions, not a closure: a closure passed through the interface
+	// would be allocated on every request.
+	variant := gzipVariant
 	if enc == encZstd {
-		compress = zstdBytes
+		variant = zstdVariant
 	}
-	return body.Variant(enc, func(b []byte) []byte {
-		c := compress(b)
-		if len(c) >= len(b) {
-			return nil
-		}
-		return c
-	})
+	return body.Variant(enc, variant)
+}
+
+func gzipVariant(b []byte) []byte { return smaller(gzipBytes(b), b) }
+
+func zstdVariant(b []byte) []byte { return smaller(zstdBytes(b), b) }
+
+// smaller returns c, a compressed form of b, when it is smaller than b; nil otherwise.
+func smaller(c, b []byte) []byte {
+	if len(c) >= len(b) {
+		return nil
+	}
+	return c
 }
 
 func gzipBytes(b []byte) []byte {
