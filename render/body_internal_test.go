@@ -50,7 +50,7 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 		return s
 	}
 	var key [256]byte
-	first := NewBodyCache(1 << 20).body(e, one(0), key[:0])
+	first := NewBodyCache(1<<20).body(e, one(0), key[:0])
 	size := int64(len(first.JSON()) + len(one(0).AppendKey(nil)))
 	c := NewBodyCache(4 * size) // four such bodies
 	first = c.body(e, one(0), key[:0])
