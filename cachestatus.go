@@ -26,11 +26,12 @@ const (
 var cacheStatusRank = map[CacheStatus]int{CacheHit: 1, CacheMiss: 2, CacheBypass: 3, CacheStale: 4}
 
 // ListingReport travels in a listing request's context from the cache, which fills it
-// in, to the HTTP layer, which reads it: how the listing was served, and the JSON
-// encoding of the listing's objects when the cache has it, so that a response is
-// joined from pre-encoded objects instead of encoding each object again. It keeps
-// the caller-independent listing beside what the caller receives after permission
-// filtering, which is why it travels beside the result instead of inside it.
+// in, to the HTTP layer and the renderer (render/), which read it: how the listing was
+// served, and the JSON encoding of the listing's objects when the cache has it, so
+// that a response is joined from pre-encoded objects instead of encoding each object
+// again. It keeps the caller-independent listing beside what the caller receives
+// after permission filtering, which is why it travels beside the result instead of
+// inside it.
 type ListingReport struct {
 	mu      sync.Mutex
 	status  CacheStatus
@@ -94,19 +95,6 @@ func (r *ListingReport) Encoded() *EncodedListing {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.encoded
-}
-
-// AppendJSON appends objs as a JSON array to dst, exactly as json.Marshal would,
-// reusing the recorded encoding of every object that is unchanged from the cached
-// listing.
-func (r *ListingReport) AppendJSON(dst []byte, objs []Object) ([]byte, error) {
-	var e *EncodedListing
-	if r != nil {
-		r.mu.Lock()
-		e = r.encoded
-		r.mu.Unlock()
-	}
-	return e.AppendJSON(dst, objs)
 }
 
 type freshLookupKey struct{}

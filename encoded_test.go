@@ -17,49 +17,33 @@ func encodedTestObjects() []Object {
 	}
 }
 
-// TestAppendJSON: a response joined from recorded encodings is byte for byte what
-// json.Marshal gives, whatever the filter did to the listing, and an object the filter
-// changed is encoded afresh rather than taken from the listing.
-func TestAppendJSON(t *testing.T) {
+// The index finds every object of the listing, and nothing else; FragmentBytes counts
+// every encoding.
+func TestEncodedListingIndex(t *testing.T) {
 	objs := encodedTestObjects()
 	e, err := EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := objs[0]
-	changed.Properties = map[string][]string{} // a filter that hides properties
-	dimmed := objs[0]
-	dimmed.AccountStatus = &AccountStatus{IsLocked: true}
-	tests := []struct {
-		name string
-		objs []Object
-	}{
-		// The unfiltered listing, and the filters that keep order (subsequences).
-		{"whole listing", objs},
-		{"subsequence", []Object{objs[1], objs[3]}},
-		{"empty", []Object{}},
-		// A filter that reorders falls back to the index and must still match.
-		{"reordered", []Object{objs[3], objs[0], objs[2]}},
-		// Copies with different content must not be served from the old encoding.
-		{"properties changed", []Object{changed, objs[1]}},
-		{"status changed", []Object{dimmed}},
-		// Objects the listing does not hold are encoded as they are.
-		{"foreign object", []Object{{GUID: "z", DN: "CN=Z"}, objs[2]}},
+	size := 0
+	for i := range objs {
+		if got := e.Index(objs[i].GUID); got != i {
+			t.Errorf("Index(%s) = %d, want %d", objs[i].GUID, got, i)
+		}
+		b, _ := json.Marshal(objs[i])
+		if e.Fragments()[i] != string(b) {
+			t.Errorf("fragment %d = %s, want %s", i, e.Fragments()[i], b)
+		}
+		size += len(b)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			want, _ := json.Marshal(tc.objs)
-			for name, enc := range map[string]*EncodedListing{"encoded": e, "nil": nil} {
-				got, err := enc.AppendJSON(nil, tc.objs)
-				if err != nil || string(got) != string(want) {
-					t.Errorf("%s: got %s, %v\nwant %s", name, got, err, want)
-				}
-			}
-		})
+	if got := e.Index("z"); got != -1 {
+		t.Errorf("Index of a foreign GUID = %d", got)
 	}
-	// A nil slice is still an array: the API never sends null.
-	if got, _ := e.AppendJSON(nil, nil); string(got) != "[]" {
-		t.Errorf("nil slice: %s", got)
+	if got := e.FragmentBytes(); got != size {
+		t.Errorf("FragmentBytes = %d, want %d", got, size)
+	}
+	if _, err := NewEncodedListing(objs, []string{"{}"}); err == nil {
+		t.Error("a listing with fewer encodings than objects was accepted")
 	}
 }
 
@@ -93,29 +77,7 @@ func TestListingReport(t *testing.T) {
 	if none.CacheStatus() != "" {
 		t.Error("nil report has a status")
 	}
-	if got, err := none.AppendJSON(nil, encodedTestObjects()[:1]); err != nil || len(got) == 0 {
-		t.Errorf("nil report AppendJSON: %s, %v", got, err)
-	}
-}
-
-// BenchmarkAppendJSON joins 1,000 pre-encoded objects, half of them kept by a filter.
-func BenchmarkAppendJSON(b *testing.B) {
-	objs := make([]Object, 1000)
-	for i := range objs {
-		objs[i] = Object{GUID: string(rune('a'+i%26)) + time.Duration(i).String(), DN: "CN=User,OU=Staff,DC=corp,DC=example,DC=com",
-			Properties: map[string][]string{"mail": {"user@corp.example.com"}}, AccountStatus: &AccountStatus{}, PasswordStatus: &PasswordStatus{}}
-	}
-	e, err := EncodeListing(objs)
-	if err != nil {
-		b.Fatal(err)
-	}
-	half := make([]Object, 0, 500)
-	for i := 0; i < len(objs); i += 2 {
-		half = append(half, objs[i])
-	}
-	for b.Loop() {
-		if _, err := e.AppendJSON(nil, half); err != nil {
-			b.Fatal(err)
-		}
+	if none.Encoded() != nil {
+		t.Error("nil report has an encoded listing")
 	}
 }

@@ -38,7 +38,7 @@ type Authorizer interface {
 // objects, unaltered, which it reports as a Selection of their positions. A listing
 // decided this way is answered with a body rendered once per listing, selection
 // and size limit, and shared between the callers it is the answer for
-// (MemberService.ListBody).
+// (MemberService.Select, render.Lister).
 type ViewSelector interface {
 	// SelectView returns the positions of objs that p may view. With limit > 0 it
 	// may stop deciding once limit objects are allowed, and selects at most limit.
@@ -62,9 +62,6 @@ type MemberService struct {
 	// the breadth-first expansion (AD's in-chain matching rule: an option, as it is
 	// slow on Samba and on large AD domains).
 	Transitive TransitiveLister
-	// Bodies, when set, keeps rendered listing bodies for ListBody to share between
-	// requests. nil renders every body for its request.
-	Bodies *BodyCache
 }
 
 // TransitiveLister lists every object below a group, nested groups and primary-group
@@ -77,16 +74,16 @@ type TransitiveLister interface {
 // List resolves groupID and returns, in listing order, at most opts.SizeLimit objects
 // that p may view.
 func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) ([]Object, error) {
-	group, objs, err := s.listingFor(ctx, p, groupID, opts)
+	group, objs, err := s.ListingFor(ctx, p, groupID, opts)
 	if err != nil {
 		return nil, err
 	}
-	return s.filter(ctx, p, group, opts, objs)
+	return s.Filter(ctx, p, group, opts, objs)
 }
 
-// listingFor resolves groupID, a group p may view, and returns its unfiltered
-// listing.
-func (s *MemberService) listingFor(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (Object, []Object, error) {
+// ListingFor resolves groupID, a group p may view, and returns it with its
+// unfiltered listing: List's answer before Filter (or Select) decides it for p.
+func (s *MemberService) ListingFor(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (Object, []Object, error) {
 	group, err := s.viewGroup(ctx, p, groupID)
 	if err != nil {
 		return Object{}, nil, err
@@ -124,8 +121,9 @@ func (s *MemberService) listOf(ctx context.Context, group Object, opts ListOptio
 	return objs, nil
 }
 
-// filter applies the authorizer, then the size limit.
-func (s *MemberService) filter(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object) ([]Object, error) {
+// Filter applies the authorizer, then the size limit, to a listing ListingFor
+// returned.
+func (s *MemberService) Filter(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object) ([]Object, error) {
 	var err error
 	if s.Authz != nil {
 		if objs, err = s.Authz.FilterView(ctx, p, group, opts, objs); err != nil {
@@ -138,77 +136,42 @@ func (s *MemberService) filter(ctx context.Context, p Principal, group Object, o
 	return objs, nil
 }
 
-// ListBody is List rendered as the response's JSON. When the listing comes with its
-// objects' encodings (from a cache) and the authorizer is a ViewSelector (or there
-// is none), the body is the one rendered for the same listing and the same selection
-// of its objects, sizeLimit applied, kept in Bodies: two callers share a body only
-// when they receive exactly the same objects of the same listing. Otherwise it is
-// rendered from List's result.
-func (s *MemberService) ListBody(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (*Body, error) {
-	rep := ListingReportFrom(ctx)
-	if rep == nil {
-		ctx, rep = WithListingReport(ctx)
+// Select decides a listing ListingFor returned as the Selection of the positions p
+// receives, sizeLimit applied, when its decision can be one: there is no authorizer,
+// or it is a ViewSelector that will not withhold properties from p. false means
+// that the listing must be decided by Filter, whose objects may be altered copies.
+// The selection is exact, so a renderer may share one body between the callers
+// whose selections are equal (render.Lister); it may be shared with other requests
+// and must not be modified.
+func (s *MemberService) Select(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object) (Selection, bool, error) {
+	if s.Authz == nil {
+		return AllSelected(len(objs), opts.SizeLimit), true, nil
 	}
-	group, objs, err := s.listingFor(ctx, p, groupID, opts)
-	if err != nil {
-		return nil, err
+	sel, ok := s.Authz.(ViewSelector)
+	if !ok {
+		return Selection{}, false, nil
 	}
-	e := rep.Encoded()
-	sel, selects := s.Authz.(ViewSelector)
-	if w, ok := s.Authz.(PropertyWithholder); ok && selects && len(opts.Properties) > 0 && w.MayWithhold(p, opts) {
+	if w, ok := s.Authz.(PropertyWithholder); ok && len(opts.Properties) > 0 && w.MayWithhold(p, opts) {
 		// Callers selecting the same objects may still be shown different
 		// properties of them: each gets the objects FilterView returns.
-		selects = false
+		return Selection{}, false, nil
 	}
-	if e == nil || e.frags == nil || !sameListing(e.objs, objs) || (s.Authz != nil && !selects) {
-		return s.renderFiltered(ctx, rep, p, group, opts, objs)
+	chosen, err := sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit)
+	if errors.Is(err, ErrPropertiesWithheld) {
+		return Selection{}, false, nil // the policy changed since MayWithhold
+	} else if err != nil {
+		return Selection{}, false, fmt.Errorf("filter listing: %w", err)
 	}
-	var chosen Selection
-	if s.Authz == nil {
-		chosen = AllSelected(len(objs), opts.SizeLimit)
-	} else {
-		if chosen, err = sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit); errors.Is(err, ErrPropertiesWithheld) {
-			return s.renderFiltered(ctx, rep, p, group, opts, objs) // the policy changed since MayWithhold
-		} else if err != nil {
-			return nil, fmt.Errorf("filter listing: %w", err)
-		}
-		if chosen.Len() != len(objs) {
-			return nil, WrapError(EINTERNAL, "", fmt.Errorf("filter listing: a selection over %d objects for a listing of %d", chosen.Len(), len(objs)))
-		}
-		if opts.SizeLimit > 0 && chosen.Count() > opts.SizeLimit {
-			// A selector that selected more than asked: trim a copy (its selection
-			// may be shared).
-			chosen = chosen.Clone()
-			chosen.Limit(opts.SizeLimit)
-		}
+	if chosen.Len() != len(objs) {
+		return Selection{}, false, WrapError(EINTERNAL, "", fmt.Errorf("filter listing: a selection over %d objects for a listing of %d", chosen.Len(), len(objs)))
 	}
-	bodies := s.Bodies
-	if rep.CacheStatus() == CacheBypass {
-		// Read for this request (and those that joined its read) and then dropped: no
-		// later request finds this listing, so its body is not worth keeping.
-		bodies = nil
+	if opts.SizeLimit > 0 && chosen.Count() > opts.SizeLimit {
+		// A selector that selected more than asked: trim a copy (its selection may
+		// be shared).
+		chosen = chosen.Clone()
+		chosen.Limit(opts.SizeLimit)
 	}
-	var key [256]byte
-	return bodies.body(e, chosen, key[:0]), nil
-}
-
-// renderFiltered renders List's result for a listing: the objects FilterView
-// returns, sizeLimit applied.
-func (s *MemberService) renderFiltered(ctx context.Context, rep *ListingReport, p Principal, group Object, opts ListOptions, objs []Object) (*Body, error) {
-	objs, err := s.filter(ctx, p, group, opts, objs)
-	if err != nil {
-		return nil, err
-	}
-	b, err := rep.AppendJSON(nil, objs)
-	if err != nil {
-		return nil, WrapError(EINTERNAL, "", fmt.Errorf("encode response: %w", err))
-	}
-	return NewBody(b), nil
-}
-
-// sameListing reports whether objs is the very slice a (not a copy).
-func sameListing(a, objs []Object) bool {
-	return len(a) == len(objs) && (len(a) == 0 || &a[0] == &objs[0])
+	return chosen, true, nil
 }
 
 // Listing expands group's members from the directory: with IncludeIndirect, the nested

@@ -91,8 +91,9 @@ type ConfidentialSchema interface {
 
 // PropertyWithholder is an Authorizer whose FilterView may leave some requested
 // properties out of the objects it returns (altered copies: the listing's objects
-// are shared). MemberService.ListBody then renders the objects FilterView returns
-// rather than a body shared by the callers that select the same objects.
+// are shared). MemberService.Select then declines to select, and the renderer
+// (render.Lister) renders the objects FilterView returns rather than a body shared by
+// the callers that select the same objects.
 type PropertyWithholder interface {
 	// MayWithhold reports whether some property of opts.Properties could be left
 	// out for p. false promises that FilterView returns the objects unaltered.

@@ -2,10 +2,10 @@ package dirgate
 
 import "math/bits"
 
-// Selection is a set of positions in a listing: the objects one caller receives. It
+// Selection is a set of positions in a listing: the objects one caller may view. It
 // is how an authorizer that only chooses objects (a ViewSelector) reports its
-// decisions, and, being exact, the key under which a rendered body is shared by
-// every caller who receives the same objects of the same listing.
+// decisions, and, being exact, the key under which the renderer (render/) shares a
+// body between every caller who receives the same objects of the same listing.
 type Selection struct {
 	n     int // positions in the listing
 	words []uint64
@@ -86,8 +86,9 @@ func (s Selection) Limit(limit int) {
 	}
 }
 
-// key appends the selection's exact identity (its length and every word) to dst.
-func (s Selection) key(dst []byte) []byte {
+// AppendKey appends the selection's exact identity (its length and every word) to
+// dst: two selections append the same bytes only when they are equal.
+func (s Selection) AppendKey(dst []byte) []byte {
 	dst = appendUint64(dst, uint64(s.n))
 	for _, w := range s.words {
 		dst = appendUint64(dst, w)
@@ -99,8 +100,8 @@ func appendUint64(dst []byte, v uint64) []byte {
 	return append(dst, byte(v), byte(v>>8), byte(v>>16), byte(v>>24), byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56))
 }
 
-// each calls f with every selected position, in increasing order.
-func (s Selection) each(f func(i int)) {
+// Each calls f with every selected position, in increasing order.
+func (s Selection) Each(f func(i int)) {
 	for wi, w := range s.words {
 		for w != 0 {
 			f(wi*64 + bits.TrailingZeros64(w))

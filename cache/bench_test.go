@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
@@ -117,7 +118,7 @@ func benchList(b *testing.B, in instance, id dirgate.Identifier, want dirgate.Ca
 		if err != nil {
 			b.Fatal(err)
 		}
-		body, err := rep.AppendJSON(nil, objs)
+		body, err := render.AppendJSON(nil, rep.Encoded(), objs)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -180,7 +181,7 @@ func BenchmarkListing1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if _, err := (*dirgate.EncodedListing)(nil).AppendJSON(nil, objs); err != nil {
+			if _, err := render.AppendJSON(nil, nil, objs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -86,7 +87,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("fragments differ (with fragments: %v)", frags != nil)
 		}
 		want, _ := json.Marshal(objs)
-		body, err := got.list.AppendJSON(nil, got.list.Objects())
+		body, err := render.AppendJSON(nil, got.list, got.list.Objects())
 		if err != nil || string(body) != string(want) {
 			t.Errorf("joined body differs from json.Marshal (err %v)", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -87,7 +88,7 @@ type httpClient struct {
 }
 
 func newHTTP(t *testing.T, in instance) httpClient {
-	h, err := proxy.New(proxy.Config{Authenticator: anyone{}, Service: in.svc, Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: anyone{}, Service: in.svc, Bodies: render.NewLister(in.svc, nil), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -55,7 +56,7 @@ func (in instance) tryList(ctx context.Context, group string, opts dirgate.ListO
 		return nil, rep.CacheStatus(), err
 	}
 	// The body the proxy would write must be what encoding the listing gives.
-	body, err := rep.AppendJSON(nil, objs)
+	body, err := render.AppendJSON(nil, rep.Encoded(), objs)
 	if err != nil {
 		return nil, "", err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -94,7 +95,7 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 		t.Errorf("decision line %s: want ms-mcs-admpwd named as withheld", log.String())
 	}
 	// The body the service renders says the same.
-	b, err := svc.ListBody(context.Background(), hugo, group, opts)
+	b, err := render.NewLister(svc, nil).ListBody(context.Background(), hugo, group, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -42,14 +43,14 @@ func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { c.Close() })
-	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: dirgate.NewBodyCache(64 << 20)}
+	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz}
 	auth := tokenAuth{}
 	for name, dn := range map[string]string{"all": fixture.DemoAdminDN, "half": fixture.FutureExpiryDN} {
 		if auth[name], err = svc.Principal(ctx, dirgate.MustParseIdentifier(dn)); err != nil {
 			b.Fatal(err)
 		}
 	}
-	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Bodies: render.NewLister(svc, render.NewBodyCache(64<<20)), Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -25,9 +25,9 @@ func (s *cachingService) List(ctx context.Context, p dirgate.Principal, g dirgat
 	return s.fakeService.List(ctx, p, g, o)
 }
 
-// TestCacheHeader: a listing says how the cache served it, and its body is joined
-// from the cache's encodings exactly as encoding the objects would write it; without
-// a cache there is no header.
+// TestCacheHeader: a listing says how the cache served it, and its body is what
+// encoding the objects writes; without a cache there is no header. (Bodies joined
+// from the cache's encodings are render's: render.TestAppendJSON, TestListBodyIsList.)
 func TestCacheHeader(t *testing.T) {
 	objs := []dirgate.Object{{GUID: "a", DN: "CN=A"}, {GUID: "b", DN: "CN=B"}, {GUID: "c", DN: "CN=C"}}
 	enc, err := dirgate.EncodeListing(objs)

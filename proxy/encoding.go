@@ -8,8 +8,6 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
-
-	"github.com/dirgate/dirgate"
 )
 
 // Content codings a listing is sent in, besides identity, in the server's order of
@@ -102,24 +100,32 @@ func qValue(params string) (float64, bool) {
 	return q, true
 }
 
-// encoded returns body in coding enc, made once per body (dirgate.Body.Variant), or
+// encoded returns body in coding enc, made once per shared body (Body.Variant), or
 // nil when it must be sent as is: identity asked for, a small body, or a compressed
 // form no smaller than the JSON.
-func encoded(body *dirgate.Body, enc string) []byte {
+func encoded(body Body, enc string) []byte {
 	if enc == "" || len(body.JSON()) < minCompressed {
 		return nil
 	}
-	compress := gzipBytes
+	// Top-level functions, not a closure: a closure passed through the interface
+	// would be allocated on every request.
+	variant := gzipVariant
 	if enc == encZstd {
-		compress = zstdBytes
+		variant = zstdVariant
 	}
-	return body.Variant(enc, func(b []byte) []byte {
-		c := compress(b)
-		if len(c) >= len(b) {
-			return nil
-		}
-		return c
-	})
+	return body.Variant(enc, variant)
+}
+
+func gzipVariant(b []byte) []byte { return smaller(gzipBytes(b), b) }
+
+func zstdVariant(b []byte) []byte { return smaller(zstdBytes(b), b) }
+
+// smaller returns c, a compressed form of b, when it is smaller than b; nil otherwise.
+func smaller(c, b []byte) []byte {
+	if len(c) >= len(b) {
+		return nil
+	}
+	return c
 }
 
 func gzipBytes(b []byte) []byte {
@@ -138,7 +144,7 @@ func zstdBytes(b []byte) []byte { return zstdEncoder.EncodeAll(b, make([]byte, 0
 
 // writeListing writes a listing's body in the coding the client prefers. Every
 // listing answer varies with Accept-Encoding, whichever coding it has.
-func writeListing(w http.ResponseWriter, r *http.Request, body *dirgate.Body) {
+func writeListing(w http.ResponseWriter, r *http.Request, body Body) {
 	h := w.Header()
 	if len(h["Vary"]) == 0 {
 		h["Vary"] = varyEncoding

@@ -71,15 +71,24 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 	writeListing(w, r, body)
 }
 
-// bodyLister is a Service that renders listings itself, sharing bodies between
-// requests (*dirgate.MemberService).
-type bodyLister interface {
-	ListBody(ctx context.Context, p dirgate.Principal, group dirgate.Identifier, opts dirgate.ListOptions) (*dirgate.Body, error)
+// Body is a listing's rendered response: its JSON, and forms of it (the compressed
+// codings) made once each and kept beside it. It is an alias of an unnamed interface
+// type, so that a renderer declaring the same methods the same way (render.Response)
+// returns the very same type without either package importing the other.
+type Body = interface {
+	JSON() []byte
+	Variant(name string, make func(json []byte) []byte) []byte
 }
 
-func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery) (*dirgate.Body, error) {
-	if bl, ok := s.cfg.Service.(bodyLister); ok {
-		body, err := bl.ListBody(ctx, p, q.Group, q.Options)
+// BodyLister answers listings with rendered bodies, sharing them between requests
+// (render.Lister, wired by cmd/dirgate).
+type BodyLister interface {
+	ListBody(ctx context.Context, p dirgate.Principal, group dirgate.Identifier, opts dirgate.ListOptions) (Body, error)
+}
+
+func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery) (Body, error) {
+	if s.cfg.Bodies != nil {
+		body, err := s.cfg.Bodies.ListBody(ctx, p, q.Group, q.Options)
 		if err != nil {
 			return nil, fmt.Errorf("list group members: %w", err)
 		}
@@ -89,14 +98,23 @@ func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery)
 	if err != nil {
 		return nil, fmt.Errorf("list group members: %w", err)
 	}
-	// Joined from the cache's pre-encoded objects where it has them; "[]", never
-	// "null", for an empty listing.
-	b, err := dirgate.ListingReportFrom(ctx).AppendJSON(nil, objs)
+	if objs == nil {
+		objs = []dirgate.Object{} // "[]", never "null", for an empty listing
+	}
+	b, err := json.Marshal(objs)
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
-	return dirgate.NewBody(b), nil
+	return plainBody(b), nil
 }
+
+// plainBody is a body rendered for one request: its variants are made each time
+// they are asked for.
+type plainBody []byte
+
+func (b plainBody) JSON() []byte { return b }
+
+func (b plainBody) Variant(_ string, make func(json []byte) []byte) []byte { return make(b) }
 
 // CacheHeader tells how a listing was served: hit, miss, stale or bypass
 // (dirgate.CacheStatus). It is absent when no cache is configured.

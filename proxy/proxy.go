@@ -2,7 +2,8 @@
 // the directory-management product (docs/api.md is its contract),
 // authenticates callers, throttles token guessing, maps dirgate's coded errors to
 // statuses in one table and logs one line per request. It knows nothing about
-// directories: it calls a Service and an Authenticator.
+// directories: it calls a Service (and a BodyLister, for listings) and an
+// Authenticator.
 package proxy
 
 import (
@@ -45,6 +46,10 @@ type Config struct {
 	Authenticator dirgate.Authenticator
 	// Service lists, removes and adds members. Required.
 	Service Service
+	// Bodies, when set, answers listings (GET) with bodies it renders and shares
+	// between requests (render.Lister). nil encodes Service.List's answer for each
+	// request.
+	Bodies BodyLister
 	// SignIn serves the sign-in flow's paths (signin.go); nil serves none of them.
 	SignIn SignIn
 	// SharedFailures, when set, counts failed sign-ins across replicas beside the

@@ -19,6 +19,7 @@ import (
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
 	bundled "github.com/dirgate/dirgate/rego"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -90,8 +91,8 @@ func TestSharedBodiesNeverCrossCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	bodies := dirgate.NewBodyCache(64 << 20)
-	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz, Bodies: bodies}
+	bodies := render.NewBodyCache(64 << 20)
+	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz}
 	ref := &dirgate.MemberService{Dir: dir, Authz: authz} // uncached, unshared
 
 	// Fay Future holds only the roles above; Eve Expired and Ada Disabled only view
@@ -105,7 +106,7 @@ func TestSharedBodiesNeverCrossCallers(t *testing.T) {
 		}
 		auth[fmt.Sprint("token-", i)] = principals[i]
 	}
-	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Bodies: render.NewLister(svc, bodies), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

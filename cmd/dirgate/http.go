@@ -19,7 +19,7 @@ import (
 
 // handler assembles the HTTP stack: tracing outside, then the request deadline, then
 // the API with its operational endpoints mounted beside it.
-func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *session.Service) (http.Handler, error) {
+func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, bodies proxy.BodyLister, signIn *session.Service) (http.Handler, error) {
 	basePath := m.Config.BasePath
 	if basePath == "" {
 		basePath = "/" // proxy's spelling of "no base path"
@@ -56,6 +56,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, signIn *se
 		BasePath:       basePath,
 		Authenticator:  auth,
 		Service:        svc,
+		Bodies:         bodies,
 		SignIn:         si,
 		SharedFailures: shared,
 		Logger:         m.Logger,

@@ -18,6 +18,7 @@ import (
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -133,9 +134,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	svc := &dirgate.MemberService{Dir: cached, Listings: cached}
 	// Rendered bodies are kept beside the decoded listings, in a quarter of their
 	// bound (docs/cache.md, "Rendered bodies").
-	svc := &dirgate.MemberService{Dir: cached, Listings: cached, Bodies: dirgate.NewBodyCache(m.Config.CacheMaxBytes / 4)}
+	bodies := render.NewLister(svc, render.NewBodyCache(m.Config.CacheMaxBytes/4))
 
 	if err := m.openPolicy(ctx, svc); err != nil {
 		return err
@@ -167,7 +169,7 @@ func (m *Main) Run(ctx context.Context) error {
 	if signIn != nil {
 		auth = signIn
 	}
-	handler, err := m.handler(auth, svc, signIn)
+	handler, err := m.handler(auth, svc, bodies, signIn)
 	if err != nil {
 		return err
 	}

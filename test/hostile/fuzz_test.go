@@ -41,6 +41,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/faults"
 )
 
@@ -314,7 +315,7 @@ func FuzzEntryToObject(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		joined, err := enc.AppendJSON(nil, []dirgate.Object{o})
+		joined, err := render.AppendJSON(nil, enc, []dirgate.Object{o})
 		if err != nil {
 			t.Fatal(err)
 		}

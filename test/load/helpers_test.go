@@ -13,6 +13,7 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -38,7 +39,7 @@ func startGateway(t *testing.T) *gateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: openPolicy(t), Bodies: dirgate.NewBodyCache(16 << 20)}
+	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: openPolicy(t)}
 
 	s := DemoSetup(fixture.Demo())
 	var yaml strings.Builder
@@ -50,7 +51,7 @@ func startGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := proxy.New(proxy.Config{Authenticator: tokens, Service: svc, Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: tokens, Service: svc, Bodies: render.NewLister(svc, render.NewBodyCache(16<<20)), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,14 @@
-package dirgate
+package render
 
 import (
-	"container/list"
+	"math"
 	"sync"
+	"unsafe"
 	"weak"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
+	"github.com/dirgate/dirgate"
 )
 
 // Body is the JSON of one listing response, rendered once and shared by every request
@@ -14,8 +19,9 @@ type Body struct {
 
 	mu       sync.Mutex
 	variants map[string]*variant
-	cache    *BodyCache    // accounts the variants' bytes; nil when the body is not shared
-	el       *list.Element // its place in cache while kept; guarded by cache.mu
+	cache    *BodyCache // accounts the variants' bytes; nil when the body is not shared
+	size     int64      // bytes accounted to it while kept; guarded by cache.mu
+	kept     bool       // whether cache still keeps it; guarded by cache.mu
 }
 
 type variant struct {
@@ -61,49 +67,43 @@ type BodyCache struct {
 	mu       sync.Mutex
 	maxBytes int64
 	bytes    int64
-	items    map[bodyKey]*list.Element
-	lru      list.List // of *bodyItem, most recently used first
+	lru      *simplelru.LRU[bodyKey, *Body] // unbounded in count: the bound is in bytes
 }
 
 // bodyKey holds the listing weakly: a listing evicted from its cache is not kept
 // alive by the bodies rendered from it, and a weak pointer never equals one made
 // from another listing, even one later allocated at the same address.
 type bodyKey struct {
-	listing weak.Pointer[EncodedListing]
+	listing weak.Pointer[dirgate.EncodedListing]
 	sel     string
-}
-
-type bodyItem struct {
-	key  bodyKey
-	body *Body
-	size int64
 }
 
 // NewBodyCache returns a cache of at most maxBytes of bodies. A body larger than a
 // quarter of the bound is rendered for its request and not kept.
 func NewBodyCache(maxBytes int64) *BodyCache {
-	return &BodyCache{maxBytes: maxBytes, items: map[bodyKey]*list.Element{}}
+	lru, _ := simplelru.NewLRU[bodyKey, *Body](math.MaxInt, nil) // the size is positive
+	return &BodyCache{maxBytes: maxBytes, lru: lru}
 }
 
 // body returns the body of sel over listing e, rendering it at most once while it is
 // kept. keyBuf is scratch space for the key.
-func (c *BodyCache) body(e *EncodedListing, sel Selection, keyBuf []byte) *Body {
+func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBuf []byte) *Body {
 	if c == nil {
-		return NewBody(e.render(sel))
+		return NewBody(renderSelection(e, sel))
 	}
-	keyBuf = sel.key(keyBuf[:0])
+	keyBuf = sel.AppendKey(keyBuf[:0])
 	wp := weak.Make(e)
 	c.mu.Lock()
-	if el, ok := c.items[bodyKey{wp, string(keyBuf)}]; ok {
-		c.lru.MoveToFront(el)
-		b := el.Value.(*bodyItem).body
+	// Looked up by a string over keyBuf: Get keeps no key, and a copy would cost an
+	// allocation per request.
+	if b, ok := c.lru.Get(bodyKey{wp, unsafe.String(unsafe.SliceData(keyBuf), len(keyBuf))}); ok {
 		c.mu.Unlock()
 		return b
 	}
 	c.mu.Unlock()
 	// Rendered outside the lock: concurrent first requests may each render it, and
 	// the first one stored wins. Their bytes are equal.
-	b := &Body{json: e.render(sel)}
+	b := &Body{json: renderSelection(e, sel)}
 	size := int64(len(b.json) + len(keyBuf))
 	if size > c.maxBytes/4 {
 		return b
@@ -111,13 +111,11 @@ func (c *BodyCache) body(e *EncodedListing, sel Selection, keyBuf []byte) *Body 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := bodyKey{wp, string(keyBuf)}
-	if el, ok := c.items[k]; ok {
-		c.lru.MoveToFront(el)
-		return el.Value.(*bodyItem).body
+	if kept, ok := c.lru.Get(k); ok {
+		return kept
 	}
-	b.cache = c
-	b.el = c.lru.PushFront(&bodyItem{key: k, body: b, size: size})
-	c.items[k] = b.el
+	b.cache, b.size, b.kept = c, size, true
+	c.lru.Add(k, b)
 	c.bytes += size
 	c.evict()
 	return b
@@ -130,20 +128,22 @@ func (c *BodyCache) grow(b *Body, n int) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if b.el == nil {
+	if !b.kept {
 		return // evicted: its holders keep it, the cache no longer does
 	}
-	b.el.Value.(*bodyItem).size += int64(n)
+	b.size += int64(n)
 	c.bytes += int64(n)
 	c.evict()
 }
 
 func (c *BodyCache) evict() {
-	for c.bytes > c.maxBytes && c.lru.Len() > 0 {
-		it := c.lru.Remove(c.lru.Back()).(*bodyItem)
-		delete(c.items, it.key)
-		it.body.el = nil
-		c.bytes -= it.size
+	for c.bytes > c.maxBytes {
+		_, b, ok := c.lru.RemoveOldest()
+		if !ok {
+			return
+		}
+		b.kept = false
+		c.bytes -= b.size
 	}
 }
 

@@ -1,62 +1,15 @@
-package dirgate_test
+package render_test
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/render"
 )
-
-func TestSelection(t *testing.T) {
-	for _, n := range []int{0, 1, 63, 64, 65, 130} {
-		for _, limit := range []int{-1, 0, 1, 2, 63, 64, 65, 200} {
-			s := dirgate.AllSelected(n, limit)
-			want := n
-			if limit > 0 && limit < n {
-				want = limit
-			}
-			if s.Count() != want || s.Len() != n {
-				t.Errorf("AllSelected(%d, %d): %d of %d selected, want %d of %d", n, limit, s.Count(), s.Len(), want, n)
-			}
-			for i := range n {
-				if s.Has(i) != (i < want) {
-					t.Fatalf("AllSelected(%d, %d): position %d selected %v", n, limit, i, s.Has(i))
-				}
-			}
-		}
-	}
-	// Limit keeps the first selected positions, whichever words they are in.
-	s := dirgate.NewSelection(200)
-	var set []int
-	for i := 0; i < 200; i += 3 {
-		s.Set(i)
-		set = append(set, i)
-	}
-	for _, limit := range []int{0, 1, 21, 22, 23, 60, 67, 68, 100} {
-		c := dirgate.NewSelection(200)
-		for _, i := range set {
-			c.Set(i)
-		}
-		c.Limit(limit)
-		want := set
-		if limit > 0 && limit < len(set) {
-			want = set[:limit]
-		}
-		var got []int
-		for i := range 200 {
-			if c.Has(i) {
-				got = append(got, i)
-			}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("Limit(%d): %v, want %v", limit, got, want)
-		}
-	}
-}
 
 // everyOther is a ViewSelector (and FilterView for List) that lets a caller see the
 // objects whose position has the caller's parity, or all for an empty subject. It
@@ -136,11 +89,11 @@ func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.
 func TestListBodyBypassNotKept(t *testing.T) {
 	d, objs := bigDir(t, 20)
 	enc, _ := dirgate.EncodeListing(objs)
-	bodies := dirgate.NewBodyCache(1 << 20)
+	bodies := render.NewBodyCache(1 << 20)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	for _, st := range []dirgate.CacheStatus{dirgate.CacheBypass, dirgate.CacheHit} {
-		svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc, st}, Bodies: bodies}
-		b, err := svc.ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{})
+		svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc, st}}
+		b, err := render.NewLister(svc, bodies).ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,19 +106,11 @@ func TestListBodyBypassNotKept(t *testing.T) {
 	}
 }
 
-func bigDir(t *testing.T, n int) (*fakeDir, []dirgate.Object) {
+// bigDir is a directory of one group, CN=top,DC=x, of n users, and its listing.
+func bigDir(t *testing.T, n int) (*flatDir, []dirgate.Object) {
 	t.Helper()
-	names := []string{"top:group"}
-	for i := range n {
-		names = append(names, fmt.Sprintf("m%04d:user", i))
-	}
-	d := newFakeDir(names...)
-	var members []string
-	for i := range n {
-		members = append(members, fmt.Sprintf("m%04d", i))
-	}
-	d.add("top", members...)
-	objs, err := (&dirgate.MemberService{Dir: d}).Listing(context.Background(), d.objs[guidOf("top")], dirgate.ListOptions{})
+	d := newFlatDir(n)
+	objs, err := (&dirgate.MemberService{Dir: d}).Listing(context.Background(), d.top, dirgate.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +125,21 @@ func TestListBodyIsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	services := map[string]*dirgate.MemberService{
-		"selector, shared":     {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
-		"selector, not kept":   {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}},
-		"selection shared":     {Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{kept: map[int]dirgate.Selection{}}},
-		"no authorizer":        {Dir: d, Listings: encodedLister{e: enc}, Bodies: dirgate.NewBodyCache(1 << 20)},
-		"filter only":          {Dir: d, Listings: encodedLister{e: enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}, Bodies: dirgate.NewBodyCache(1 << 20)},
-		"no encodings":         {Dir: d, Authz: &everyOther{}, Bodies: dirgate.NewBodyCache(1 << 20)},
-		"no encodings, no cap": {Dir: d},
+	type service struct {
+		svc    *dirgate.MemberService
+		bodies *render.BodyCache
 	}
-	for name, svc := range services {
+	services := map[string]service{
+		"selector, shared":     {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, render.NewBodyCache(1 << 20)},
+		"selector, not kept":   {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, nil},
+		"selection shared":     {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{kept: map[int]dirgate.Selection{}}}, nil},
+		"no authorizer":        {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}}, render.NewBodyCache(1 << 20)},
+		"filter only":          {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}}, render.NewBodyCache(1 << 20)},
+		"no encodings":         {&dirgate.MemberService{Dir: d, Authz: &everyOther{}}, render.NewBodyCache(1 << 20)},
+		"no encodings, no cap": {&dirgate.MemberService{Dir: d}, nil},
+	}
+	for name, s := range services {
+		svc, lister := s.svc, render.NewLister(s.svc, s.bodies)
 		for _, who := range []string{"", "even", "odd"} {
 			for _, limit := range []int{0, 1, 2, 70, 75, 76, 149, 150, 151} {
 				p := dirgate.Principal{DN: who}
@@ -200,7 +150,7 @@ func TestListBodyIsList(t *testing.T) {
 					t.Fatal(err)
 				}
 				wantJSON, _ := json.Marshal(append([]dirgate.Object{}, want...))
-				body, err := svc.ListBody(context.Background(), p, id, opts)
+				body, err := lister.ListBody(context.Background(), p, id, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -218,10 +168,10 @@ func TestListBodyIsList(t *testing.T) {
 func TestListBodySharing(t *testing.T) {
 	d, objs := bigDir(t, 100)
 	enc, _ := dirgate.EncodeListing(objs)
-	bodies := dirgate.NewBodyCache(1 << 20)
-	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}, Bodies: bodies}
+	bodies := render.NewBodyCache(1 << 20)
+	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, bodies)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
-	get := func(who string, limit int) *dirgate.Body {
+	get := func(who string, limit int) render.Response {
 		b, err := svc.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{SizeLimit: limit})
 		if err != nil {
 			t.Fatal(err)
@@ -247,7 +197,7 @@ func TestListBodySharing(t *testing.T) {
 	}
 	// A new fill of the same objects is a new listing: its own bodies.
 	enc2, _ := dirgate.EncodeListing(slices.Clone(objs))
-	svc2 := &dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc2}, Authz: &everyOther{}, Bodies: bodies}
+	svc2 := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc2}, Authz: &everyOther{}}, bodies)
 	b2, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -264,10 +214,10 @@ func TestBodyCacheBound(t *testing.T) {
 	enc, _ := dirgate.EncodeListing(objs)
 	whole, _ := json.Marshal(objs)
 	bound := int64(len(whole) * 4) // a body of everything fits, four do not
-	bodies := dirgate.NewBodyCache(bound)
-	svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Bodies: bodies}
+	bodies := render.NewBodyCache(bound)
+	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}}, bodies)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
-	var kept []*dirgate.Body
+	var kept []render.Response
 	for limit := 100; limit > 80; limit-- {
 		b, err := svc.ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{SizeLimit: limit})
 		if err != nil {
@@ -289,7 +239,7 @@ func TestBodyCacheBound(t *testing.T) {
 
 // A variant is made once however many requests ask for it at once.
 func TestBodyVariantOnce(t *testing.T) {
-	b := dirgate.NewBody([]byte(`[{"a":1}]`))
+	b := render.NewBody([]byte(`[{"a":1}]`))
 	var mu sync.Mutex
 	made := 0
 	var wg sync.WaitGroup
