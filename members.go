@@ -435,7 +435,7 @@ func notFound(param string, err error) *Error {
 }
 
 // changeResult is the result of a change to group before its outcome is known: the
-// collections empty, never null (compat.md).
+// collections empty, never null (docs/compatibility.md, "Operation results").
 func changeResult(group Object) OperationResult {
 	return OperationResult{InnerMessages: []InnerMessage{}, ActualObjectDN: group.DN, ExtraInfo: map[string]string{}}
 }

@@ -41,7 +41,8 @@ func (s *server) serveGroupMembers(w http.ResponseWriter, r *http.Request, rec *
 	switch {
 	case r.Method == http.MethodPost:
 		s.add(w, r, rec, p)
-	// spec 4: no body must be sent. A chunked body has ContentLength -1.
+	// docs/api.md, "Request body": no body must be sent. A chunked body has
+	// ContentLength -1.
 	case r.ContentLength != 0 || len(r.TransferEncoding) > 0:
 		Error(w, r, dirgate.Errorf(dirgate.EINVALID, "The request must not have a body."))
 	case r.Method == http.MethodGet:
@@ -135,8 +136,9 @@ func (s *server) remove(w http.ResponseWriter, r *http.Request, rec *record, p d
 	writeOK(w, r, res)
 }
 
-// add serves POST (compat.md, "Adding a member"): the body names the group and the
-// new member; the query string takes no parameters but must be validly encoded.
+// add serves POST (docs/compatibility.md, "Adding a member"): the body names the
+// group and the new member; the query string takes no parameters but must be validly
+// encoded.
 func (s *server) add(w http.ResponseWriter, r *http.Request, rec *record, p dirgate.Principal) {
 	b, err := readJSONBody(r)
 	if err != nil {
