@@ -1,13 +1,13 @@
 package policy
 
 import (
-	"container/list"
 	"sync"
 	"sync/atomic"
 	"time"
 	"weak"
 
 	"github.com/dirgate/dirgate"
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"golang.org/x/sync/singleflight"
 )
@@ -93,18 +93,19 @@ func (p *plan) remember(objs []dirgate.Object, allowed []bool) *decided {
 }
 
 // planCache keeps the most recently used plans of one policy version; it is
-// dropped with its version, so a reload invalidates it without a scan.
+// dropped with its version, so a reload invalidates it without a scan. The plans
+// are in golang-lru's Cache: one lock, a map and a list, as a hand-written LRU
+// would have (docs/benchmarks.md measures both on the listing's hot path).
 type planCache struct {
-	mu    sync.Mutex
+	plans *lru.Cache[string, *plan]
 	max   int
-	ll    *list.List
-	items map[string]*list.Element
 	group singleflight.Group
 	// retryAfter, when positive, makes a build that failed answer its error at once
 	// for that long instead of being tried again by every request: a candidate's
 	// plan that runs out of its budget would otherwise cost every listing the whole
-	// budget. failed holds those errors, at most max of them.
+	// budget. failed holds those errors, at most max of them, under mu.
 	retryAfter time.Duration
+	mu         sync.Mutex
 	failed     map[string]planFailure
 }
 
@@ -113,49 +114,25 @@ type planFailure struct {
 	until time.Time
 }
 
-type planEntry struct {
-	key  string
-	plan *plan
-}
-
 func newPlanCache(max int) *planCache {
 	if max <= 0 {
 		max = DefaultPlanCacheSize
 	}
-	return &planCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
+	plans, err := lru.New[string, *plan](max)
+	if err != nil {
+		panic(err) // only for a size below 1, excluded above
+	}
+	return &planCache{max: max, plans: plans}
 }
 
-func (c *planCache) get(key string) (*plan, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[key]; ok {
-		c.ll.MoveToFront(e)
-		return e.Value.(*planEntry).plan, true
-	}
-	return nil, false
-}
+// get returns key's plan and makes it the most recently used.
+func (c *planCache) get(key string) (*plan, bool) { return c.plans.Get(key) }
 
-func (c *planCache) put(key string, p *plan) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e, ok := c.items[key]; ok {
-		e.Value.(*planEntry).plan = p
-		c.ll.MoveToFront(e)
-		return
-	}
-	c.items[key] = c.ll.PushFront(&planEntry{key: key, plan: p})
-	for c.ll.Len() > c.max {
-		last := c.ll.Back()
-		c.ll.Remove(last)
-		delete(c.items, last.Value.(*planEntry).key)
-	}
-}
+// put keeps p as key's plan, the most recently used; beyond max plans, the least
+// recently used is dropped.
+func (c *planCache) put(key string, p *plan) { c.plans.Add(key, p) }
 
-func (c *planCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ll.Len()
-}
+func (c *planCache) len() int { return c.plans.Len() }
 
 // getOrBuild returns the cached plan for key or builds it once, however many
 // requests ask for it at the same time.
