@@ -1,13 +1,13 @@
 package policy
 
 import (
+	"container/list"
 	"sync"
 	"sync/atomic"
 	"time"
 	"weak"
 
 	"github.com/dirgate/dirgate"
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"golang.org/x/sync/singleflight"
 )
@@ -93,14 +93,19 @@ func (p *plan) remember(objs []dirgate.Object, allowed []bool) *decided {
 }
 
 // planCache keeps the most recently used plans of one policy version; it is
-// dropped with its version, so a reload invalidates it without a scan. The plans
-// are in golang-lru's simplelru under the cache's own lock: its thread-safe Cache
-// takes a read-write lock, which made every look-up 10 ns slower than a plain
-// mutex (docs/benchmarks.md, "The plan cache's and the throttle's LRU").
+// dropped with its version, so a reload invalidates it without a scan.
+//
+// The LRU is written here rather than taken from golang-lru (which proxy's
+// throttle uses) because every listing and every view decision looks a plan up,
+// and both of golang-lru's forms were slower at that: its Cache by 10 to 25 ns a
+// look-up (a read-write lock), its simplelru under this mutex by about 1 ns (a map
+// with a generic key); docs/benchmarks.md, "The plan cache's and the throttle's
+// LRU", has the figures of BenchmarkPlanCache.
 type planCache struct {
 	mu    sync.Mutex
-	plans *simplelru.LRU[string, *plan]
 	max   int
+	ll    *list.List
+	items map[string]*list.Element
 	group singleflight.Group
 	// retryAfter, when positive, makes a build that failed answer its error at once
 	// for that long instead of being tried again by every request: a candidate's
@@ -115,36 +120,48 @@ type planFailure struct {
 	until time.Time
 }
 
+type planEntry struct {
+	key  string
+	plan *plan
+}
+
 func newPlanCache(max int) *planCache {
 	if max <= 0 {
 		max = DefaultPlanCacheSize
 	}
-	plans, err := simplelru.NewLRU[string, *plan](max, nil)
-	if err != nil {
-		panic(err) // only for a size below 1, excluded above
-	}
-	return &planCache{max: max, plans: plans}
+	return &planCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
 }
 
-// get returns key's plan and makes it the most recently used.
 func (c *planCache) get(key string) (*plan, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.plans.Get(key)
+	if e, ok := c.items[key]; ok {
+		c.ll.MoveToFront(e)
+		return e.Value.(*planEntry).plan, true
+	}
+	return nil, false
 }
 
-// put keeps p as key's plan, the most recently used; beyond max plans, the least
-// recently used is dropped.
 func (c *planCache) put(key string, p *plan) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.plans.Add(key, p)
+	if e, ok := c.items[key]; ok {
+		e.Value.(*planEntry).plan = p
+		c.ll.MoveToFront(e)
+		return
+	}
+	c.items[key] = c.ll.PushFront(&planEntry{key: key, plan: p})
+	for c.ll.Len() > c.max {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*planEntry).key)
+	}
 }
 
 func (c *planCache) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.plans.Len()
+	return c.ll.Len()
 }
 
 // getOrBuild returns the cached plan for key or builds it once, however many
