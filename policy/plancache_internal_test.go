@@ -48,3 +48,47 @@ func TestPlanCacheRemembersFailures(t *testing.T) {
 		t.Errorf("%d failures kept, max 2", len(c.failed))
 	}
 }
+
+// TestPlanCacheBoundedLRU: the cache keeps at most max plans; beyond it the least
+// recently used goes, where a get counts as a use and a put of a kept key replaces
+// its plan.
+func TestPlanCacheBoundedLRU(t *testing.T) {
+	c := newPlanCache(3)
+	plans := map[string]*plan{}
+	for _, k := range []string{"a", "b", "c"} {
+		plans[k] = &plan{why: k}
+		c.put(k, plans[k])
+	}
+	if _, ok := c.get("a"); !ok { // a is now the most recent; b the least
+		t.Fatal("a is missing")
+	}
+	c.put("d", &plan{why: "d"})
+	if n := c.len(); n != 3 {
+		t.Errorf("%d plans kept, max 3", n)
+	}
+	if _, ok := c.get("b"); ok {
+		t.Error("b was kept, the least recently used")
+	}
+	for _, k := range []string{"a", "c", "d"} {
+		if _, ok := c.get(k); !ok {
+			t.Errorf("%s was dropped", k)
+		}
+	}
+	// Replacing c's plan keeps one entry for c and makes it the most recent: the
+	// next new key drops a (used before c and d above).
+	c.put("c", &plan{why: "c2"})
+	c.put("e", &plan{why: "e"})
+	if p, ok := c.get("c"); !ok || p.why != "c2" {
+		t.Errorf("c = %v, %v; want the replaced plan", p, ok)
+	}
+	if _, ok := c.get("a"); ok {
+		t.Error("a was kept, the least recently used")
+	}
+	if n := c.len(); n != 3 {
+		t.Errorf("%d plans kept, max 3", n)
+	}
+	// The default size when none is given.
+	if c := newPlanCache(0); c.max != DefaultPlanCacheSize {
+		t.Errorf("newPlanCache(0).max = %d, want %d", c.max, DefaultPlanCacheSize)
+	}
+}

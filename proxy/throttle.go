@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"container/list"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // ThrottleConfig bounds token guessing, as the product does: from the SlowAfter-th
@@ -106,22 +107,29 @@ func (c ThrottleConfig) validate() []error {
 }
 
 // throttle counts failed authentications per client address in a sliding window.
+// The addresses are in golang-lru's simplelru under the throttle's own lock (every
+// operation reads and changes an address's failures as one step); the most recently
+// used is the address that failed (or reserved an attempt) last, so that beyond
+// MaxClients the one whose last failure is oldest is forgotten. Looking an address
+// up to judge it (blocked, confirm, release) does not count as a use.
 type throttle struct {
 	cfg ThrottleConfig
 
 	mu      sync.Mutex
-	clients map[string]*list.Element // of *failures
-	lru     *list.List               // front: the most recent failure
+	clients *simplelru.LRU[string, *failures]
 }
 
 // failures are one address's failure times within the window, oldest first.
 type failures struct {
-	addr  string
 	times []time.Time
 }
 
 func newThrottle(cfg ThrottleConfig) *throttle {
-	return &throttle{cfg: cfg, clients: map[string]*list.Element{}, lru: list.New()}
+	clients, err := simplelru.NewLRU[string, *failures](max(cfg.MaxClients, 1), nil)
+	if err != nil {
+		panic(err) // only for a size below 1, excluded above
+	}
+	return &throttle{cfg: cfg, clients: clients}
 }
 
 // blocked reports whether addr has used up its failures and, if so, how long until
@@ -129,16 +137,14 @@ func newThrottle(cfg ThrottleConfig) *throttle {
 func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.clients[addr]
+	f, ok := t.clients.Peek(addr)
 	if !ok {
 		return 0, false
 	}
-	f := e.Value.(*failures)
 	t.prune(f, now)
 	switch {
 	case len(f.times) == 0:
-		t.lru.Remove(e)
-		delete(t.clients, addr)
+		t.clients.Remove(addr)
 		return 0, false
 	case len(f.times) < t.cfg.MaxFailures:
 		return 0, false
@@ -186,11 +192,10 @@ func (t *throttle) reserve(addr string, now time.Time) (time.Duration, bool) {
 func (t *throttle) confirm(addr string, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.clients[addr]
+	f, ok := t.clients.Peek(addr)
 	if !ok {
 		return 0 // forgotten meanwhile (MaxClients)
 	}
-	f := e.Value.(*failures)
 	t.prune(f, now)
 	return t.delay(len(f.times))
 }
@@ -199,11 +204,10 @@ func (t *throttle) confirm(addr string, now time.Time) time.Duration {
 func (t *throttle) release(addr string, at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e, ok := t.clients[addr]
+	f, ok := t.clients.Peek(addr)
 	if !ok {
 		return
 	}
-	f := e.Value.(*failures)
 	for i := len(f.times) - 1; i >= 0; i-- {
 		if f.times[i].Equal(at) {
 			f.times = append(f.times[:i], f.times[i+1:]...)
@@ -211,26 +215,19 @@ func (t *throttle) release(addr string, at time.Time) {
 		}
 	}
 	if len(f.times) == 0 {
-		t.lru.Remove(e)
-		delete(t.clients, addr)
+		t.clients.Remove(addr)
 	}
 }
 
-// entry returns addr's failures, created if needed and moved to the LRU's front.
+// entry returns addr's failures, created if needed, as the most recently used; a
+// new address beyond MaxClients evicts the least recently used.
 func (t *throttle) entry(addr string) *failures {
-	e, ok := t.clients[addr]
-	if ok {
-		t.lru.MoveToFront(e)
-		return e.Value.(*failures)
+	if f, ok := t.clients.Get(addr); ok {
+		return f
 	}
-	e = t.lru.PushFront(&failures{addr: addr})
-	t.clients[addr] = e
-	if t.lru.Len() > t.cfg.MaxClients {
-		oldest := t.lru.Back()
-		t.lru.Remove(oldest)
-		delete(t.clients, oldest.Value.(*failures).addr)
-	}
-	return e.Value.(*failures)
+	f := &failures{}
+	t.clients.Add(addr, f)
+	return f
 }
 
 func (t *throttle) delay(failures int) time.Duration {

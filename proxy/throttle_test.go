@@ -72,8 +72,8 @@ func TestThrottleBoundedMemory(t *testing.T) {
 		t.Fatalf("a is not blocked before eviction")
 	}
 	th.fail("d", t0.Add(4*time.Second))
-	if n := len(th.clients); n != 3 || th.lru.Len() != 3 {
-		t.Errorf("tracking %d addresses (list %d), want 3", n, th.lru.Len())
+	if n := th.clients.Len(); n != 3 {
+		t.Errorf("tracking %d addresses, want 3", n)
 	}
 	if _, blocked := th.blocked("a", t0.Add(4*time.Second)); blocked {
 		t.Errorf("a is still blocked after it was evicted")
@@ -82,7 +82,7 @@ func TestThrottleBoundedMemory(t *testing.T) {
 	// evicts c.
 	th.fail("b", t0.Add(5*time.Second))
 	th.fail("e", t0.Add(6*time.Second))
-	if _, ok := th.clients["c"]; ok {
+	if th.clients.Contains("c") {
 		t.Errorf("c was kept, the least recently failing address")
 	}
 	if _, blocked := th.blocked("b", t0.Add(6*time.Second)); !blocked {
@@ -92,8 +92,8 @@ func TestThrottleBoundedMemory(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		th.fail("b", t0.Add(7*time.Second))
 	}
-	if n := len(th.clients["b"].Value.(*failures).times); n != 2 {
-		t.Errorf("b keeps %d timestamps, want 2", n)
+	if f, _ := th.clients.Peek("b"); len(f.times) != 2 {
+		t.Errorf("b keeps %d timestamps, want 2", len(f.times))
 	}
 }
 
@@ -101,7 +101,7 @@ func TestThrottleForgetsExpiredAddresses(t *testing.T) {
 	th := newThrottle(ThrottleConfig{MaxFailures: 2, Window: time.Minute, MaxClients: 10})
 	th.fail("a", t0)
 	th.blocked("a", t0.Add(time.Minute))
-	if len(th.clients) != 0 || th.lru.Len() != 0 {
+	if th.clients.Len() != 0 {
 		t.Errorf("an address without failures in the window is still tracked")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -17,11 +18,11 @@ import (
 // during the outage is lost (docs/cache.md, "Changes made in the directory").
 func TestChangeFeedAcrossDCOutage(t *testing.T) {
 	p, px, tok, dc := startBehindProxy(t, nil)
-	group := TempGroup(t, dc, "dirgate faults feed", fixture.RegularDN, fixture.NeverExpiresDN)
-	c := NewClient()
+	group := child.TempGroup(t, dc, "dirgate faults feed", fixture.RegularDN, fixture.NeverExpiresDN)
+	c := child.NewClient()
 	ctx := context.Background()
-	u := ListURL(p.Base, group, "")
-	Eventually(t, 30*time.Second, "the listing is cached", func() (bool, string) {
+	u := child.ListURL(p.Base, group, "")
+	child.Eventually(t, 30*time.Second, "the listing is cached", func() (bool, string) {
 		r := c.Do(ctx, "GET", u, tok)
 		return r.Status == 200 && r.Cache() == "hit", r.String()
 	})
@@ -38,7 +39,7 @@ func TestChangeFeedAcrossDCOutage(t *testing.T) {
 	time.Sleep(3 * time.Second) // several feed intervals fail meanwhile
 	px.SetMode(faultproxy.Pass)
 
-	took := Eventually(t, 30*time.Second, "the change made during the outage reaches the listing", func() (bool, string) {
+	took := child.Eventually(t, 30*time.Second, "the change made during the outage reaches the listing", func() (bool, string) {
 		r := c.Do(ctx, "GET", u, tok)
 		got := listedDNs(r.Body)
 		return r.Status == 200 && containsFold(got, fixture.DisabledDN) && !containsFold(got, fixture.RegularDN), r.Cache() + " " + r.String()

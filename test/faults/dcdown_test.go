@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
@@ -24,29 +25,29 @@ var breakerArgs = []string{"--breaker-failures", "3", "--breaker-open-timeout", 
 // acting as the fixture's administrator. The principal is kept for ten minutes so
 // that authentication needs no directory while it is down (docs/cache.md: a longer
 // outage refuses callers before any listing is read).
-func startBehindProxy(t *testing.T, env map[string]string, extra ...string) (*Program, *faultproxy.Proxy, string, sambatest.DC) {
+func startBehindProxy(t *testing.T, env map[string]string, extra ...string) (*child.Program, *faultproxy.Proxy, string, sambatest.DC) {
 	t.Helper()
 	dc := sambatest.Env(t)
-	RequireFixture(t, dc)
-	px, ldapURL := ProxyDC(t, dc)
-	tok := NewToken(t, "fault-")
-	args := append(LDAPArgs(t, dc, ldapURL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
+	child.RequireFixture(t, dc)
+	px, ldapURL := child.ProxyDC(t, dc)
+	tok := child.NewToken(t, "fault-")
+	args := append(child.LDAPArgs(t, dc, ldapURL, child.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
 		"--principal-ttl", "10m", "--request-timeout", "20s")
-	return Start(t, env, append(args, extra...)...), px, tok, dc
+	return child.Start(t, env, append(args, extra...)...), px, tok, dc
 }
 
 // refusedAsDocumented is the expectation for a request while the directory is down
 // and nothing can answer from a cache: 502 (the directory failed), 503 (the breaker
 // is open) or 504, in the error shape, and never a hang (a transport error after the
 // client's 60 s bound) or a 500.
-func refusedAsDocumented(r Result) string {
+func refusedAsDocumented(r child.Result) string {
 	if r.Err != nil {
 		return "no answer"
 	}
 	if r.Status != 502 && r.Status != 503 && r.Status != 504 {
 		return fmt.Sprintf("status %d, want 502, 503 or 504", r.Status)
 	}
-	if _, err := CheckError(r); err != nil {
+	if _, err := child.CheckError(r); err != nil {
 		return err.Error()
 	}
 	return ""
@@ -59,7 +60,7 @@ type latencies struct {
 	d  map[int][]time.Duration
 }
 
-func (l *latencies) add(r Result) {
+func (l *latencies) add(r child.Result) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.d == nil {
@@ -109,10 +110,10 @@ func TestDCDownWithoutCache(t *testing.T) {
 
 func testDCDown(t *testing.T, mode faultproxy.Mode) {
 	p, px, tok, _ := startBehindProxy(t, nil, breakerArgs...)
-	c := NewClient()
+	c := child.NewClient()
 	ctx := context.Background()
 	for _, g := range Groups[:3] {
-		if r := c.Do(ctx, "GET", ListURL(p.Base, g, ""), tok); r.Status != 200 {
+		if r := c.Do(ctx, "GET", child.ListURL(p.Base, g, ""), tok); r.Status != 200 {
 			t.Fatalf("warm-up listing of %s: %s", g, r)
 		}
 	}
@@ -126,7 +127,7 @@ func testDCDown(t *testing.T, mode faultproxy.Mode) {
 	down, lat := NewTally(), &latencies{}
 	const n = 120
 	Drive(ctx, 4, n, func(ctx context.Context, i int) {
-		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[i%len(Groups)], PropsFor(i+1)), tok)
+		r := c.Do(ctx, "GET", child.ListURL(p.Base, Groups[i%len(Groups)], child.PropsFor(i+1)), tok)
 		lat.add(r)
 		down.Add(r, refusedAsDocumented(r))
 	})
@@ -144,17 +145,17 @@ func testDCDown(t *testing.T, mode faultproxy.Mode) {
 	if dials > n/4 {
 		t.Errorf("%d connection attempts for %d requests: the open breaker did not spare the DC", dials, n)
 	}
-	Eventually(t, 20*time.Second, "/readyz reports the open breaker", func() (bool, string) {
-		c.Do(ctx, "GET", ListURL(p.Base, Groups[0], PropsFor(n+1)), tok) // a probe, if half-open, fails and reopens it
+	child.Eventually(t, 20*time.Second, "/readyz reports the open breaker", func() (bool, string) {
+		c.Do(ctx, "GET", child.ListURL(p.Base, Groups[0], child.PropsFor(n+1)), tok) // a probe, if half-open, fails and reopens it
 		status, body, err := p.Ready(ctx)
 		return err == nil && status == 200 && strings.Contains(body, `"upstream":"circuit breaker open"`), fmt.Sprintf("%d %s %v", status, body, err)
 	})
 
 	px.SetMode(faultproxy.Pass)
 	i := n + 2
-	took := Eventually(t, 60*time.Second, "listings succeed again after the DC returns", func() (bool, string) {
+	took := child.Eventually(t, 60*time.Second, "listings succeed again after the DC returns", func() (bool, string) {
 		i++
-		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[i%len(Groups)], PropsFor(i)), tok)
+		r := c.Do(ctx, "GET", child.ListURL(p.Base, Groups[i%len(Groups)], child.PropsFor(i)), tok)
 		return r.Status == 200, r.String()
 	})
 	t.Logf("DC back: the first listing succeeded %v after the DC returned (breaker open timeout 2s)", took.Round(time.Millisecond))
@@ -163,7 +164,7 @@ func testDCDown(t *testing.T, mode faultproxy.Mode) {
 	}
 	after := NewTally()
 	Drive(ctx, 4, 40, func(ctx context.Context, j int) {
-		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[j%len(Groups)], PropsFor(i+1+j)), tok)
+		r := c.Do(ctx, "GET", child.ListURL(p.Base, Groups[j%len(Groups)], child.PropsFor(i+1+j)), tok)
 		why := ""
 		if r.Status != 200 {
 			why = "not 200 after recovery"

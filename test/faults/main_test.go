@@ -3,6 +3,8 @@ package faults
 import (
 	"os"
 	"testing"
+
+	"github.com/dirgate/dirgate/test/child"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
+func TestMain(m *testing.M) { os.Exit(child.Main(m)) }

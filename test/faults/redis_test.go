@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -80,23 +81,23 @@ func TestRedisFaultUnderLoad(t *testing.T) {
 }
 
 func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, *faultproxy.Proxy)) {
-	RequireSetting(t, "DIRGATE_REDIS_ADDR")
+	child.RequireSetting(t, "DIRGATE_REDIS_ADDR")
 	rds := redistest.Start(t)
 	rpx := faultproxy.Start(t, rds.Addr())
 	env := map[string]string{"DIRGATE_REDIS_ADDR": rpx.Addr(), "DIRGATE_REDIS_RETRY_INTERVAL": "250ms",
-		"DIRGATE_SECRET_FILE": WriteFile(t, "secret", "the fault tests' secret, 32 bytes or more\n")}
+		"DIRGATE_SECRET_FILE": child.WriteFile(t, "secret", "the fault tests' secret, 32 bytes or more\n")}
 	p, lpx, tok, dc := startBehindProxy(t, env)
-	group := TempGroup(t, dc, "dirgate faults redis "+name, fixture.RegularDN, fixture.NeverExpiresDN)
-	c := NewClient()
+	group := child.TempGroup(t, dc, "dirgate faults redis "+name, fixture.RegularDN, fixture.NeverExpiresDN)
+	c := child.NewClient()
 	ctx := context.Background()
 
-	urls := []string{ListURL(p.Base, group, "")}
+	urls := []string{child.ListURL(p.Base, group, "")}
 	for _, g := range Groups[:6] {
-		urls = append(urls, ListURL(p.Base, g, ""), ListURL(p.Base, g, "&includeIndirect=true&properties=mail"))
+		urls = append(urls, child.ListURL(p.Base, g, ""), child.ListURL(p.Base, g, "&includeIndirect=true&properties=mail"))
 	}
 	warm := time.Now()
 	for _, u := range urls {
-		Eventually(t, 30*time.Second, "the cache serves "+u, func() (bool, string) {
+		child.Eventually(t, 30*time.Second, "the cache serves "+u, func() (bool, string) {
 			r := c.Do(ctx, "GET", u, tok)
 			return r.Status == 200 && r.Cache() == "hit", r.Cache() + " " + r.String()
 		})
@@ -137,10 +138,10 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	go func() { defer wg.Done(); load(loadCtx) }()
 	ph.phase.Store(1)
 	down(rds, rpx)
-	Eventually(t, 20*time.Second, "dirgate notices that Redis is gone", func() (bool, string) {
+	child.Eventually(t, 20*time.Second, "dirgate notices that Redis is gone", func() (bool, string) {
 		return ph.tallies[1].Caches()["bypass"] > 0, fmt.Sprint(ph.tallies[1].Caches())
 	})
-	r := c.Do(ctx, "DELETE", RemoveURL(p.Base, group, fixture.RegularDN), tok)
+	r := c.Do(ctx, "DELETE", child.RemoveURL(p.Base, group, fixture.RegularDN), tok)
 	if r.Status != 200 || !strings.Contains(string(r.Body), `"noChanges":false`) {
 		t.Errorf("removal while Redis is away: %s", r)
 	}
@@ -154,7 +155,7 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 
 	ph.phase.Store(2)
 	up(rds, rpx)
-	took := Eventually(t, 30*time.Second, "the cache resumes after Redis returns", func() (bool, string) {
+	took := child.Eventually(t, 30*time.Second, "the cache resumes after Redis returns", func() (bool, string) {
 		return ph.tallies[2].Caches()["hit"] > 0, fmt.Sprint(ph.tallies[2].Caches())
 	})
 	time.Sleep(time.Second)
@@ -171,7 +172,7 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 	if lost != 0 {
 		t.Errorf("%d requests lost across the Redis fault", lost)
 	}
-	if got := Members(t, dc, group); containsFold(got, fixture.RegularDN) || !containsFold(got, fixture.DisabledDN) || len(got) != 2 {
+	if got := child.Members(t, dc, group); containsFold(got, fixture.RegularDN) || !containsFold(got, fixture.DisabledDN) || len(got) != 2 {
 		t.Errorf("the DC's members after the removal and the addition: %v", got)
 	}
 	fillPool(t, c, p, lpx, tok, &seq)
@@ -187,7 +188,7 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 
 // quiet is a settled reading of the program with the connections the proxies see.
 type quiet struct {
-	res         Resources
+	res         child.Resources
 	redis, ldap int
 }
 
@@ -202,11 +203,11 @@ func (q quiet) otherFDs() int { return q.res.OpenFDs - q.redis - q.ldap }
 
 // quiesce closes the client's idle connections and waits until two readings in a
 // row agree, so that connections closing in the background are not counted.
-func quiesce(t *testing.T, c *Client, p *Program, rpx, lpx *faultproxy.Proxy) quiet {
+func quiesce(t *testing.T, c *child.Client, p *child.Program, rpx, lpx *faultproxy.Proxy) quiet {
 	t.Helper()
 	c.CloseIdle()
 	var last quiet
-	took := Eventually(t, 30*time.Second, "the program settles", func() (bool, string) {
+	took := child.Eventually(t, 30*time.Second, "the program settles", func() (bool, string) {
 		res, err := p.Resources(context.Background())
 		if err != nil {
 			return false, err.Error()
@@ -228,19 +229,19 @@ func quiesce(t *testing.T, c *Client, p *Program, rpx, lpx *faultproxy.Proxy) qu
 // while the directory fails and the breaker is open; after the DC returns, listings
 // are fresh again by themselves.
 func TestDCDownWithStaleCache(t *testing.T) {
-	RequireSetting(t, "DIRGATE_CACHE_MAX_STALE")
+	child.RequireSetting(t, "DIRGATE_CACHE_MAX_STALE")
 	rds := redistest.Start(t)
 	env := map[string]string{"DIRGATE_REDIS_ADDR": rds.Addr(), "DIRGATE_CACHE_TTL": "1s", "DIRGATE_CACHE_MAX_STALE": "1h",
-		"DIRGATE_SECRET_FILE": WriteFile(t, "secret", "the fault tests' secret, 32 bytes or more\n")}
+		"DIRGATE_SECRET_FILE": child.WriteFile(t, "secret", "the fault tests' secret, 32 bytes or more\n")}
 	p, px, tok, _ := startBehindProxy(t, env, breakerArgs...)
-	c := NewClient()
+	c := child.NewClient()
 	ctx := context.Background()
 	var urls []string
 	for _, g := range Groups[:6] {
-		urls = append(urls, ListURL(p.Base, g, ""), ListURL(p.Base, g, "&includeIndirect=true"))
+		urls = append(urls, child.ListURL(p.Base, g, ""), child.ListURL(p.Base, g, "&includeIndirect=true"))
 	}
 	for _, u := range urls {
-		Eventually(t, 30*time.Second, "the cache holds "+u, func() (bool, string) {
+		child.Eventually(t, 30*time.Second, "the cache holds "+u, func() (bool, string) {
 			r := c.Do(ctx, "GET", u, tok)
 			return r.Status == 200 && r.Cache() == "hit", r.Cache() + " " + r.String()
 		})
@@ -279,7 +280,7 @@ func TestDCDownWithStaleCache(t *testing.T) {
 	}
 
 	px.SetMode(faultproxy.Pass)
-	took := Eventually(t, 60*time.Second, "listings are fresh again after the DC returns", func() (bool, string) {
+	took := child.Eventually(t, 60*time.Second, "listings are fresh again after the DC returns", func() (bool, string) {
 		r := c.Do(ctx, "GET", urls[0], tok)
 		return r.Status == 200 && r.Cache() != "stale", r.Cache() + " " + r.String()
 	})

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/test/sambatest"
@@ -21,19 +22,19 @@ import (
 // never 401; and neither process writes a password, session id or token to its
 // output.
 func TestSignInTwoProcesses(t *testing.T) {
-	RequireSetting(t, "DIRGATE_SECRET_FILE")
+	child.RequireSetting(t, "DIRGATE_SECRET_FILE")
 	dc := sambatest.Env(t)
 	rds := redistest.Start(t)
-	secret := WriteFile(t, "secret", "a secret for two processes, 32+ bytes long\n")
-	tokens := WriteTokens(t, map[string]string{NewToken(t, "svc-"): fixture.DemoAdminDN})
+	secret := child.WriteFile(t, "secret", "a secret for two processes, 32+ bytes long\n")
+	tokens := child.WriteTokens(t, map[string]string{child.NewToken(t, "svc-"): fixture.DemoAdminDN})
 	env := map[string]string{"DIRGATE_REDIS_ADDR": rds.Addr(), "DIRGATE_SECRET_FILE": secret, "DIRGATE_LOG_LEVEL": "debug"}
-	p1 := Start(t, env, LDAPArgs(t, dc, dc.URL, tokens)...)
-	p2 := Start(t, env, LDAPArgs(t, dc, dc.URL, tokens)...)
-	root := func(p *Program) string { return strings.TrimSuffix(p.Base, "/api/directoryObjects/groupMembers") }
+	p1 := child.Start(t, env, child.LDAPArgs(t, dc, dc.URL, tokens)...)
+	p2 := child.Start(t, env, child.LDAPArgs(t, dc, dc.URL, tokens)...)
+	root := func(p *child.Program) string { return strings.TrimSuffix(p.Base, "/api/directoryObjects/groupMembers") }
 
 	const password = "Two-Processes-1x"
 	_, upn := dc.TempUser(t, fmt.Sprintf("si2p%d", os.Getpid()%100000), password, nil)
-	c := NewClient()
+	c := child.NewClient()
 	ctx := context.Background()
 	post := func(u, body string) (int, map[string]any) {
 		req, _ := http.NewRequestWithContext(ctx, "POST", u, strings.NewReader(body))
@@ -43,7 +44,7 @@ func TestSignInTwoProcesses(t *testing.T) {
 		json.Unmarshal(r.Body, &m)
 		return r.Status, m
 	}
-	signIn := func(on, exchangeOn *Program) (string, string) {
+	signIn := func(on, exchangeOn *child.Program) (string, string) {
 		st, s := post(root(on)+"/api/authSessions/create", `{"username":"`+upn+`","password":"`+password+`"}`)
 		id, _ := s["sessionId"].(string)
 		st2, tk := post(root(exchangeOn)+"/api/auth", `{"sessionId":"`+id+`"}`)
@@ -53,8 +54,8 @@ func TestSignInTwoProcesses(t *testing.T) {
 		}
 		return id, tok
 	}
-	list := func(p *Program, tok string) int {
-		return c.Do(ctx, "GET", ListURL(p.Base, fixture.HelpDeskDN, ""), tok).Status
+	list := func(p *child.Program, tok string) int {
+		return c.Do(ctx, "GET", child.ListURL(p.Base, fixture.HelpDeskDN, ""), tok).Status
 	}
 
 	// The temporary user holds no role: with its token accepted, it is answered about
@@ -79,7 +80,7 @@ func TestSignInTwoProcesses(t *testing.T) {
 		t.Errorf("sign-in with Redis down: %d, want 503", st)
 	}
 
-	for _, p := range []*Program{p1, p2} {
+	for _, p := range []*child.Program{p1, p2} {
 		stdout, stderr := p.Output(t)
 		out := string(stdout) + string(stderr)
 		for _, s := range []string{password, id, tok, tok2} {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
 )
 
@@ -22,14 +23,14 @@ const leakSlack = 3
 
 // fillPool lists concurrently until dirgate holds poolSize connections to the DC, so
 // that two measurements compare equal pools.
-func fillPool(t *testing.T, c *Client, p *Program, px *faultproxy.Proxy, tok string, seq *int) {
+func fillPool(t *testing.T, c *child.Client, p *child.Program, px *faultproxy.Proxy, tok string, seq *int) {
 	t.Helper()
 	ctx := context.Background()
-	Eventually(t, 60*time.Second, "the LDAP pool fills", func() (bool, string) {
+	child.Eventually(t, 60*time.Second, "the LDAP pool fills", func() (bool, string) {
 		var wg sync.WaitGroup
 		for range 2 * poolSize {
 			*seq++
-			u := ListURL(p.Base, Groups[*seq%len(Groups)], PropsFor(*seq))
+			u := child.ListURL(p.Base, Groups[*seq%len(Groups)], child.PropsFor(*seq))
 			wg.Add(1)
 			go func() { defer wg.Done(); c.Do(ctx, "GET", u, tok) }()
 		}
@@ -60,21 +61,21 @@ func fillPool(t *testing.T, c *Client, p *Program, px *faultproxy.Proxy, tok str
 func TestSlowUpstream(t *testing.T) {
 	p, px, tok, _ := startBehindProxy(t, nil, "--breaker-failures", "1000", "--ldap-timeout", "5s",
 		"--ldap-pool-size", fmt.Sprint(poolSize))
-	c := NewClient()
+	c := child.NewClient()
 	ctx := context.Background()
 	seq := 0
 	fillPool(t, c, p, px, tok, &seq)
-	base := settled(t, p, Resources{}, 0)
+	base := settled(t, p, child.Resources{}, 0)
 	t.Logf("baseline: %s, %d LDAP connections", base, px.Live())
 
 	px.SetLatency(6 * time.Second)
 	slow := NewTally()
 	Drive(ctx, 4, 8, func(ctx context.Context, i int) {
-		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[i%len(Groups)], PropsFor(1000+i)), tok)
+		r := c.Do(ctx, "GET", child.ListURL(p.Base, Groups[i%len(Groups)], child.PropsFor(1000+i)), tok)
 		why := ""
 		if r.Status != 504 {
 			why = "want 504"
-		} else if _, err := CheckError(r); err != nil {
+		} else if _, err := child.CheckError(r); err != nil {
 			why = err.Error()
 		}
 		slow.Add(r, why)
@@ -101,7 +102,7 @@ func TestSlowUpstream(t *testing.T) {
 	}()
 	cut := NewTally()
 	Drive(ctx, 4, 60, func(ctx context.Context, i int) {
-		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[i%len(Groups)], PropsFor(2000+i)), tok)
+		r := c.Do(ctx, "GET", child.ListURL(p.Base, Groups[i%len(Groups)], child.PropsFor(2000+i)), tok)
 		why := ""
 		switch {
 		case r.Err != nil:
@@ -109,7 +110,7 @@ func TestSlowUpstream(t *testing.T) {
 		case r.Status != 200 && r.Status != 502 && r.Status != 504:
 			why = "want 200, or 502/504 when the retry was cut too"
 		case r.Status != 200:
-			if _, err := CheckError(r); err != nil {
+			if _, err := child.CheckError(r); err != nil {
 				why = err.Error()
 			}
 		}
@@ -130,7 +131,7 @@ func TestSlowUpstream(t *testing.T) {
 	px.SetLatency(0)
 	healthy := NewTally()
 	Drive(ctx, 4, 20, func(ctx context.Context, i int) {
-		r := c.Do(ctx, "GET", ListURL(p.Base, Groups[i%len(Groups)], PropsFor(3000+i)), tok)
+		r := c.Do(ctx, "GET", child.ListURL(p.Base, Groups[i%len(Groups)], child.PropsFor(3000+i)), tok)
 		why := ""
 		if r.Status != 200 {
 			why = "not 200 on a healthy upstream"
@@ -154,11 +155,11 @@ func TestSlowUpstream(t *testing.T) {
 // plus slack (any values when limit is zero, once two readings agree), and returns
 // the reading. It fails the test, naming the excess, when they do not get there: a
 // leak.
-func settled(t *testing.T, p *Program, limit Resources, slack int) Resources {
+func settled(t *testing.T, p *child.Program, limit child.Resources, slack int) child.Resources {
 	t.Helper()
 	ctx := context.Background()
-	var last Resources
-	Eventually(t, 30*time.Second, "goroutines and descriptors settle at the baseline", func() (bool, string) {
+	var last child.Resources
+	child.Eventually(t, 30*time.Second, "goroutines and descriptors settle at the baseline", func() (bool, string) {
 		r, err := p.Resources(ctx)
 		if err != nil {
 			return false, err.Error()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/test/sambatest"
@@ -37,17 +38,17 @@ type soakRequest struct {
 	method string
 	url    func(i int) string
 	token  string
-	client *Client
-	check  func(Result) string // "" when the answer is the documented one
+	client *child.Client
+	check  func(child.Result) string // "" when the answer is the documented one
 }
 
-func wantStatus(status int) func(Result) string {
-	return func(r Result) string {
+func wantStatus(status int) func(child.Result) string {
+	return func(r child.Result) string {
 		if r.Status != status {
 			return fmt.Sprintf("want %d", status)
 		}
 		if status >= 400 {
-			if _, err := CheckError(r); err != nil {
+			if _, err := child.CheckError(r); err != nil {
 				return err.Error()
 			}
 		}
@@ -70,52 +71,54 @@ func wantStatus(status int) func(Result) string {
 // first 10% of the run (at least 5 s) warms the caches and pools and is not compared.
 func TestSoak(t *testing.T) {
 	dc := sambatest.Env(t)
-	RequireFixture(t, dc)
+	child.RequireFixture(t, dc)
 	duration := soakDuration(t)
-	tok := NewToken(t, "soak-")
+	tok := child.NewToken(t, "soak-")
 	// A short TTL makes the fixed set of listings refill from the DC every few
 	// seconds, so that fills, not only hits, run all along; the set is fixed so that
 	// the caches stop growing once it is warm.
 	env := map[string]string{"DIRGATE_CACHE_TTL": "5s"}
-	cached := strings.Contains(HelpText(t), "[DIRGATE_REDIS_ADDR]")
+	cached := strings.Contains(child.HelpText(t), "[DIRGATE_REDIS_ADDR]")
 	if cached {
 		env["DIRGATE_REDIS_ADDR"] = redistest.Start(t).Addr()
-		env["DIRGATE_SECRET_FILE"] = WriteFile(t, "secret", "the soak test's secret, 32 bytes or more\n")
+		env["DIRGATE_SECRET_FILE"] = child.WriteFile(t, "secret", "the soak test's secret, 32 bytes or more\n")
 	}
-	group := TempGroup(t, dc, "dirgate soak", fixture.RegularDN)
-	p := Start(t, env, LDAPArgs(t, dc, dc.URL, WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN}))...)
-	c, guesser := NewClient(), ClientFrom("127.0.0.2")
+	group := child.TempGroup(t, dc, "dirgate soak", fixture.RegularDN)
+	p := child.Start(t, env, child.LDAPArgs(t, dc, dc.URL, child.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN}))...)
+	c, guesser := child.NewClient(), child.ClientFrom("127.0.0.2")
 	root := "http://" + p.Addr
 
 	mix := []soakRequest{
-		{name: "direct listing", url: func(i int) string { return ListURL(p.Base, Groups[i%len(Groups)], "") }, check: wantStatus(200)},
+		{name: "direct listing", url: func(i int) string { return child.ListURL(p.Base, Groups[i%len(Groups)], "") }, check: wantStatus(200)},
 		{name: "nested listing with properties", url: func(i int) string {
-			return ListURL(p.Base, Groups[i%len(Groups)], "&includeIndirect=true&properties=mail,description")
+			return child.ListURL(p.Base, Groups[i%len(Groups)], "&includeIndirect=true&properties=mail,description")
 		}, check: wantStatus(200)},
-		{name: "size-limited listing", url: func(i int) string { return ListURL(p.Base, fixture.AllStaffDN, "&sizeLimit=2") }, check: func(r Result) string {
+		{name: "size-limited listing", url: func(i int) string { return child.ListURL(p.Base, fixture.AllStaffDN, "&sizeLimit=2") }, check: func(r child.Result) string {
 			if r.Status != 200 || len(listedDNs(r.Body)) != 2 {
 				return "want 200 with 2 objects"
 			}
 			return ""
 		}},
-		{name: "listing with rotating properties", url: func(i int) string { return ListURL(p.Base, Groups[i%len(Groups)], PropsFor(i%8)) }, check: wantStatus(200)},
-		{name: "unknown group", url: func(i int) string { return ListURL(p.Base, "CN=Nobody "+fmt.Sprint(i%7)+","+fixture.GroupsOU, "") }, check: wantStatus(404)},
-		{name: "invalid parameter", url: func(i int) string { return ListURL(p.Base, Groups[0], "&sizeLimit=x") }, check: wantStatus(400)},
+		{name: "listing with rotating properties", url: func(i int) string { return child.ListURL(p.Base, Groups[i%len(Groups)], child.PropsFor(i%8)) }, check: wantStatus(200)},
+		{name: "unknown group", url: func(i int) string {
+			return child.ListURL(p.Base, "CN=Nobody "+fmt.Sprint(i%7)+","+fixture.GroupsOU, "")
+		}, check: wantStatus(404)},
+		{name: "invalid parameter", url: func(i int) string { return child.ListURL(p.Base, Groups[0], "&sizeLimit=x") }, check: wantStatus(400)},
 		{name: "unknown path", url: func(int) string { return root + "/restApi/api/nothing" }, check: wantStatus(404)},
-		{name: "wrong method", method: "PUT", url: func(i int) string { return ListURL(p.Base, Groups[0], "") }, check: wantStatus(405)},
-		{name: "removal of a non-member", method: "DELETE", url: func(int) string { return RemoveURL(p.Base, group, fixture.NeverExpiresDN) },
-			check: func(r Result) string {
+		{name: "wrong method", method: "PUT", url: func(i int) string { return child.ListURL(p.Base, Groups[0], "") }, check: wantStatus(405)},
+		{name: "removal of a non-member", method: "DELETE", url: func(int) string { return child.RemoveURL(p.Base, group, fixture.NeverExpiresDN) },
+			check: func(r child.Result) string {
 				if r.Status != 200 || !strings.Contains(string(r.Body), `"noChanges":true`) {
 					return "want 200 noChanges"
 				}
 				return ""
 			}},
-		{name: "guessed token", client: guesser, token: "guess", url: func(i int) string { return ListURL(p.Base, Groups[0], "") },
-			check: func(r Result) string {
+		{name: "guessed token", client: guesser, token: "guess", url: func(i int) string { return child.ListURL(p.Base, Groups[0], "") },
+			check: func(r child.Result) string {
 				if r.Status != 401 && r.Status != 429 {
 					return "want 401, or 429 once throttled"
 				}
-				_, err := CheckError(r)
+				_, err := child.CheckError(r)
 				if err != nil {
 					return err.Error()
 				}
@@ -132,7 +135,7 @@ func TestSoak(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), duration)
 	defer cancel()
-	var samples []Resources
+	var samples []child.Resources
 	var sampleTimes []time.Duration
 	sampled := make(chan struct{})
 	start := time.Now()
@@ -186,7 +189,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("%d requests lost during the soak", tally.Lost())
 	}
 	warm := max(5*time.Second, duration/10)
-	var first, last []Resources
+	var first, last []child.Resources
 	for i, r := range samples {
 		switch at := sampleTimes[i]; {
 		case at < warm:
@@ -199,18 +202,18 @@ func TestSoak(t *testing.T) {
 	if len(first) < 3 || len(last) < 3 {
 		t.Fatalf("too few samples to compare (%d first, %d last of %d)", len(first), len(last), len(samples))
 	}
-	heapLow := func(rs []Resources) float64 {
-		return slices.MinFunc(rs, func(a, b Resources) int { return int(a.HeapAlloc - b.HeapAlloc) }).HeapAlloc
+	heapLow := func(rs []child.Resources) float64 {
+		return slices.MinFunc(rs, func(a, b child.Resources) int { return int(a.HeapAlloc - b.HeapAlloc) }).HeapAlloc
 	}
-	peak := func(rs []Resources, f func(Resources) int) int {
+	peak := func(rs []child.Resources, f func(child.Resources) int) int {
 		m := 0
 		for _, r := range rs {
 			m = max(m, f(r))
 		}
 		return m
 	}
-	goroutines := func(r Resources) int { return r.Goroutines }
-	fds := func(r Resources) int { return r.OpenFDs }
+	goroutines := func(r child.Resources) int { return r.Goroutines }
+	fds := func(r child.Resources) int { return r.OpenFDs }
 	const mib = 1 << 20
 	t.Logf("heap low %.1f MiB -> %.1f MiB; goroutines peak %d -> %d; descriptors peak %d -> %d (%d samples)",
 		heapLow(first)/mib, heapLow(last)/mib, peak(first, goroutines), peak(last, goroutines),

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/faults"
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 )
 
@@ -32,7 +32,7 @@ func decisionsCases() []hostileCase {
 		{name: "subject escaped star", query: q(`CN=Dana Admin\2a,` + fixture.ITOU), want: gone},
 		{name: "group star", query: func(*target) string { return "subject=" + enc(fixture.DemoAdminDN) + "&group=*" }, want: bad, param: "group", noLDAP: true},
 		// The real principal: every member of the group is decided.
-		{name: "subject real", query: q(fixture.DemoHelpdeskDN), want: []int{200}, ok: func(t *testing.T, e *target, r faults.Result) {
+		{name: "subject real", query: q(fixture.DemoHelpdeskDN), want: []int{200}, ok: func(t *testing.T, e *target, r child.Result) {
 			var ex struct {
 				Subject struct{ DN string } `json:"subject"`
 				Objects []struct {
@@ -54,7 +54,7 @@ func TestHostileDecisions(t *testing.T) {
 		for _, tc := range decisionsCases() {
 			t.Run(tc.name, func(t *testing.T) {
 				sent := e.sentUp()
-				r := faultsDo(e, "GET", base+"?"+tc.query(e))
+				r := tokenDo(e, "GET", base+"?"+tc.query(e))
 				judge(t, e, r, sent, tc.want, tc.param, tc.noLDAP, tc.ok)
 			})
 		}
@@ -78,7 +78,7 @@ func TestSlowDecisionsBody(t *testing.T) {
 	if r.Status != 400 || took > 20*time.Second {
 		t.Errorf("stalled draft: %d after %v, want 400 after about 10 s: %.200s", r.Status, took, r.Body)
 	}
-	if _, err := faults.CheckError(r); err != nil {
+	if _, err := child.CheckError(r); err != nil {
 		t.Error(err)
 	}
 	t.Logf("a stalled draft was answered %d after %v", r.Status, took.Round(time.Millisecond))

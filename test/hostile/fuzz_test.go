@@ -42,7 +42,7 @@ import (
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/faults"
+	"github.com/dirgate/dirgate/test/child"
 )
 
 // fuzzToken is the only token fuzzAuth accepts.
@@ -153,12 +153,12 @@ func FuzzHandler(f *testing.F) {
 		if path == "/healthz" {
 			return
 		}
-		r := faults.Result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		r := child.Result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 		if !slices.Contains(documented, r.Status) {
 			t.Fatalf("%s %s?%s: undocumented status %d: %s", method, path, rawQuery, r.Status, r.Body)
 		}
 		if r.Status != 200 {
-			if _, err := faults.CheckError(r); err != nil {
+			if _, err := child.CheckError(r); err != nil {
 				t.Fatalf("%s %s?%s: %v", method, path, rawQuery, err)
 			}
 		} else if !json.Valid(r.Body) {
@@ -210,12 +210,12 @@ func FuzzAddHandler(f *testing.F) {
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
-		r := faults.Result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
+		r := child.Result{Status: rec.Code, Header: rec.Header(), Body: rec.Body.Bytes()}
 		if !slices.Contains(documented, r.Status) {
 			t.Fatalf("POST %q (%s): undocumented status %d: %s", body, contentType, r.Status, r.Body)
 		}
 		if r.Status != 200 {
-			if _, err := faults.CheckError(r); err != nil {
+			if _, err := child.CheckError(r); err != nil {
 				t.Fatalf("POST %q: %v", body, err)
 			}
 		} else if !json.Valid(r.Body) || !json.Valid([]byte(strings.TrimPrefix(body, "\xef\xbb\xbf"))) {

@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/faults"
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 )
 
 // rawSend writes req byte for byte on a new connection (Go's client refuses to send
 // most of these requests) and reads the answer.
-func rawSend(t *testing.T, addr, req string) faults.Result {
+func rawSend(t *testing.T, addr, req string) child.Result {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -25,15 +25,15 @@ func rawSend(t *testing.T, addr, req string) faults.Result {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(30 * time.Second))
 	if _, err := io.WriteString(c, req); err != nil {
-		return faults.Result{Err: err}
+		return child.Result{Err: err}
 	}
 	res, err := http.ReadResponse(bufio.NewReader(c), nil)
 	if err != nil {
-		return faults.Result{Err: err}
+		return child.Result{Err: err}
 	}
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
-	return faults.Result{Status: res.StatusCode, Header: res.Header, Body: b, Err: err}
+	return child.Result{Status: res.StatusCode, Header: res.Header, Body: b, Err: err}
 }
 
 // TestHeaderTricks sends requests with malformed, repeated, oversized or misnamed
@@ -46,7 +46,7 @@ func rawSend(t *testing.T, addr, req string) faults.Result {
 // checks their status and that the answer reflects nothing of the request.
 func TestHeaderTricks(t *testing.T) {
 	e := demoTarget(t)
-	u, _ := url.Parse(faults.ListURL(e.p.Base, fixture.HelpDeskDN, ""))
+	u, _ := url.Parse(child.ListURL(e.p.Base, fixture.HelpDeskDN, ""))
 	line := "GET " + u.RequestURI() + " HTTP/1.1\r\nHost: " + e.p.Addr + "\r\nConnection: close\r\n"
 	const end = "\r\n"
 	tok := "Adm-Authorization: demo-admin\r\n"
@@ -116,7 +116,7 @@ func TestHeaderTricks(t *testing.T) {
 					t.Errorf("empty listing")
 				}
 			default:
-				if _, err := faults.CheckError(r); err != nil {
+				if _, err := child.CheckError(r); err != nil {
 					t.Error(err)
 				}
 			}
@@ -167,7 +167,7 @@ func TestPathTricks(t *testing.T) {
 				t.Fatalf("%s: %v %d, want %d: %.200s", tc.path, r.Err, r.Status, tc.want, r.Body)
 			}
 			if r.Status != 200 {
-				if _, err := faults.CheckError(r); err != nil {
+				if _, err := child.CheckError(r); err != nil {
 					t.Error(err)
 				}
 			}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dirgate/dirgate/test/faults"
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 )
 
@@ -28,7 +28,7 @@ type hostileCase struct {
 	// reach it (DC target).
 	noLDAP bool
 	// ok checks a 200 answer; a case without it must not be answered 200.
-	ok func(t *testing.T, e *target, r faults.Result)
+	ok func(t *testing.T, e *target, r child.Result)
 }
 
 func enc(s string) string { return url.QueryEscape(s) }
@@ -212,8 +212,8 @@ func manyNames(n int) string {
 }
 
 // sameListingAs accepts a 200 only if it lists exactly what group lists with extra.
-func sameListingAs(group, extra string) func(*testing.T, *target, faults.Result) {
-	return func(t *testing.T, e *target, r faults.Result) {
+func sameListingAs(group, extra string) func(*testing.T, *target, child.Result) {
+	return func(t *testing.T, e *target, r child.Result) {
 		t.Helper()
 		want := listedKeysExtra(t, e, group, extra)
 		if got := dnKeys(t, r.Body); !sameKeys(got, want) {
@@ -224,7 +224,7 @@ func sameListingAs(group, extra string) func(*testing.T, *target, faults.Result)
 
 func listedKeysExtra(t *testing.T, e *target, group, extra string) []string {
 	t.Helper()
-	r := e.get(t, faults.ListURL(e.p.Base, group, extra))
+	r := e.get(t, child.ListURL(e.p.Base, group, extra))
 	if r.Status != 200 {
 		t.Fatalf("reference listing of %s: %s", group, r)
 	}
@@ -233,7 +233,7 @@ func listedKeysExtra(t *testing.T, e *target, group, extra string) []string {
 
 // noPropertyValues accepts a listing only if no object carries a value for any
 // requested property (password material must never come back).
-func noPropertyValues(t *testing.T, _ *target, r faults.Result) {
+func noPropertyValues(t *testing.T, _ *target, r child.Result) {
 	t.Helper()
 	if strings.Contains(string(r.Body), `"properties":{}`) && !strings.Contains(string(r.Body), `"properties":{"`) {
 		return
@@ -252,8 +252,8 @@ var withheldSecrets = []string{"unicodePwd", "msDS-KeyCredentialLink", "msFVE-Re
 
 // noPropertyKeys checks that no object of a listing has any of names among its
 // properties.
-func noPropertyKeys(names []string) func(t *testing.T, _ *target, r faults.Result) {
-	return func(t *testing.T, _ *target, r faults.Result) {
+func noPropertyKeys(names []string) func(t *testing.T, _ *target, r child.Result) {
+	return func(t *testing.T, _ *target, r child.Result) {
 		t.Helper()
 		var objs []struct {
 			DN         string              `json:"dn"`
@@ -295,7 +295,7 @@ func runCase(t *testing.T, e *target, tc hostileCase) {
 		method = "GET"
 	}
 	sent := e.sentUp()
-	r := faultsDo(e, method, e.p.Base+"?"+tc.query(e))
+	r := tokenDo(e, method, e.p.Base+"?"+tc.query(e))
 	judge(t, e, r, sent, tc.want, tc.param, tc.noLDAP, tc.ok)
 }
 
@@ -310,7 +310,7 @@ func (e *target) sentUp() int64 {
 // judge checks a hostile request's answer: one of the statuses want, no byte to
 // the directory since sent when noLDAP, a 200 only if ok accepts it, anything else in
 // the error shape, and a 400 refused before the directory naming param.
-func judge(t *testing.T, e *target, r faults.Result, sent int64, want []int, param string, noLDAP bool, ok func(*testing.T, *target, faults.Result)) {
+func judge(t *testing.T, e *target, r child.Result, sent int64, want []int, param string, noLDAP bool, ok func(*testing.T, *target, child.Result)) {
 	t.Helper()
 	if r.Err != nil {
 		t.Fatalf("no answer: %v", r.Err)
@@ -330,7 +330,7 @@ func judge(t *testing.T, e *target, r faults.Result, sent int64, want []int, par
 		ok(t, e, r)
 		return
 	}
-	body, err := faults.CheckError(r)
+	body, err := child.CheckError(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,6 +345,6 @@ func judge(t *testing.T, e *target, r faults.Result, sent int64, want []int, par
 	}
 }
 
-func faultsDo(e *target, method, u string) faults.Result {
+func tokenDo(e *target, method, u string) child.Result {
 	return client.Do(context.Background(), method, u, e.token)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/faults"
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -53,12 +53,12 @@ func TestProbingHiddenObjects(t *testing.T) {
 	}
 	ask := func(method, group, member string) answer {
 		t.Helper()
-		var r faults.Result
+		var r child.Result
 		switch method {
 		case "GET":
-			r = client.Do(context.Background(), "GET", faults.ListURL(e.p.Base, group, ""), "demo-helpdesk")
+			r = client.Do(context.Background(), "GET", child.ListURL(e.p.Base, group, ""), "demo-helpdesk")
 		case "DELETE":
-			r = client.Do(context.Background(), "DELETE", faults.RemoveURL(e.p.Base, group, member), "demo-helpdesk")
+			r = client.Do(context.Background(), "DELETE", child.RemoveURL(e.p.Base, group, member), "demo-helpdesk")
 		case "POST":
 			r = client.Add(context.Background(), e.p.Base, group, member, "demo-helpdesk")
 		}
@@ -96,10 +96,10 @@ func TestProbingHiddenObjects(t *testing.T) {
 		check(method+" member", want, append(unknowns[1:], hiddenMembers...), do)
 	}
 	// The same objects are there: the administrator is answered about them.
-	if r := client.Do(context.Background(), "GET", faults.ListURL(e.p.Base, contact, ""), "demo-admin"); r.Status != 400 {
+	if r := client.Do(context.Background(), "GET", child.ListURL(e.p.Base, contact, ""), "demo-admin"); r.Status != 400 {
 		t.Errorf("the administrator naming the contact as the group: %s, want 400", r)
 	}
-	if r := client.Do(context.Background(), "GET", faults.ListURL(e.p.Base, fixture.DomainUsersDN, ""), "demo-admin"); r.Status != 200 {
+	if r := client.Do(context.Background(), "GET", child.ListURL(e.p.Base, fixture.DomainUsersDN, ""), "demo-admin"); r.Status != 200 {
 		t.Errorf("the administrator listing Domain Users: %s, want 200", r)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
-	"github.com/dirgate/dirgate/test/faults"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/test/sambatest"
@@ -48,9 +48,9 @@ func secretForms(name, s string, hashed bool) map[string]string {
 // that the capture is real (request log lines and spans are there).
 func TestNoSecretInLogsOrSpans(t *testing.T) {
 	dc := sambatest.Env(t)
-	faults.RequireFixture(t, dc)
-	px, ldapURL := faults.ProxyDC(t, dc)
-	tok := faults.NewToken(t, "secret-")
+	child.RequireFixture(t, dc)
+	px, ldapURL := child.ProxyDC(t, dc)
+	tok := child.NewToken(t, "secret-")
 	nearMiss := tok[:len(tok)-1] + string("0123456789abcdef"[(strings.IndexByte("0123456789abcdef", tok[len(tok)-1])+1)%16])
 	secrets := secretForms("token", tok, true)
 	for k, v := range secretForms("near-miss token", nearMiss, true) {
@@ -60,30 +60,30 @@ func TestNoSecretInLogsOrSpans(t *testing.T) {
 		secrets[k] = v
 	}
 	env := map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_METRICS_EXPORTER": "none", "OTEL_LOGS_EXPORTER": "none"}
-	if strings.Contains(faults.HelpText(t), "[DIRGATE_REDIS_PASSWORD_FILE]") {
-		redisPW := faults.NewToken(t, "redispw-")
+	if strings.Contains(child.HelpText(t), "[DIRGATE_REDIS_PASSWORD_FILE]") {
+		redisPW := child.NewToken(t, "redispw-")
 		rds := redistest.Start(t, "--requirepass", redisPW)
 		env["DIRGATE_REDIS_ADDR"] = rds.Addr()
-		env["DIRGATE_REDIS_PASSWORD_FILE"] = faults.WriteFile(t, "redis-password", redisPW)
+		env["DIRGATE_REDIS_PASSWORD_FILE"] = child.WriteFile(t, "redis-password", redisPW)
 		for k, v := range secretForms("Redis password", redisPW, false) {
 			secrets[k] = v
 		}
 		// Redis requires the secret that keys the HMACs of what dirgate keeps there.
-		cacheSecret := faults.NewToken(t, "cache-secret-of-32-bytes-or-more-")
-		env["DIRGATE_SECRET_FILE"] = faults.WriteFile(t, "secret", cacheSecret)
+		cacheSecret := child.NewToken(t, "cache-secret-of-32-bytes-or-more-")
+		env["DIRGATE_SECRET_FILE"] = child.WriteFile(t, "secret", cacheSecret)
 		for k, v := range secretForms("secret file", cacheSecret, false) {
 			secrets[k] = v
 		}
 	}
-	args := append(faults.LDAPArgs(t, dc, ldapURL, faults.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
+	args := append(child.LDAPArgs(t, dc, ldapURL, child.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
 		"--log-level", "debug", "--auth-max-failures", "3", "--breaker-failures", "2", "--breaker-open-timeout", "1s",
 		"--ldap-timeout", "5s")
-	p := faults.Start(t, env, args...)
+	p := child.Start(t, env, args...)
 	ctx := context.Background()
-	c := faults.NewClient()
-	u := faults.ListURL(p.Base, fixture.HelpDeskDN, "")
+	c := child.NewClient()
+	u := child.ListURL(p.Base, fixture.HelpDeskDN, "")
 	requests := 0
-	do := func(cl *faults.Client, method, u, token string) faults.Result {
+	do := func(cl *child.Client, method, u, token string) child.Result {
 		requests++
 		return cl.Do(ctx, method, u, token)
 	}
@@ -91,32 +91,32 @@ func TestNoSecretInLogsOrSpans(t *testing.T) {
 	if r := do(c, "GET", u, tok); r.Status != 200 {
 		t.Fatalf("listing with the token: %s", r)
 	}
-	do(c, "GET", faults.ListURL(p.Base, fixture.ITDepartmentDN, "&includeIndirect=true&properties=mail"), tok)
-	do(c, "DELETE", faults.RemoveURL(p.Base, fixture.HelpDeskDN, "CN=Nobody,"+fixture.GroupsOU), tok)
+	do(c, "GET", child.ListURL(p.Base, fixture.ITDepartmentDN, "&includeIndirect=true&properties=mail"), tok)
+	do(c, "DELETE", child.RemoveURL(p.Base, fixture.HelpDeskDN, "CN=Nobody,"+fixture.GroupsOU), tok)
 	do(c, "GET", u+"&x="+url.QueryEscape(tok), tok)         // the token in an ignored parameter
 	do(c, "GET", u+"&sizeLimit="+url.QueryEscape(tok), tok) // and in an invalid one
-	guesser := faults.ClientFrom("127.0.0.2")
+	guesser := child.ClientFrom("127.0.0.2")
 	for range 4 { // wrong tokens, then throttled
 		do(guesser, "GET", u, nearMiss)
 	}
 	req, _ := http.NewRequestWithContext(ctx, "GET", u, nil)
 	req.Header.Set("Authorization", "Bearer "+tok)
 	requests++
-	faults.NewClient().Send(req)
+	child.NewClient().Send(req)
 
 	// Directory failures: connections refused, then hung, so that dials, binds and
 	// the breaker log their errors; then recovery re-dials and re-binds.
 	px.SetMode(faultproxy.Refuse)
 	px.Cut()
 	for i := range 4 {
-		do(c, "GET", faults.ListURL(p.Base, fixture.ITSupportDN, faults.PropsFor(i+1)), tok)
+		do(c, "GET", child.ListURL(p.Base, fixture.ITSupportDN, child.PropsFor(i+1)), tok)
 	}
 	px.SetMode(faultproxy.Blackhole)
 	time.Sleep(1100 * time.Millisecond) // past the breaker's open timeout: the probe dials into the hang
-	do(c, "GET", faults.ListURL(p.Base, fixture.ITSupportDN, faults.PropsFor(10)), tok)
+	do(c, "GET", child.ListURL(p.Base, fixture.ITSupportDN, child.PropsFor(10)), tok)
 	px.SetMode(faultproxy.Pass)
-	faults.Eventually(t, 30*time.Second, "the directory answers again", func() (bool, string) {
-		r := do(c, "GET", faults.ListURL(p.Base, fixture.ITSupportDN, faults.PropsFor(11)), tok)
+	child.Eventually(t, 30*time.Second, "the directory answers again", func() (bool, string) {
+		r := do(c, "GET", child.ListURL(p.Base, fixture.ITSupportDN, child.PropsFor(11)), tok)
 		return r.Status == 200, r.String()
 	})
 	if err := p.Stop(); err != nil {

@@ -1,7 +1,7 @@
 // Package hostile sends dirgate the requests an attacker would (issue #7 point 4):
 // LDAP filter and DN injection in every parameter, oversized, repeated and badly
 // encoded parameters, header tricks, token guessing, probing for objects the caller
-// may not view, and checks that no secret ever reaches a log line or a span. It runs the real binary (test/faults' harness)
+// may not view, and checks that no secret ever reaches a log line or a span. It runs the real binary (test/child)
 // against the embedded demo directory, and against the harness Samba DC through a
 // fault proxy that counts every byte sent to the directory.
 package hostile
@@ -15,19 +15,19 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
-	"github.com/dirgate/dirgate/test/faults"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
 	"github.com/dirgate/dirgate/upstream/memory"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
-func TestMain(m *testing.M) { os.Exit(faults.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(child.Main(m)) }
 
 // target is a running dirgate and what hostile requests need to know about it.
 type target struct {
-	p     *faults.Program
+	p     *child.Program
 	token string
 	// px counts the bytes sent to the DC; nil for the demo, which has no network
 	// upstream.
@@ -44,7 +44,7 @@ type target struct {
 // demoTarget runs dirgate on the embedded demo directory with its demo tokens.
 func demoTarget(t *testing.T, args ...string) *target {
 	t.Helper()
-	p := faults.Start(t, nil, args...)
+	p := child.Start(t, nil, args...)
 	demo, err := memory.Demo()
 	if err != nil {
 		t.Fatal(err)
@@ -70,13 +70,13 @@ func demoTarget(t *testing.T, args ...string) *target {
 func dcTarget(t *testing.T, args ...string) *target {
 	t.Helper()
 	dc := sambatest.Env(t)
-	faults.RequireFixture(t, dc)
-	px, ldapURL := faults.ProxyDC(t, dc)
-	tok := faults.NewToken(t, "hostile-")
-	group := faults.TempGroup(t, dc, "dirgate hostile", fixture.RegularDN, fixture.NeverExpiresDN)
-	all := append(faults.LDAPArgs(t, dc, ldapURL, faults.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
+	child.RequireFixture(t, dc)
+	px, ldapURL := child.ProxyDC(t, dc)
+	tok := child.NewToken(t, "hostile-")
+	group := child.TempGroup(t, dc, "dirgate hostile", fixture.RegularDN, fixture.NeverExpiresDN)
+	all := append(child.LDAPArgs(t, dc, ldapURL, child.WriteTokens(t, map[string]string{tok: fixture.DemoAdminDN})),
 		"--principal-ttl", "10m", "--auth-max-failures", "10000")
-	p := faults.Start(t, nil, append(all, args...)...)
+	p := child.Start(t, nil, append(all, args...)...)
 	admin := dc.DialAdmin(t)
 	read := func(dn string) *goldap.Entry {
 		res, err := admin.Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
@@ -93,17 +93,17 @@ func dcTarget(t *testing.T, args ...string) *target {
 	e := &target{p: p, token: tok, px: px, group: group, member: fixture.RegularDN,
 		helpDeskGUID: dirgate.GUIDFromBytes(read(fixture.HelpDeskDN).GetRawAttributeValue("objectGUID")), helpDeskSID: sid,
 		memberGUID: dirgate.GUIDFromBytes(read(fixture.RegularDN).GetRawAttributeValue("objectGUID"))}
-	e.members = func() []string { return faults.Members(t, dc, group) }
+	e.members = func() []string { return child.Members(t, dc, group) }
 	// Resolve the principal now, so that it is not read during the cases.
-	if r := e.get(t, faults.ListURL(p.Base, fixture.HelpDeskDN, "")); r.Status != 200 {
+	if r := e.get(t, child.ListURL(p.Base, fixture.HelpDeskDN, "")); r.Status != 200 {
 		t.Fatalf("warm-up listing: %s", r)
 	}
 	return e
 }
 
-var client = faults.NewClient()
+var client = child.NewClient()
 
-func (e *target) get(t *testing.T, u string) faults.Result {
+func (e *target) get(t *testing.T, u string) child.Result {
 	t.Helper()
 	return client.Do(context.Background(), "GET", u, e.token)
 }
@@ -111,7 +111,7 @@ func (e *target) get(t *testing.T, u string) faults.Result {
 // listedKeys lists group through the API and returns its members' DN keys, sorted.
 func listedKeys(t *testing.T, e *target, group string) []string {
 	t.Helper()
-	r := e.get(t, faults.ListURL(e.p.Base, group, ""))
+	r := e.get(t, child.ListURL(e.p.Base, group, ""))
 	if r.Status != 200 {
 		t.Fatalf("list %s: %s", group, r)
 	}

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/faults"
+	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -32,8 +32,8 @@ import (
 func TestTokenGuessing(t *testing.T) {
 	e := demoTarget(t, "--auth-max-failures", "5", "--auth-failure-window", "1m")
 	ctx := context.Background()
-	u := faults.ListURL(e.p.Base, fixture.HelpDeskDN, "")
-	from := func(ip string) *faults.Client { return faults.ClientFrom(ip) }
+	u := child.ListURL(e.p.Base, fixture.HelpDeskDN, "")
+	from := func(ip string) *child.Client { return child.ClientFrom(ip) }
 	guesser := from("127.0.0.1")
 
 	var times []string
@@ -90,13 +90,13 @@ func TestTokenGuessing(t *testing.T) {
 	checkThrottled(t, "after five over-long tokens", long.Do(ctx, "GET", u, e.token))
 }
 
-func checkThrottled(t *testing.T, what string, r faults.Result) {
+func checkThrottled(t *testing.T, what string, r child.Result) {
 	t.Helper()
 	if r.Status != 429 {
 		t.Errorf("%s: %s, want 429", what, r)
 		return
 	}
-	if _, err := faults.CheckError(r); err != nil {
+	if _, err := child.CheckError(r); err != nil {
 		t.Errorf("%s: %v", what, err)
 	}
 	s, err := strconv.Atoi(r.Header.Get("Retry-After"))
@@ -138,7 +138,7 @@ func TestSignInBurst(t *testing.T) {
 // when set, returns the failed binds the directory counted.
 func signInBurst(t *testing.T, e *target, limit int, user, password string, binds func() int) {
 	create := strings.TrimSuffix(e.p.Base, "/api/directoryObjects/groupMembers") + "/api/authSessions/create"
-	send := func(c *faults.Client, password string) faults.Result {
+	send := func(c *child.Client, password string) child.Result {
 		b, _ := json.Marshal(map[string]string{"username": user, "password": password})
 		req, err := http.NewRequestWithContext(context.Background(), "POST", create, bytes.NewReader(b))
 		if err != nil {
@@ -148,14 +148,14 @@ func signInBurst(t *testing.T, e *target, limit int, user, password string, bind
 		return c.Send(req)
 	}
 	const n = 60
-	results := make([]faults.Result, n)
+	results := make([]child.Result, n)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := faults.ClientFrom("127.0.0.5") // a connection each: nothing is serialised by the client
+			c := child.ClientFrom("127.0.0.5") // a connection each: nothing is serialised by the client
 			<-start
 			results[i] = send(c, fmt.Sprintf("Wrong-%d", i))
 		}()
@@ -181,9 +181,9 @@ func signInBurst(t *testing.T, e *target, limit int, user, password string, bind
 		}
 	}
 	if codes[403] == limit {
-		checkThrottled(t, "the right password from the burst's address", send(faults.ClientFrom("127.0.0.5"), password))
+		checkThrottled(t, "the right password from the burst's address", send(child.ClientFrom("127.0.0.5"), password))
 	}
-	if r := send(faults.ClientFrom("127.0.0.6"), password); r.Status != 200 {
+	if r := send(child.ClientFrom("127.0.0.6"), password); r.Status != 200 {
 		t.Errorf("the right password from another address: %s", r)
 	}
 }

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dirgate/dirgate/test/ci"
 )
 
 // startTimeout bounds how long a server may take to accept connections, and a
@@ -54,10 +56,7 @@ func require(t testing.TB, name string) string {
 	if err == nil {
 		return p
 	}
-	if ci, _ := strconv.ParseBool(os.Getenv("CI")); ci {
-		t.Fatalf("redistest: %s is not installed; CI must run the Redis tests (test/run.sh installs redis-server and redis-tools)", name)
-	}
-	t.Skipf("redistest: %s is not installed (apt-get install redis-server redis-tools); skipping", name)
+	ci.SkipOrFail(t, fmt.Sprintf("redistest: %s is not installed (apt-get install redis-server redis-tools; test/run.sh installs them)", name))
 	return ""
 }
 

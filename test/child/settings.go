@@ -1,4 +1,4 @@
-package faults
+package child
 
 import (
 	"crypto/rand"
@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate/test/faultproxy"
-	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
@@ -79,16 +78,8 @@ func ProxyDC(t testing.TB, dc sambatest.DC) (*faultproxy.Proxy, string) {
 func RequireFixture(t testing.TB, dc sambatest.DC) {
 	t.Helper()
 	if dc.FixtureDir == "" {
-		t.Fatal("faults: the DC was started without the project fixture (test/samba/dc.sh seeds it when present)")
+		t.Fatal("child: the DC was started without the project fixture (test/samba/dc.sh seeds it when present)")
 	}
-}
-
-// Groups are fixture groups of various shapes (nested, cyclic, escaped, mixed), all
-// readable by the fixture's administrator.
-var Groups = []string{
-	fixture.HelpDeskDN, fixture.ITSupportDN, fixture.ServiceDeskLeadsDN, fixture.DesktopEngineersDN,
-	fixture.DirectoryAdminsDN, fixture.ProjectAlphaDN, fixture.SalesEastDN, fixture.FinanceTeamDN,
-	fixture.EscapedGroupDN, fixture.MixedDN, fixture.AccountStatesDN, fixture.NewsletterDN,
 }
 
 // propertyNames are real AD attributes for PropsFor's combinations.
@@ -124,7 +115,7 @@ func Members(t testing.TB, dc sambatest.DC, group string) []string {
 	res, err := admin.Search(goldap.NewSearchRequest(group, goldap.ScopeBaseObject, goldap.NeverDerefAliases,
 		0, 0, false, "(objectClass=*)", []string{"member"}, nil))
 	if err != nil {
-		t.Fatalf("faults: read members of %s: %v", group, err)
+		t.Fatalf("child: read members of %s: %v", group, err)
 	}
 	var out []string
 	for _, e := range res.Entries {

@@ -1,6 +1,6 @@
 //go:build race
 
-package faults
+package child
 
 // raceEnabled builds the program under test with the race detector too.
 const raceEnabled = true

@@ -1,5 +1,5 @@
 //go:build !race
 
-package faults
+package child
 
 const raceEnabled = false

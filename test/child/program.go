@@ -1,13 +1,14 @@
-// Package faults holds dirgate's fault tests (issue #7 point 3: Redis killed under
-// load, the domain controller down, a slow and cutting upstream, a soak run) and the
-// harness they share with test/hostile: the real dirgate binary started as a child
-// process, talked to over loopback HTTP, and observed through its own /metrics
-// (goroutines, open file descriptors, heap) and its captured output.
-//
-// The binary is built once per test binary from ./cmd/dirgate, with the race
-// detector when the tests run with -race, so the faults also hunt for data races in
-// the program under test.
-package faults
+// Package child runs the real dirgate binary as a child process for the tests that
+// watch it from outside (test/faults, test/hostile): it builds the binary once per
+// test binary from ./cmd/dirgate, with the race detector when the tests run with
+// -race (so those tests also hunt for data races in the program under test), starts
+// it with the settings a test gives on a free loopback port, waits until it serves,
+// keeps everything it writes, observes it through its own /metrics and /readyz, and
+// stops it with SIGTERM when the test ends. Its client sends API requests and checks
+// answers against docs/api.md's error shape; its settings helpers write tokens
+// files and point the binary at the harness DC (test/sambatest), directly or through
+// a fault proxy (test/faultproxy).
+package child
 
 import (
 	"bufio"
@@ -28,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dirgate/dirgate/test/ci"
 )
 
 // buildDir holds the binary; Main removes it.
@@ -39,7 +42,7 @@ var (
 )
 
 // Main runs a test package that uses Binary and removes the binary afterwards. Call
-// it from TestMain: os.Exit(faults.Main(m)).
+// it from TestMain: os.Exit(child.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	if buildDir != "" {
@@ -52,7 +55,7 @@ func Main(m *testing.M) int {
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "dirgate-faults-")
+		buildDir, buildErr = os.MkdirTemp("", "dirgate-child-")
 		if buildErr != nil {
 			return
 		}
@@ -72,7 +75,7 @@ func Binary(t testing.TB) string {
 		}
 	})
 	if buildErr != nil {
-		t.Fatalf("faults: build dirgate: %v", buildErr)
+		t.Fatalf("child: build dirgate: %v", buildErr)
 	}
 	return buildBin
 }
@@ -82,7 +85,7 @@ func HelpText(t testing.TB) string {
 	t.Helper()
 	out, err := exec.Command(Binary(t), "--help").CombinedOutput()
 	if err != nil {
-		t.Fatalf("faults: dirgate --help: %v\n%s", err, out)
+		t.Fatalf("child: dirgate --help: %v\n%s", err, out)
 	}
 	return string(out)
 }
@@ -95,16 +98,7 @@ func RequireSetting(t testing.TB, env string) {
 	if strings.Contains(HelpText(t), "["+env+"]") {
 		return
 	}
-	if IsCI() {
-		t.Fatalf("faults: dirgate does not know %s (dirgate --help); CI must run this test", env)
-	}
-	t.Skipf("faults: dirgate does not know %s yet (dirgate --help); skipping", env)
-}
-
-// IsCI reports whether CI=true (or 1): skipping is then a failure.
-func IsCI() bool {
-	b, err := strconv.ParseBool(os.Getenv("CI"))
-	return err == nil && b
+	ci.SkipOrFail(t, fmt.Sprintf("child: dirgate does not know %s yet (dirgate --help)", env))
 }
 
 // Program is a running dirgate child process.
@@ -142,9 +136,9 @@ func Start(t testing.TB, env map[string]string, args ...string) *Program {
 			return p
 		}
 		if attempt == 3 || !bytes.Contains(p.stderr.Bytes(), []byte("upstreamTimeout")) {
-			t.Fatalf("faults: %v\n%s", err, p.stderr.Bytes())
+			t.Fatalf("child: %v\n%s", err, p.stderr.Bytes())
 		}
-		t.Logf("faults: dirgate could not start because the directory was slow (attempt %d): %v", attempt, err)
+		t.Logf("child: dirgate could not start because the directory was slow (attempt %d): %v", attempt, err)
 	}
 }
 
@@ -159,10 +153,10 @@ func start(t testing.TB, env map[string]string, args []string) (*Program, error)
 	cmd.Stdout = p.stdout
 	errPipe, err := cmd.StderrPipe()
 	if err != nil {
-		t.Fatalf("faults: %v", err)
+		t.Fatalf("child: %v", err)
 	}
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("faults: start %s: %v", bin, err)
+		t.Fatalf("child: start %s: %v", bin, err)
 	}
 	p.Pid = cmd.Process.Pid
 	addr := make(chan string, 1)
@@ -232,7 +226,7 @@ func (p *Program) Stop() error {
 	case <-time.After(30 * time.Second):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		return errors.New("faults: dirgate ignored SIGTERM for 30s; killed")
+		return errors.New("child: dirgate ignored SIGTERM for 30s; killed")
 	}
 	return p.err
 }
@@ -244,7 +238,7 @@ func (p *Program) Output(t testing.TB) (stdout, stderr []byte) {
 	t.Helper()
 	for _, c := range []*capture{p.stdout, p.stderr} {
 		if n := c.droppedBytes(); n > 0 {
-			t.Fatalf("faults: %d bytes of dirgate's output were dropped beyond %d bytes", n, maxCapture)
+			t.Fatalf("child: %d bytes of dirgate's output were dropped beyond %d bytes", n, maxCapture)
 		}
 	}
 	return p.stdout.Bytes(), p.stderr.Bytes()
