@@ -26,9 +26,10 @@ import (
 // affected; X-Forwarded-For does not move a client to another address; missing or
 // repeated headers are not counted as guesses, over-long tokens are.
 //
-// Like the product (compat.md), dirgate slows repeated failures down progressively
-// before refusing them: from the third failure on, each 401 is held back 250 ms,
-// then twice as long with each further one (docs/api.md).
+// Like the product (docs/compatibility.md, "The sign-in flow"), dirgate slows
+// repeated failures down progressively before refusing them: from the third failure
+// on, each 401 is held back 250 ms, then twice as long with each further one
+// (docs/api.md).
 func TestTokenGuessing(t *testing.T) {
 	e := demoTarget(t, "--auth-max-failures", "5", "--auth-failure-window", "1m")
 	ctx := context.Background()
