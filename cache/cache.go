@@ -92,19 +92,15 @@ func (c Config) Open(ctx context.Context, dir dirgate.Directory) (*Cache, error)
 	}
 	c = c.withDefaults()
 	var st store
-	if len(c.Redis.Addrs) > 0 {
-		rs, err := newRedisStore(c.Redis, c.Timeout, c.Logger)
-		if err != nil {
-			return nil, err
-		}
-		st = rs
+	if c.Redis != nil {
+		st = newRedisStore(c.Redis, c.Logger)
 	} else {
 		st = newMemoryStore(c.MaxBytes, c.now)
 	}
 	ch := newCache(c, dir, st)
-	if len(c.Redis.Addrs) > 0 && ch.Ready(ctx) == nil {
+	if c.Redis != nil && ch.Ready(ctx) == nil {
 		// Logged once at start; requests do not depend on it.
-		c.Logger.Info("cache: redis answers", "mode", c.Redis.Mode, "addrs", c.Redis.Addrs)
+		c.Logger.Info("cache: redis answers")
 	}
 	return ch, nil
 }
@@ -132,7 +128,7 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		dir:      dir,
 		store:    st,
 		sealer:   sealerFor(c),
-		keys:     keys{prefix: c.Redis.KeyPrefix},
+		keys:     keys{prefix: c.KeyPrefix},
 		l1:       newFirstLevel(c.MaxBytes),
 		health:   health{interval: c.RetryInterval, log: c.Logger},
 		now:      c.now,
@@ -144,7 +140,7 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 	ch.versionTTL = 2 * ch.storeTTL
 	ch.pending.m = map[string]time.Time{}
 	if rs, ok := st.(*redisStore); ok && c.Lease > 0 {
-		ch.lease = newLease(rs.client, c.Redis.KeyPrefix, c.Lease, c.Timeout, c.Logger)
+		ch.lease = newLease(rs.client, c.KeyPrefix, c.Lease, c.Timeout, c.Logger)
 		go ch.lease.run()
 	}
 	go ch.retryLoop()
@@ -152,8 +148,8 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 }
 
 // Close stops the change feed and retrying invalidations, gives the lease up (so that
-// removals elsewhere do not wait for this instance) and closes the connection to
-// Redis.
+// removals elsewhere do not wait for this instance). The Redis client stays open:
+// its opener closes it after the cache.
 func (c *Cache) Close() error {
 	select {
 	case <-c.stop:

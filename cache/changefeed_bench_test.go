@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
@@ -33,11 +34,11 @@ func BenchmarkListing1000Feed(b *testing.B) {
 	}
 	b.Run("FirstLevel", func(b *testing.B) {
 		// Leases off, as in BenchmarkListing1000/FirstLevel: the epoch's token is read too.
-		in, id := start(b, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}, Lease: -1})
+		in, id := start(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), Lease: -1})
 		benchList(b, in, id, dirgate.CacheHit)
 	})
 	b.Run("Redis", func(b *testing.B) {
-		in, id := start(b, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}, MaxBytes: 1 << 20})
+		in, id := start(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), MaxBytes: 1 << 20})
 		benchList(b, in, id, dirgate.CacheHit)
 	})
 }

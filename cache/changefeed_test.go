@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -105,7 +106,7 @@ func TestFeedInvalidatesExactly(t *testing.T) {
 			cfg := b.cfg(t)
 			a := newInstance(t, dir, cfg)
 			ins := []instance{a}
-			if len(cfg.Redis.Addrs) > 0 {
+			if cfg.Redis != nil {
 				ins = append(ins, newInstance(t, dir, cfg))
 			}
 			src := &fakeSource{}
@@ -217,7 +218,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
 	// A generous Redis timeout: this tests the hand-over, not timeouts, and the
 	// default 100 ms failed under a load average of 10.
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Timeout: time.Second}
 	src := &fakeSource{}
 	var ins []instance
 	var feeds []*Feed
@@ -242,6 +243,12 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	}
 	waitFor(t, "one leader", func() bool { n, _ := leaders(); return n == 1 })
 	_, first := leaders()
+	// The first read (no position yet) resyncs and tells every instance: only the
+	// events after it count below.
+	waitFor(t, "a position", func() bool { return feeds[first].Ready(t.Context()) == nil })
+	mu.Lock()
+	clear(events)
+	mu.Unlock()
 	g := object(t, dir, fixture.ProjectAlphaDN)
 	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
 	polls := 0

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -130,7 +131,7 @@ func (c httpClient) list(group string) (cache string, objs []dirgate.Object) {
 func TestRedisKilledCostsNoFailedRequest(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, RetryInterval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond})
+	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), RetryInterval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond})
 	c := newHTTP(t, in)
 	group := fixture.ITDepartmentDN
 
@@ -203,7 +204,7 @@ func sameJSON(got, want []dirgate.Object) bool {
 func TestSlowRedisIsBypassed(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, RetryInterval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond})
+	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), RetryInterval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond})
 	opts := dirgate.ListOptions{IncludeIndirect: true}
 	in.list(t, fixture.HelpDeskDN, opts)
 	// Every client is held for two seconds (CLIENT UNPAUSE would be held too): far

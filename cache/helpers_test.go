@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/memory"
+	"github.com/redis/go-redis/v9"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -24,10 +26,45 @@ type instance struct {
 	svc *dirgate.MemberService
 }
 
+// redisClient opens a client as cmd/dirgate does (redisconn), closed after the
+// test's caches. Its timeouts are generous: the cache bounds each of its operations
+// by its own Timeout.
+func redisClient(t testing.TB, cfg redisconn.Config) redis.UniversalClient {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	client, err := cfg.Open(2 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// ownClient gives an instance a connection pool of its own, as a process of its
+// own has: instances of one test share a Config.
+func ownClient(t testing.TB, c redis.UniversalClient) redis.UniversalClient {
+	var own redis.UniversalClient
+	switch c := c.(type) {
+	case *redis.Client: // one server, or a Sentinel-managed primary (its dialer asks the Sentinels)
+		own = redis.NewClient(c.Options())
+	case *redis.ClusterClient:
+		own = redis.NewClusterClient(c.Options())
+	default:
+		t.Fatalf("ownClient: a %T", c)
+	}
+	t.Cleanup(func() { own.Close() })
+	return own
+}
+
 func newInstance(t testing.TB, dir dirgate.Directory, cfg Config) instance {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
+	}
+	if cfg.Redis != nil {
+		cfg.Redis = ownClient(t, cfg.Redis)
 	}
 	c, err := cfg.Open(t.Context(), dir)
 	if err != nil {

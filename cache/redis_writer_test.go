@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/redis/go-redis/v9"
@@ -50,7 +51,7 @@ func TestRedisWriterCannotChangeAPrincipal(t *testing.T) {
 	for _, secret := range [][]byte{nil, sealSecret} {
 		prefix := "s" + strconv.Itoa(len(secret)) + ":"
 		t.Run("secret of "+strconv.Itoa(len(secret))+" bytes", func(t *testing.T) {
-			cfg := Config{Secret: secret, Redis: RedisConfig{Addrs: []string{srv.Addr()}, KeyPrefix: prefix}, Logger: quiet}
+			cfg := Config{Secret: secret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), KeyPrefix: prefix, Logger: quiet}
 			c, err := cfg.Open(t.Context(), dir)
 			if secret == nil {
 				if err == nil {
@@ -152,7 +153,7 @@ func TestRedisWriterCannotMoveTheFeedPosition(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rc.Close()
 	// Another deployment, same secret, whose source is far ahead.
-	other := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}, KeyPrefix: "other:"}, Timeout: time.Second})
+	other := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), KeyPrefix: "other:", Timeout: time.Second})
 	ahead := &fakeSource{}
 	for range 50 {
 		ahead.change(dirgate.Change{Kind: dirgate.ChangeObject, GUID: "0a0a0a0a-0000-0000-0000-000000000000", GroupsKnown: true})
@@ -172,7 +173,7 @@ func TestRedisWriterCannotMoveTheFeedPosition(t *testing.T) {
 		t.Run(forged.name, func(t *testing.T) {
 			prefix := strings.ReplaceAll(forged.name, " ", "-") + ":"
 			log, logged := logTo()
-			cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}, KeyPrefix: prefix}, Timeout: time.Second, Logger: log}
+			cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), KeyPrefix: prefix, Timeout: time.Second, Logger: log}
 			src := &fakeSource{}
 			a := newInstance(t, dir, cfg)
 			fa := startFeed(t, a, src, FeedConfig{})
@@ -224,7 +225,7 @@ func TestRedisWriterCannotHoldTheFeedsLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		log, logged := logTo()
-		in := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Timeout: time.Second, Logger: log})
+		in := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Timeout: time.Second, Logger: log})
 		f := startFeed(t, in, &fakeSource{}, FeedConfig{})
 		waitFor(t, "the instance to lead", f.Leader)
 		if !strings.Contains(logged(), "taking over a leader claim") {
@@ -242,7 +243,7 @@ func TestRedisWriterCannotForgeAFeedEvent(t *testing.T) {
 	dir := demo(t)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rc.Close()
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Timeout: time.Second}
 	src := &fakeSource{}
 	var mu sync.Mutex
 	var got []FeedEvent
@@ -297,7 +298,7 @@ func TestRedisWriterCannotBreakTheFeedsCounter(t *testing.T) {
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	defer rc.Close()
 	log, logged := logTo()
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Timeout: time.Second,
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Timeout: time.Second,
 		RetryInterval: 50 * time.Millisecond, Logger: log}
 	src := &fakeSource{}
 	var mu sync.Mutex
@@ -345,7 +346,7 @@ func TestRedisValuesAreCapped(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
 	log, logged := logTo()
-	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Timeout: 10 * time.Second, Logger: log})
+	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Timeout: 10 * time.Second, Logger: log})
 	served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
 	key, _ := in.c.keys.listing(object(t, dir, fixture.ProjectAlphaDN).GUID, false, nil)
 	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
@@ -369,7 +370,7 @@ func TestRedisValuesAreCapped(t *testing.T) {
 		return 0
 	}
 	before := sent()
-	fresh := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Timeout: 10 * time.Second, Logger: log})
+	fresh := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Timeout: 10 * time.Second, Logger: log})
 	if st := served(t, fresh, fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheMiss {
 		t.Errorf("an over-size value was served: %s", st)
 	}

@@ -62,7 +62,7 @@ func (s *sealer) open(key, v string) (string, error) {
 // sealerFor returns the sealer of a Redis-backed cache (Validate requires its
 // secret); the in-process store needs none (nothing else writes to it).
 func sealerFor(c Config) *sealer {
-	if len(c.Redis.Addrs) == 0 {
+	if c.Redis == nil {
 		return nil
 	}
 	return newSealer(c.Secret)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
@@ -34,28 +35,23 @@ func backends() []backend {
 		{
 			name: "redis",
 			open: func(t *testing.T) store {
-				return openRedisStore(t, RedisConfig{Addrs: []string{redistest.Start(t).Addr()}, Mode: ModeSingle})
+				return openRedisStore(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}, Mode: redisconn.ModeSingle})
 			},
 			advance: sleep,
 		},
 		{
 			name: "cluster",
 			open: func(t *testing.T) store {
-				return openRedisStore(t, RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster})
+				return openRedisStore(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})
 			},
 			advance: sleep,
 		},
 	}
 }
 
-func openRedisStore(t *testing.T, cfg RedisConfig) store {
+func openRedisStore(t *testing.T, cfg redisconn.Config) store {
 	t.Helper()
-	s, err := newRedisStore(cfg, 2*time.Second, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.close() })
-	return s
+	return newRedisStore(redisClient(t, cfg), quiet)
 }
 
 // TestStoreConformance runs one suite against every backend: the cache's logic

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/fixture"
@@ -37,7 +38,12 @@ func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer
 	b.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: cache.RedisConfig{Addrs: []string{addr}, KeyPrefix: prefix}}.Open(ctx, dir)
+	client, err := redisconn.Config{Addrs: []string{addr}}.Open(cache.DefaultTimeout)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { client.Close() })
+	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: client, KeyPrefix: prefix}.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/telemetry"
+	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -50,6 +51,8 @@ type Main struct {
 	changes            dirgate.ChangeSource
 	changesPerInstance bool
 	feed               *cache.Feed
+	// redis is the client the cache and the change feed share (nil without Redis).
+	redis redis.UniversalClient
 	// checker checks sign-in passwords: the upstream itself, outside the circuit
 	// breaker (a wrong password is no upstream failure). nil: no sign-in.
 	checker dirgate.CredentialChecker

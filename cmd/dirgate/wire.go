@@ -10,6 +10,7 @@ import (
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -136,12 +137,28 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
 		cfg.Transitive = t
 	}
+	rcfg := m.Config.redisConfig(m)
+	if rcfg.Configured() {
+		// One client for the cache and the change feed, with the cache's timeout;
+		// closed after both (closers run last first).
+		rcfg.Metrics, rcfg.Logger = true, m.Logger
+		client, err := rcfg.Open(cfg.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		m.closers = append(m.closers, client.Close)
+		cfg.Redis, m.redis = client, client
+	}
 	c, err := cfg.Open(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	m.closers = append(m.closers, c.Close)
-	if m.Config.RedisAddr != "" {
+	if rcfg.Configured() {
+		if c.Ready(ctx) == nil {
+			// Logged once at start; requests do not depend on it.
+			m.Logger.Info("cache: redis answers", "mode", rcfg.WithDefaults().Mode, "addrs", rcfg.Addrs)
+		}
 		// Reported, not gating: Redis is shared. /readyz needs no token, so the
 		// client's error text (addresses) goes to the log only.
 		m.ready.add("redis", func(ctx context.Context) error {
@@ -155,13 +172,22 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	return c, nil
 }
 
-func (c *Config) cacheConfig(m *Main) cache.Config {
+// redisConfig is the Redis deployment the cache, the change feed and sign-in share.
+func (c *Config) redisConfig(m *Main) redisconn.Config {
 	var addrs []string
 	for _, a := range strings.Split(c.RedisAddr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			addrs = append(addrs, a)
 		}
 	}
+	return redisconn.Config{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
+		PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
+		TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
+		TLSServerName: c.RedisTLSServerName,
+		Tracing:       m != nil && m.telemetry != nil && m.telemetry.Tracing}
+}
+
+func (c *Config) cacheConfig(m *Main) cache.Config {
 	jitter := c.CacheTTLJitter
 	if jitter == 0 {
 		jitter = -1 // the setting's 0 means none; the package's 0 is its default
@@ -171,12 +197,7 @@ func (c *Config) cacheConfig(m *Main) cache.Config {
 		lease = -1 // the setting's 0 means off; the package's 0 is its default
 	}
 	cfg := cache.Config{
-		Lease: lease,
-		Redis: cache.RedisConfig{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
-			PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
-			TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
-			TLSServerName: c.RedisTLSServerName, KeyPrefix: c.RedisKeyPrefix,
-			Tracing: m != nil && m.telemetry != nil && m.telemetry.Tracing},
+		Lease: lease, KeyPrefix: c.RedisKeyPrefix,
 		TTL: c.CacheTTL, TTLJitter: jitter, MaxStale: c.CacheMaxStale,
 		Timeout: c.RedisTimeout, RetryInterval: c.RedisRetryInterval, MaxBytes: c.CacheMaxBytes,
 	}
