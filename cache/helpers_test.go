@@ -213,6 +213,13 @@ func (f *faultyStore) setIf(ctx context.Context, key, value string, ttl time.Dur
 	return f.store.setIf(ctx, key, value, ttl, gk, g)
 }
 
+func (f *faultyStore) setAll(ctx context.Context, keys, values []string, ttl time.Duration) error {
+	if f.failing.Load() {
+		return errStoreDown
+	}
+	return f.store.setAll(ctx, keys, values, ttl)
+}
+
 func (f *faultyStore) getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
 	if f.failing.Load() {
 		return "", errStoreDown
@@ -259,4 +266,11 @@ func (j *joinCounter) count(part string) int {
 		}
 	}
 	return n
+}
+
+// served lists group and returns how it was served.
+func served(t *testing.T, in instance, group string, opts dirgate.ListOptions) dirgate.CacheStatus {
+	t.Helper()
+	_, st := in.list(t, group, opts)
+	return st
 }

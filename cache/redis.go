@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -115,6 +116,33 @@ func (r *redisStore) getOrSet(ctx context.Context, key, value string, ttl time.D
 	}
 	return old, nil
 }
+
+// setAll pipelines the SETs (go-redis sends one batch per node of a Cluster).
+func (r *redisStore) setAll(ctx context.Context, keys, values []string, ttl time.Duration) error {
+	if slices.Contains(values, "") {
+		return errEmptyValue
+	}
+	if len(keys) == 1 {
+		return r.set(ctx, keys[0], values[0], ttl)
+	}
+	cmds, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			p.Set(ctx, k, values[i], ttlOf(ttl))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis set: %w", err)
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return fmt.Errorf("redis set: %w", c.Err())
+		}
+	}
+	return nil
+}
+
+func (r *redisStore) shared() bool { return true }
 
 // close leaves the client open: its opener closes it.
 func (r *redisStore) close() error { return nil }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/cache"
-	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/upstream/memory"

@@ -9,6 +9,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/breaker"
@@ -142,7 +143,11 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 		// One client for the cache and the change feed, with the cache's timeout;
 		// closed after both (closers run last first).
 		rcfg.Metrics, rcfg.Logger = true, m.Logger
-		client, err := rcfg.Open(cfg.Timeout)
+		timeout := cfg.Timeout
+		if timeout == 0 {
+			timeout = cache.DefaultTimeout
+		}
+		client, err := rcfg.Open(timeout)
 		if err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
@@ -213,9 +218,16 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 	if !m.Config.ChangeFeed || m.changes == nil {
 		return nil
 	}
-	f, err := c.StartFeed(ctx, cache.FeedConfig{
-		Source: m.changes, Interval: m.Config.ChangeFeedInterval, PerInstance: m.changesPerInstance,
-		OnEvent: func(ev cache.FeedEvent) {
+	cc := m.Config.cacheConfig(m)
+	secret, err := m.readSecret()
+	if err != nil {
+		return err
+	}
+	f, err := changefeed.Start(ctx, changefeed.Config{
+		Source: m.changes, Cache: c, Interval: m.Config.ChangeFeedInterval, PerInstance: m.changesPerInstance,
+		Redis: m.redis, KeyPrefix: cc.KeyPrefix, Secret: secret, Timeout: cc.Timeout, RetryInterval: cc.RetryInterval,
+		Logger: m.Logger,
+		OnEvent: func(ev changefeed.Event) {
 			// A group's members changed: any caller's groups (or their nesting) may
 			// have. Otherwise only the changed objects themselves.
 			changed := make(map[string]bool, len(ev.GUIDs))
@@ -229,6 +241,7 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 		return fmt.Errorf("change feed: %w", err)
 	}
 	m.feed = f
+	m.closers = append(m.closers, f.Close) // before the cache's (closers run last first)
 	// Reported, not gating: without the feed, entries still expire by their TTL.
 	m.ready.add("changefeed", f.Ready)
 	return nil

@@ -1,4 +1,4 @@
-package cache
+package changefeed
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -67,16 +69,23 @@ func (s *fakeSource) lastAsked() dirgate.ChangePosition {
 	return s.asked[len(s.asked)-1]
 }
 
-func startFeed(t *testing.T, in instance, src dirgate.ChangeSource, cfg FeedConfig) *Feed {
+// startFeed starts a feed of in's cache, as cmd/dirgate does: on its Redis client,
+// with its key prefix, secret, timeouts and logger.
+func startFeed(t *testing.T, in instance, src dirgate.ChangeSource, cfg Config) *Feed {
 	t.Helper()
-	cfg.Source = src
+	cfg.Source, cfg.Cache = src, in.c
+	cfg.Redis, cfg.KeyPrefix, cfg.Secret = in.cfg.Redis, in.cfg.KeyPrefix, in.cfg.Secret
+	cfg.Timeout, cfg.RetryInterval = in.cfg.Timeout, in.cfg.RetryInterval
+	if cfg.Logger = in.cfg.Logger; cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	if cfg.Interval == 0 {
 		cfg.Interval = 10 * time.Millisecond
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 300 * time.Millisecond
 	}
-	f, err := in.c.StartFeed(t.Context(), cfg)
+	f, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,8 +107,8 @@ var nested = dirgate.ListOptions{IncludeIndirect: true}
 func TestFeedInvalidatesExactly(t *testing.T) {
 	backends := append([]struct {
 		name string
-		cfg  func(t *testing.T) Config
-	}{{"in-process", func(*testing.T) Config { return Config{} }}}, sharedBackends()...)
+		cfg  func(t *testing.T) cache.Config
+	}{{"in-process", func(*testing.T) cache.Config { return cache.Config{} }}}, sharedBackends()...)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			dir := demo(t)
@@ -112,7 +121,7 @@ func TestFeedInvalidatesExactly(t *testing.T) {
 			src := &fakeSource{}
 			feeds := make([]*Feed, len(ins))
 			for i, in := range ins {
-				feeds[i] = startFeed(t, in, src, FeedConfig{})
+				feeds[i] = startFeed(t, in, src, Config{})
 			}
 			waitFor(t, "a position", func() bool { return feeds[0].Ready(t.Context()) == nil })
 			// Desktop Engineers is the innermost of the chain; Project Alpha is unrelated.
@@ -154,9 +163,9 @@ func TestFeedResyncInvalidatesEverything(t *testing.T) {
 	for _, reason := range []string{dirgate.ResyncUnparseable, dirgate.ResyncBurst} {
 		t.Run(reason, func(t *testing.T) {
 			dir := demo(t)
-			in := newInstance(t, dir, Config{})
+			in := newInstance(t, dir, cache.Config{})
 			src := &fakeSource{}
-			f := startFeed(t, in, src, FeedConfig{MaxBatch: 3})
+			f := startFeed(t, in, src, Config{MaxBatch: 3})
 			waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
 			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
 			if st := served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
@@ -186,9 +195,9 @@ func TestFeedResyncInvalidatesEverything(t *testing.T) {
 // checked against tokens per request; the feed drops them when their object changes.
 func TestFeedDropsResolutions(t *testing.T) {
 	dir := &countingDir{Directory: demo(t)}
-	in := newInstance(t, dir, Config{})
+	in := newInstance(t, dir, cache.Config{})
 	src := &fakeSource{}
-	f := startFeed(t, in, src, FeedConfig{})
+	f := startFeed(t, in, src, Config{})
 	waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
 	id := dirgate.MustParseIdentifier(fixture.ProjectAlphaDN)
 	o, err := in.c.Lookup(t.Context(), id, nil)
@@ -218,7 +227,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
 	// A generous Redis timeout: this tests the hand-over, not timeouts, and the
 	// default 100 ms failed under a load average of 10.
-	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Timeout: time.Second}
+	cfg := cache.Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Timeout: time.Second}
 	src := &fakeSource{}
 	var ins []instance
 	var feeds []*Feed
@@ -227,7 +236,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	for i := range 3 {
 		in := newInstance(t, dir, cfg)
 		ins = append(ins, in)
-		feeds = append(feeds, startFeed(t, in, src, FeedConfig{OnEvent: func(FeedEvent) {
+		feeds = append(feeds, startFeed(t, in, src, Config{OnEvent: func(Event) {
 			mu.Lock()
 			events[i]++
 			mu.Unlock()
@@ -319,12 +328,12 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add("x", "0", "0", "", true)
 	f.Add("2", "0", "0", "NOT-A-GUID", true)
 	f.Add("3", "0", "0", "0a0a0a0a-0000-0000-0000-000000000000", false)
-	rf := &redisFeed{seal: newSealer(sealSecret), events: "p:{changefeed}:events", now: time.Now}
+	rf := &redisFeed{seal: seal.New(sealSecret), events: "p:{changefeed}:events", now: time.Now}
 	f.Fuzz(func(t *testing.T, seq, all, groups, ids string, sealed bool) {
 		ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 		vals := map[string]any{"seq": seq, "t": ts, "all": all, "groups": groups, "guids": ids}
 		if sealed {
-			vals["mac"] = hex.EncodeToString(rf.seal.mac(rf.events, eventBody(seq, ts, all, groups, ids)))
+			vals["mac"] = hex.EncodeToString(rf.seal.MAC(rf.events, eventBody(seq, ts, all, groups, ids)))
 		}
 		e := rf.parseEvent("1-0", vals)
 		if e.ev.All && len(e.ev.GUIDs) > 0 {
@@ -344,9 +353,9 @@ func FuzzParseEvent(f *testing.F) {
 // TestFeedBacksOff: a directory that keeps failing is read with a growing pause (not
 // every interval), and the feed recovers by itself.
 func TestFeedBacksOff(t *testing.T) {
-	in := newInstance(t, demo(t), Config{})
+	in := newInstance(t, demo(t), cache.Config{})
 	src := &fakeSource{fail: dirgate.Errorf(dirgate.EUNAVAILABLE, "down (test)")}
-	f := startFeed(t, in, src, FeedConfig{Interval: 10 * time.Millisecond})
+	f := startFeed(t, in, src, Config{Interval: 10 * time.Millisecond})
 	time.Sleep(500 * time.Millisecond)
 	src.mu.Lock()
 	reads := len(src.asked)
