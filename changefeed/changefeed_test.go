@@ -158,36 +158,110 @@ func TestFeedInvalidatesExactly(t *testing.T) {
 
 // TestFeedResyncInvalidatesEverything: a position that cannot be trusted (here an
 // unparseable entry, as the LDAP source reports it) or a burst larger than a batch
-// invalidates every listing once; the feed keeps running.
+// invalidates everything once, on every instance: every cached listing (direct,
+// nested, with membership properties, of unrelated groups) and every identifier
+// resolution kept in the first level; the feed keeps running.
 func TestFeedResyncInvalidatesEverything(t *testing.T) {
-	for _, reason := range []string{dirgate.ResyncUnparseable, dirgate.ResyncBurst} {
-		t.Run(reason, func(t *testing.T) {
-			dir := demo(t)
-			in := newInstance(t, dir, cache.Config{})
-			src := &fakeSource{}
-			f := startFeed(t, in, src, Config{MaxBatch: 3})
-			waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
-			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
-			if st := served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
-				t.Fatalf("not cached: %s", st)
-			}
-			if reason == dirgate.ResyncBurst {
-				for range 10 {
-					src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: "0a0a0a0a-0000-0000-0000-000000000000", GroupsKnown: true})
+	// Unrelated groups, nested and direct, with and without membership properties:
+	// no change names any of them.
+	listings := []struct {
+		group string
+		opts  dirgate.ListOptions
+	}{
+		{fixture.ProjectAlphaDN, dirgate.ListOptions{}},
+		{fixture.ChainDNs[0], nested},
+		{fixture.DesktopEngineersDN, dirgate.ListOptions{Properties: []string{"memberof"}}},
+		{fixture.SalesEastDN, nested},
+	}
+	resolved := []string{fixture.ProjectBetaDN, fixture.AllStaffDN}
+	backends := append([]struct {
+		name string
+		cfg  func(t *testing.T) cache.Config
+	}{{"in-process", func(*testing.T) cache.Config { return cache.Config{} }}}, sharedBackends()...)
+	for _, b := range backends {
+		for _, reason := range []string{dirgate.ResyncUnparseable, dirgate.ResyncBurst} {
+			t.Run(b.name+"/"+reason, func(t *testing.T) {
+				dir := &countingDir{Directory: demo(t)}
+				cfg := b.cfg(t)
+				ins := []instance{newInstance(t, dir, cfg)}
+				if cfg.Redis != nil {
+					ins = append(ins, newInstance(t, dir, cfg))
 				}
-			} else {
-				src.setResync(reason)
-			}
-			waitFor(t, "everything invalidated", func() bool {
-				return served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+				src := &fakeSource{}
+				var feeds []*Feed
+				for _, in := range ins {
+					feeds = append(feeds, startFeed(t, in, src, Config{MaxBatch: 3}))
+				}
+				for _, f := range feeds {
+					waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
+				}
+				// Each listing is checked on one instance (in turn): on a shared store, the
+				// first instance to refill a listing would make it a hit for the others.
+				on := func(i int) instance { return ins[i%len(ins)] }
+				for i, l := range listings {
+					served(t, on(i), l.group, l.opts)
+					if st := served(t, on(i), l.group, l.opts); st != dirgate.CacheHit {
+						t.Fatalf("%s not cached: %s", l.group, st)
+					}
+				}
+				for _, in := range ins {
+					for _, id := range resolved {
+						lookup(t, in, id)
+					}
+				}
+				before := dir.lookups.Load()
+				for _, in := range ins {
+					for _, id := range resolved {
+						lookup(t, in, id)
+					}
+				}
+				if dir.lookups.Load() != before {
+					t.Fatal("a cached resolution reached the directory")
+				}
+
+				if reason == dirgate.ResyncBurst {
+					for range 10 {
+						src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: "0a0a0a0a-0000-0000-0000-000000000000", GroupsKnown: true})
+					}
+				} else {
+					src.setResync(reason)
+				}
+				for i, l := range listings {
+					waitFor(t, l.group+" invalidated", func() bool {
+						return served(t, on(i), l.group, l.opts) == dirgate.CacheMiss
+					})
+				}
+				// Each resolution is checked on one instance, for the same reason.
+				for i, id := range resolved {
+					n := dir.lookups.Load()
+					waitFor(t, id+"'s resolution dropped", func() bool {
+						lookup(t, on(i), id)
+						return dir.lookups.Load() > n
+					})
+				}
+				// Once: what was refilled is served again.
+				for i, l := range listings {
+					if st := served(t, on(i), l.group, l.opts); st != dirgate.CacheHit {
+						t.Errorf("%s after the resync: %s, want a hit", l.group, st)
+					}
+				}
+
+				// Still following: a later change is applied.
+				served(t, ins[0], fixture.ProjectAlphaDN, dirgate.ListOptions{})
+				src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: object(t, dir, fixture.ProjectAlphaDN).GUID, GroupsKnown: true})
+				waitFor(t, "a later change", func() bool {
+					return served(t, ins[0], fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+				})
 			})
-			// Still following: a later change is applied.
-			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
-			src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: object(t, dir, fixture.ProjectAlphaDN).GUID, GroupsKnown: true})
-			waitFor(t, "a later change", func() bool {
-				return served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
-			})
-		})
+		}
+	}
+}
+
+// lookup resolves id through in's cache, as a listing's group is resolved.
+func lookup(t *testing.T, in instance, id string) {
+	t.Helper()
+	if _, err := in.c.Lookup(t.Context(), dirgate.MustParseIdentifier(id), nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
