@@ -15,6 +15,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/memory"
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -42,19 +43,27 @@ func redisClient(t testing.TB, cfg redisconn.Config) redis.UniversalClient {
 	return client
 }
 
-// ownClient gives an instance a connection pool of its own, as a process of its
-// own has: instances of one test share a Config.
-func ownClient(t testing.TB, c redis.UniversalClient) redis.UniversalClient {
+// ownClient gives an instance a client of its own, as a process of its own has
+// (instances of one test share a Config), opened as cmd/dirgate opens the cache's:
+// the cache's timeout as every timeout, the pool's metrics reported.
+func ownClient(t testing.TB, c redis.UniversalClient, timeout time.Duration) redis.UniversalClient {
 	var own redis.UniversalClient
 	switch c := c.(type) {
 	case *redis.Client: // one server, or a Sentinel-managed primary (its dialer asks the Sentinels)
-		own = redis.NewClient(c.Options())
+		o := *c.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		own = redis.NewClient(&o)
 	case *redis.ClusterClient:
-		own = redis.NewClusterClient(c.Options())
+		o := *c.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		own = redis.NewClusterClient(&o)
 	default:
 		t.Fatalf("ownClient: a %T", c)
 	}
 	t.Cleanup(func() { own.Close() })
+	if err := redisotel.InstrumentMetrics(own); err != nil {
+		t.Fatal(err)
+	}
 	return own
 }
 
@@ -64,7 +73,11 @@ func newInstance(t testing.TB, dir dirgate.Directory, cfg Config) instance {
 		cfg.Logger = quiet
 	}
 	if cfg.Redis != nil {
-		cfg.Redis = ownClient(t, cfg.Redis)
+		timeout := cfg.Timeout
+		if timeout == 0 {
+			timeout = DefaultTimeout
+		}
+		cfg.Redis = ownClient(t, cfg.Redis, timeout)
 	}
 	c, err := cfg.Open(t.Context(), dir)
 	if err != nil {

@@ -38,7 +38,7 @@ func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer
 	b.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	client, err := redisconn.Config{Addrs: []string{addr}}.Open(cache.DefaultTimeout)
+	client, err := redisconn.Config{Addrs: []string{addr}, Metrics: true}.Open(cache.DefaultTimeout) // as cmd/dirgate opens it
 	if err != nil {
 		b.Fatal(err)
 	}
