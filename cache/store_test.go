@@ -96,6 +96,25 @@ func TestStoreConformance(t *testing.T) {
 					t.Errorf("after overwrite get = %q", got[0])
 				}
 			})
+			t.Run("SetAll", func(t *testing.T) {
+				// Tokens of groups in different slots, in one round trip.
+				v1, v2, v3 := ks.version(g1), ks.version(g2), ks.version("00000000-0000-0000-0000-000000000003")
+				if err := s.setAll(ctx, []string{v1, v2, v3}, []string{"a", "b", "c"}, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustGet(t, s, v1, v2, v3); got[0] != "a" || got[1] != "b" || got[2] != "c" {
+					t.Errorf("after setAll get = %q", got)
+				}
+				if err := s.setAll(ctx, []string{v1}, []string{"a2"}, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustGet(t, s, v1); got[0] != "a2" {
+					t.Errorf("after setAll of one key get = %q", got[0])
+				}
+				if err := s.setAll(ctx, []string{v1, v2}, []string{"x", ""}, time.Minute); err == nil {
+					t.Error("setAll with an empty value succeeded")
+				}
+			})
 			t.Run("EmptyValueRefused", func(t *testing.T) {
 				// "" means missing, so it can never be a value.
 				if err := s.set(ctx, "conf:e", "", time.Minute); err == nil {
