@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -153,11 +154,11 @@ func benchInstance(b *testing.B, cfg Config) (instance, dirgate.Identifier) {
 //     (json.Marshal of the filtered listing), for comparison.
 func BenchmarkListing1000(b *testing.B) {
 	b.Run("FirstLevel", func(b *testing.B) {
-		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}, Lease: -1})
+		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), Lease: -1})
 		benchList(b, in, id, dirgate.CacheHit)
 	})
 	b.Run("FirstLevelLease", func(b *testing.B) {
-		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}})
+		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}})})
 		waitFor(b, "a lease", in.c.lease.held)
 		benchList(b, in, id, dirgate.CacheHit)
 	})
@@ -167,7 +168,7 @@ func BenchmarkListing1000(b *testing.B) {
 	})
 	b.Run("Redis", func(b *testing.B) {
 		// 1 MiB of first level keeps the group's lookup but not the 1.3 MB listing.
-		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}, MaxBytes: 1 << 20})
+		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), MaxBytes: 1 << 20})
 		if in.c.l1.len() != 1 {
 			b.Fatalf("first level holds %d entries, want only the lookup", in.c.l1.len())
 		}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -60,12 +61,12 @@ type Cache struct {
 
 	metrics cacheMetrics
 
-	// feed, once started, follows the directory's changes (changefeed.go); dropMu and
+	// followed is set once the change feed follows the cache (follow.go); dropMu and
 	// dropGen keep a resolution it dropped from being added back by a read that
 	// began before.
-	feed    atomic.Pointer[Feed]
-	dropMu  sync.RWMutex
-	dropGen atomic.Uint64
+	followed atomic.Bool
+	dropMu   sync.RWMutex
+	dropGen  atomic.Uint64
 
 	stop chan struct{}
 	done chan struct{}
@@ -92,19 +93,15 @@ func (c Config) Open(ctx context.Context, dir dirgate.Directory) (*Cache, error)
 	}
 	c = c.withDefaults()
 	var st store
-	if len(c.Redis.Addrs) > 0 {
-		rs, err := newRedisStore(c.Redis, c.Timeout, c.Logger)
-		if err != nil {
-			return nil, err
-		}
-		st = rs
+	if c.Redis != nil {
+		st = newRedisStore(c.Redis, c.Logger)
 	} else {
 		st = newMemoryStore(c.MaxBytes, c.now)
 	}
 	ch := newCache(c, dir, st)
-	if len(c.Redis.Addrs) > 0 && ch.Ready(ctx) == nil {
+	if c.Redis != nil && ch.Ready(ctx) == nil {
 		// Logged once at start; requests do not depend on it.
-		c.Logger.Info("cache: redis answers", "mode", c.Redis.Mode, "addrs", c.Redis.Addrs)
+		c.Logger.Info("cache: redis answers")
 	}
 	return ch, nil
 }
@@ -113,11 +110,11 @@ func (c Config) Open(ctx context.Context, dir dirgate.Directory) (*Cache, error)
 // readiness check should report it without failing on it: while Redis is down the
 // cache is bypassed and requests are still served.
 func (c *Cache) Ready(ctx context.Context) error {
-	if _, ok := c.store.(*memoryStore); ok {
+	if !c.store.shared() {
 		return nil
 	}
 	err := c.op(ctx, true, func(ctx context.Context) error {
-		_, err := c.store.get(ctx, c.keys.prefix+"ready")
+		_, err := c.store.get(ctx, c.keys.ready())
 		return err
 	})
 	if err != nil {
@@ -132,7 +129,7 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		dir:      dir,
 		store:    st,
 		sealer:   sealerFor(c),
-		keys:     keys{prefix: c.Redis.KeyPrefix},
+		keys:     keys{prefix: c.KeyPrefix},
 		l1:       newFirstLevel(c.MaxBytes),
 		health:   health{interval: c.RetryInterval, log: c.Logger},
 		now:      c.now,
@@ -143,25 +140,22 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 	}
 	ch.versionTTL = 2 * ch.storeTTL
 	ch.pending.m = map[string]time.Time{}
-	if rs, ok := st.(*redisStore); ok && c.Lease > 0 {
-		ch.lease = newLease(rs.client, c.Redis.KeyPrefix, c.Lease, c.Timeout, c.Logger)
+	if c.Redis != nil && c.Lease > 0 {
+		ch.lease = newLease(c.Redis, c.KeyPrefix, c.Lease, c.Timeout, c.Logger)
 		go ch.lease.run()
 	}
 	go ch.retryLoop()
 	return ch
 }
 
-// Close stops the change feed and retrying invalidations, gives the lease up (so that
-// removals elsewhere do not wait for this instance) and closes the connection to
-// Redis.
+// Close stops retrying invalidations and gives the lease up (so that removals
+// elsewhere do not wait for this instance). The change feed is closed before, and
+// the Redis client after, by their opener.
 func (c *Cache) Close() error {
 	select {
 	case <-c.stop:
 		return nil
 	default:
-	}
-	if f := c.feed.Load(); f != nil {
-		f.Close()
 	}
 	close(c.stop)
 	<-c.done
@@ -304,7 +298,7 @@ func (c *Cache) AddMember(ctx context.Context, group, member dirgate.Object) err
 // bumps, new version tokens.
 func (c *Cache) invalidateMembership(ctx context.Context, group dirgate.Object) {
 	ctx, span := tracer().Start(ctx, "cache invalidate", trace.WithAttributes(attribute.String("dirgate.group.guid", group.GUID)))
-	c.invalidate(ctx, group.GUID, anyMembershipChange)
+	c.invalidate(ctx, true, group.GUID, anyMembershipChange)
 	span.End()
 }
 
@@ -333,26 +327,31 @@ const anyMembershipChange = "00000000-0000-0000-0000-000000000000"
 // invalidate gives each group a new version token. Entries record the tokens of the
 // groups they were computed from and are served only while those tokens are
 // current, so this one write invalidates them all, on every instance. With leases it
-// then announces the change and waits until every instance has dropped its trust in
-// its first level (lease.go). If the store cannot take it, the group is retried in
-// the background, and until then this instance bypasses the cache (other instances
-// cannot be told: docs/cache.md).
-func (c *Cache) invalidate(ctx context.Context, guids ...string) {
+// then announces the change and, with wait, waits until every instance has dropped
+// its trust in its first level (lease.go): a removal or addition through dirgate
+// waits, the change feed (whose event reaches every instance) does not. If the store
+// cannot take it, the groups are retried in the background, and until then this
+// instance bypasses the cache (other instances cannot be told: docs/cache.md); the
+// error says so.
+func (c *Cache) invalidate(ctx context.Context, wait bool, guids ...string) error {
 	c.localGen.Add(1)
+	guids = canonicalOnce(guids)
 	var bumped []string
-	for _, guid := range guids {
-		if !canonicalGUID(guid) {
-			continue // never cached
+	var failed error
+	for part := range slices.Chunk(guids, tokenBatch) {
+		if failed == nil {
+			if failed = c.bump(ctx, part...); failed == nil {
+				bumped = append(bumped, part...)
+				continue
+			}
+			c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "groups", len(guids)-len(bumped), "first", part[0], "error", failed)
 		}
-		if err := c.bump(ctx, guid); err != nil {
+		for _, guid := range part {
 			c.pending.add(guid, c.now())
-			c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "group", guid, "error", err)
-			continue
 		}
-		bumped = append(bumped, guid)
 	}
 	if c.lease == nil || len(bumped) == 0 {
-		return
+		return failed
 	}
 	a, err := c.announce(ctx)
 	if err != nil {
@@ -361,17 +360,38 @@ func (c *Cache) invalidate(ctx context.Context, guids ...string) {
 		for _, guid := range bumped {
 			c.pending.add(guid, c.now())
 		}
-		c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "groups", bumped, "error", err)
-		return
+		c.cfg.Logger.Warn("cache: invalidation deferred until the backend answers", "groups", len(bumped), "first", bumped[0], "error", err)
+		return err
 	}
-	start := c.now()
-	c.lease.await(ctx, a)
-	c.metrics.leaseWait.Record(ctx, c.now().Sub(start).Seconds())
+	if wait {
+		start := c.now()
+		c.lease.await(ctx, a)
+		c.metrics.leaseWait.Record(ctx, c.now().Sub(start).Seconds())
+	}
+	return failed
+}
+
+// tokenBatch bounds the tokens replaced in one round trip (a resync of the change
+// feed replaces up to its batch of 10,000).
+const tokenBatch = 500
+
+// canonicalOnce keeps each canonical GUID of guids once, in order: no other was
+// ever cached.
+func canonicalOnce(guids []string) []string {
+	seen := make(map[string]bool, len(guids))
+	out := make([]string, 0, len(guids))
+	for _, g := range guids {
+		if canonicalGUID(g) && !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // announce tells the instances holding leases that tokens changed, after this one
-// has withdrawn its own trust; invalidate then waits for the others, the change feed
-// and deferred invalidations do not. The tokens are written already, so a refusal is
+// has withdrawn its own trust; invalidate then waits for the others if asked to,
+// deferred invalidations do not. The tokens are written already, so a refusal is
 // tried twice more before it is returned.
 func (c *Cache) announce(ctx context.Context) (a announcement, err error) {
 	if c.lease == nil {
@@ -389,9 +409,15 @@ func (c *Cache) announce(ctx context.Context) (a announcement, err error) {
 	return a, err
 }
 
-func (c *Cache) bump(ctx context.Context, guid string) error {
+// bump gives guids new tokens, in one round trip.
+func (c *Cache) bump(ctx context.Context, guids ...string) error {
+	keys := make([]string, len(guids))
+	tokens := make([]string, len(guids))
+	for i, g := range guids {
+		keys[i], tokens[i] = c.keys.version(g), newToken()
+	}
 	return c.op(ctx, true, func(ctx context.Context) error {
-		return c.store.set(ctx, c.keys.version(guid), newToken(), c.versionTTL)
+		return c.store.setAll(ctx, keys, tokens, c.versionTTL)
 	})
 }
 

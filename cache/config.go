@@ -1,13 +1,9 @@
 package cache
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -31,18 +27,15 @@ const (
 // session store's bound, for the same secret file).
 const MinSecretLength = 32
 
-// Redis modes.
-const (
-	ModeSingle   = "single"
-	ModeSentinel = "sentinel"
-	ModeCluster  = "cluster"
-)
-
 // Config is the cache's factory: zero fields take the defaults above, Validate
 // reports every problem at once, Open returns the live cache.
 type Config struct {
-	// Redis is the shared backend; without addresses the cache is in-process only.
-	Redis RedisConfig
+	// Redis is the shared backend (redisconn opens it, with Timeout as its timeouts;
+	// the caller closes it after the cache); nil keeps the cache in process.
+	Redis redis.UniversalClient
+	// KeyPrefix starts every key, so that several deployments can share one Redis:
+	// letters, digits and ":_.-", at most 64 bytes (DIRGATE_REDIS_KEY_PREFIX).
+	KeyPrefix string
 	// TTL is how long an entry is served as fresh (DIRGATE_CACHE_TTL).
 	TTL time.Duration
 	// TTLJitter shortens each entry's TTL by a random fraction up to this value, so
@@ -86,47 +79,6 @@ type Config struct {
 	now func() time.Time // tests
 }
 
-// RedisConfig selects and reaches the Redis deployment. Mode decides the client:
-// one server, a Sentinel-managed primary, or a Cluster.
-type RedisConfig struct {
-	// Addrs are host:port addresses: the server, the Sentinels, or Cluster seed nodes
-	// (DIRGATE_REDIS_ADDR, comma-separated).
-	Addrs []string
-	// Mode is single, sentinel or cluster; "" means single for one address and
-	// cluster for several (DIRGATE_REDIS_MODE).
-	Mode string
-	// MasterName is the Sentinel primary's name (DIRGATE_REDIS_MASTER_NAME).
-	MasterName string
-	// Username for Redis ACLs; empty uses the default user (DIRGATE_REDIS_USERNAME).
-	Username string
-	// PasswordFile holds the password, trailing newline ignored
-	// (DIRGATE_REDIS_PASSWORD_FILE).
-	PasswordFile string
-	// SentinelPasswordFile holds the Sentinels' own password, if they have one
-	// (DIRGATE_REDIS_SENTINEL_PASSWORD_FILE).
-	SentinelPasswordFile string
-	// DB is the database number; Cluster supports only 0 (DIRGATE_REDIS_DB).
-	DB int
-	// TLS enables TLS (DIRGATE_REDIS_TLS); the files below imply it.
-	TLS bool
-	// TLSCAFile is a PEM bundle of CAs for the server certificate; empty uses the
-	// system roots (DIRGATE_REDIS_TLS_CA_FILE).
-	TLSCAFile string
-	// TLSCertFile and TLSKeyFile are a client certificate for servers that require one
-	// (DIRGATE_REDIS_TLS_CERT_FILE, DIRGATE_REDIS_TLS_KEY_FILE).
-	TLSCertFile, TLSKeyFile string
-	// TLSServerName overrides the name checked in the server certificate
-	// (DIRGATE_REDIS_TLS_SERVER_NAME).
-	TLSServerName string
-	// KeyPrefix starts every key, so that several deployments can share one Redis:
-	// letters, digits and ":_.-", at most 64 bytes (DIRGATE_REDIS_KEY_PREFIX).
-	KeyPrefix string
-	// Tracing gives every Redis command a span (its name only). Set it when spans are
-	// exported: the hook costs every command its attributes and a span even when
-	// the tracer drops them.
-	Tracing bool
-}
-
 func (c Config) withDefaults() Config {
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
@@ -155,14 +107,8 @@ func (c Config) withDefaults() Config {
 	if c.now == nil {
 		c.now = time.Now
 	}
-	if c.Redis.KeyPrefix == "" {
-		c.Redis.KeyPrefix = DefaultKeyPrefix
-	}
-	if c.Redis.Mode == "" && len(c.Redis.Addrs) > 0 {
-		c.Redis.Mode = ModeSingle
-		if len(c.Redis.Addrs) > 1 {
-			c.Redis.Mode = ModeCluster
-		}
+	if c.KeyPrefix == "" {
+		c.KeyPrefix = DefaultKeyPrefix
 	}
 	return c
 }
@@ -190,63 +136,15 @@ func (c Config) Validate() error {
 	if c.Lease > 0 && c.Lease < 20*time.Millisecond {
 		bad("lease must be at least 20ms (or negative: off)")
 	}
-	errs = append(errs, c.Redis.validate()...)
-	if len(c.Redis.Addrs) > 0 && len(c.Secret) < MinSecretLength {
+	if !validPrefix(c.KeyPrefix) {
+		bad("redis: key prefix %q must be 1 to 64 letters, digits or :_.-", c.KeyPrefix)
+	}
+	if c.Redis != nil && len(c.Secret) < MinSecretLength {
 		// Without it, whoever can write to Redis chooses the account a token resolves
 		// to (docs/auth.md, "What Redis holds").
 		bad("Redis needs a secret of at least %d bytes to authenticate its entries (DIRGATE_SECRET_FILE)", MinSecretLength)
 	}
 	return errors.Join(errs...)
-}
-
-func (r RedisConfig) validate() []error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("cache: redis: "+format, args...)) }
-	if !validPrefix(r.KeyPrefix) {
-		bad("key prefix %q must be 1 to 64 letters, digits or :_.-", r.KeyPrefix)
-	}
-	if len(r.Addrs) == 0 {
-		return errs
-	}
-	for _, a := range r.Addrs {
-		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
-			bad("address %q must be host:port", a)
-		}
-	}
-	switch r.Mode {
-	case ModeSingle:
-		if len(r.Addrs) != 1 {
-			bad("mode single takes one address, not %d", len(r.Addrs))
-		}
-	case ModeSentinel:
-		if r.MasterName == "" {
-			bad("mode sentinel needs the master name")
-		}
-	case ModeCluster:
-		if r.DB != 0 {
-			bad("a cluster has only database 0")
-		}
-	default:
-		bad("mode %q must be single, sentinel or cluster", r.Mode)
-	}
-	if r.MasterName != "" && r.Mode != ModeSentinel {
-		bad("a master name is only used in mode sentinel")
-	}
-	if r.DB < 0 {
-		bad("database must not be negative")
-	}
-	for _, f := range []string{r.PasswordFile, r.SentinelPasswordFile, r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile} {
-		if f == "" {
-			continue
-		}
-		if _, err := os.Stat(f); err != nil {
-			bad("%v", err)
-		}
-	}
-	if (r.TLSCertFile == "") != (r.TLSKeyFile == "") {
-		bad("a client certificate needs both its certificate and key files")
-	}
-	return errs
 }
 
 func validPrefix(p string) bool {
@@ -260,71 +158,4 @@ func validPrefix(p string) bool {
 		}
 	}
 	return true
-}
-
-// options builds go-redis options. Retries are off and every timeout is short: a
-// failed or slow operation is a bypass, and the next request tries again.
-func (r RedisConfig) options(timeout time.Duration) (*redis.UniversalOptions, error) {
-	o := &redis.UniversalOptions{
-		Addrs:                 r.Addrs,
-		MasterName:            r.MasterName,
-		Username:              r.Username,
-		DB:                    r.DB,
-		ClientName:            "dirgate",
-		IsClusterMode:         r.Mode == ModeCluster,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialTimeout:           timeout,
-		ReadTimeout:           timeout,
-		WriteTimeout:          timeout,
-		PoolTimeout:           timeout,
-		ContextTimeoutEnabled: true,
-		DisableIdentity:       true,
-	}
-	var err error
-	if o.Password, err = readSecret(r.PasswordFile); err != nil {
-		return nil, err
-	}
-	if o.SentinelPassword, err = readSecret(r.SentinelPasswordFile); err != nil {
-		return nil, err
-	}
-	if r.TLS || r.TLSCAFile != "" || r.TLSCertFile != "" {
-		if o.TLSConfig, err = r.tlsConfig(); err != nil {
-			return nil, err
-		}
-	}
-	return o, nil
-}
-
-func readSecret(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("cache: redis: %w", err)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
-}
-
-func (r RedisConfig) tlsConfig() (*tls.Config, error) {
-	c := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: r.TLSServerName}
-	if r.TLSCAFile != "" {
-		pem, err := os.ReadFile(r.TLSCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("cache: redis: CA file: %w", err)
-		}
-		c.RootCAs = x509.NewCertPool()
-		if !c.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("cache: redis: CA file %s holds no PEM certificate", r.TLSCAFile)
-		}
-	}
-	if r.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(r.TLSCertFile, r.TLSKeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("cache: redis: client certificate: %w", err)
-		}
-		c.Certificates = []tls.Certificate{cert}
-	}
-	return c, nil
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -27,21 +28,21 @@ func TestDeployments(t *testing.T) {
 		{"TLS with password", func(t *testing.T) Config {
 			files := redistest.NewTLSFiles(t)
 			srv := redistest.StartTLS(t, files, "--requirepass", "s3cret")
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}, TLSCAFile: files.CA, PasswordFile: password}}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}, TLSCAFile: files.CA, PasswordFile: password})}
 		}, []dirgate.CacheStatus{dirgate.CacheMiss, dirgate.CacheHit, dirgate.CacheHit}},
 		{"Sentinel", func(t *testing.T) Config {
 			s := redistest.StartSentinel(t, redistest.Start(t), "dirgate")
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{s.Addr()}, Mode: ModeSentinel, MasterName: "dirgate"}}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{s.Addr()}, Mode: redisconn.ModeSentinel, MasterName: "dirgate"})}
 		}, []dirgate.CacheStatus{dirgate.CacheMiss, dirgate.CacheHit, dirgate.CacheHit}},
 		// The certificate check fails: every request is served from the directory.
 		{"TLS with the wrong CA", func(t *testing.T) Config {
 			srv := redistest.StartTLS(t, redistest.NewTLSFiles(t))
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}, TLSCAFile: redistest.NewTLSFiles(t).CA}}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}, TLSCAFile: redistest.NewTLSFiles(t).CA})}
 		}, []dirgate.CacheStatus{dirgate.CacheBypass, dirgate.CacheBypass, dirgate.CacheBypass}},
 		// The password is required and missing.
 		{"password missing", func(t *testing.T) Config {
 			srv := redistest.Start(t, "--requirepass", "s3cret")
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}})}
 		}, []dirgate.CacheStatus{dirgate.CacheBypass, dirgate.CacheBypass, dirgate.CacheBypass}},
 	}
 	for _, tc := range tests {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -131,7 +132,7 @@ func (c httpClient) list(group string) (cache string, objs []dirgate.Object) {
 func TestRedisKilledCostsNoFailedRequest(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, RetryInterval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond})
+	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), RetryInterval: 20 * time.Millisecond, Timeout: 100 * time.Millisecond})
 	c := newHTTP(t, in)
 	group := fixture.ITDepartmentDN
 
@@ -204,7 +205,7 @@ func sameJSON(got, want []dirgate.Object) bool {
 func TestSlowRedisIsBypassed(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, RetryInterval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond})
+	in := newInstance(t, dir, Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), RetryInterval: 20 * time.Millisecond, Timeout: 50 * time.Millisecond})
 	opts := dirgate.ListOptions{IncludeIndirect: true}
 	in.list(t, fixture.HelpDeskDN, opts)
 	// Every client is held for two seconds (CLIENT UNPAUSE would be held too): far
@@ -302,6 +303,51 @@ func TestStaleIfError(t *testing.T) {
 			}
 			if err != nil || status != tc.want || !sameListing(got, before) {
 				t.Errorf("status %q, err %v; want %q with the listing cached before", status, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDeferredFeedInvalidation: the change feed's invalidations take the same path as
+// a removal's. With the store down, Invalidate and InvalidateAll report the failure
+// (the feed reads the same changes again) and defer the token changes: until they
+// land this instance bypasses the cache, never serving what they invalidate; then
+// caching resumes.
+func TestDeferredFeedInvalidation(t *testing.T) {
+	for _, all := range []bool{false, true} {
+		t.Run(map[bool]string{false: "these groups", true: "everything"}[all], func(t *testing.T) {
+			dir := demo(t)
+			st := &faultyStore{store: newMemoryStore(1<<24, time.Now)}
+			in := newInstanceWithStore(t, dir, Config{RetryInterval: time.Hour}, st)
+			in.c.Follow()
+			opts := dirgate.ListOptions{}
+			in.list(t, fixture.ProjectAlphaDN, opts)
+			if _, status := in.list(t, fixture.ProjectAlphaDN, opts); status != dirgate.CacheHit {
+				t.Fatalf("not cached: %s", status)
+			}
+			st.failing.Store(true)
+			var err error
+			if all {
+				err = in.c.InvalidateAll(t.Context())
+			} else {
+				err = in.c.Invalidate(t.Context(), []string{object(t, dir, fixture.ProjectAlphaDN).GUID})
+			}
+			if err == nil {
+				t.Fatal("an invalidation the store did not take reported no error")
+			}
+			st.failing.Store(false)
+			in.c.health.succeeded()
+			if _, status := in.list(t, fixture.ProjectAlphaDN, opts); status != dirgate.CacheBypass {
+				t.Errorf("before the invalidation was retried: status %q, want bypass", status)
+			}
+			in.c.retryPending()
+			if !in.c.pending.empty() {
+				t.Fatal("the retried invalidation is still pending")
+			}
+			for _, want := range []dirgate.CacheStatus{dirgate.CacheMiss, dirgate.CacheHit} {
+				if _, status := in.list(t, fixture.ProjectAlphaDN, opts); status != want {
+					t.Errorf("after the retry: status %q, want %q", status, want)
+				}
 			}
 		})
 	}

@@ -34,47 +34,119 @@ type request struct {
 // which served it. An entry that depends on group versions is served only after
 // they have been read from the store and found current, or from the first level
 // while the instance's lease vouches for such a read (lease.go): that is what holds
-// every instance's first level to the invalidation guarantee.
+// every instance's first level to the invalidation guarantee. The trust regimes, in
+// the order they are tried:
+//
+//   - trusted in the first level, nothing read: an entry that depends on no token, a
+//     followed identifier resolution (the change feed drops it), or an entry the
+//     lease vouches for (trusted);
+//   - token-checked in the first level: its tokens read and found current
+//     (tokenChecked), which lets the lease vouch for it next time;
+//   - read from the store with the tokens that come in the same round trip
+//     (fromStore);
+//   - filled from the directory (fillShared), or read from it without the cache
+//     while the store is bypassed (bypassing, bypass).
+//
+// A fresh entry is a hit; a valid one past its freshness is kept as the stale
+// candidate served if the directory then fails (serveStale).
 func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStatus, error) {
-	now := c.now()
-	usable := c.usable()
-	gen := c.dropGen.Load()
-	// Taken before any token is read: a read vouches for the lease generation current
-	// when it was sent, not for one that an announcement ended meanwhile.
-	trustGen := c.lease.current()
-	var stale *entry // a valid entry past its freshness, for stale-if-error
-	if e := c.l1.get(req.key); e != nil && now.Sub(e.filled) <= c.storeTTL {
-		valid := len(e.deps) == 0 || req.followed || usable && c.lease.trusts(e)
-		if !valid && usable {
-			ok, err := c.valid(ctx, e)
-			switch {
-			case err != nil:
-				usable = false
-			case ok:
-				valid = true
-				c.lease.mark(e, trustGen)
-			default:
-				c.l1.remove(req.key, e)
-			}
-		}
-		if valid {
-			if now.Before(e.fresh) {
-				return e, dirgate.CacheHit, nil
-			}
-			stale = e
-		}
+	rd := c.startReading()
+	hit, stale := c.fromFirstLevel(ctx, req, &rd)
+	if hit != nil {
+		return hit, dirgate.CacheHit, nil
 	}
-	if !usable {
-		e, _, err := c.fillShared(ctx, req, false, gen)
-		if err != nil && c.serveStale(err, stale, now) {
+	if !rd.usable {
+		return c.bypassing(ctx, req, stale, rd)
+	}
+	hit, stale, err := c.fromStore(ctx, req, stale, rd)
+	switch {
+	case err != nil:
+		return c.bypass(ctx, req, stale, rd.now)
+	case hit != nil:
+		return hit, dirgate.CacheHit, nil
+	}
+	e, stored, err := c.fillShared(ctx, req, true, rd.dropGen)
+	if err != nil {
+		if c.serveStale(err, stale, rd.now) {
 			return stale, dirgate.CacheStale, nil
 		}
-		return e, dirgate.CacheBypass, err
+		return nil, dirgate.CacheMiss, err
 	}
+	if !stored {
+		return e, dirgate.CacheBypass, nil
+	}
+	return e, dirgate.CacheMiss, nil
+}
 
-	// The shared level: this or another instance may have filled it. The group's own
-	// version comes in the same round trip (same hash tag, same node), so a direct
-	// listing is checked without a second one.
+// reading is what one get reads under, taken at its start.
+type reading struct {
+	now time.Time
+	// usable: entries that depend on tokens may be read and written (the store
+	// answers and no invalidation is pending); a failed token read clears it.
+	usable bool
+	// dropGen is the change feed's drop generation (follow.go): a resolution read
+	// under an older one is not kept.
+	dropGen uint64
+	// trustGen is the lease generation, taken before any token is read: a read
+	// vouches for the generation current when it was sent, not for one that an
+	// announcement ended meanwhile.
+	trustGen uint64
+}
+
+func (c *Cache) startReading() reading {
+	return reading{now: c.now(), usable: c.usable(), dropGen: c.dropGen.Load(), trustGen: c.lease.current()}
+}
+
+// fromFirstLevel returns req's first-level entry as a hit if it is trusted or its
+// tokens check, and fresh; as the stale candidate if valid but no longer fresh.
+func (c *Cache) fromFirstLevel(ctx context.Context, req request, rd *reading) (hit, stale *entry) {
+	e := c.l1.get(req.key)
+	if e == nil || rd.now.Sub(e.filled) > c.storeTTL {
+		return nil, nil
+	}
+	if !c.trusted(req, e, rd) && !c.tokenChecked(ctx, req, e, rd) {
+		return nil, nil
+	}
+	if rd.now.Before(e.fresh) {
+		return e, nil
+	}
+	return nil, e
+}
+
+// trusted reports whether e may be served from the first level without reading
+// anything: it depends on no token, it is a followed resolution, or the lease
+// vouches for a read of its tokens.
+func (c *Cache) trusted(req request, e *entry, rd *reading) bool {
+	return len(e.deps) == 0 || req.followed || rd.usable && c.lease.trusts(e)
+}
+
+// tokenChecked reads e's tokens: current, e is valid and the lease may vouch for it
+// from now on; outdated, e leaves the first level; unreadable, the store is not
+// usable for the rest of this get.
+func (c *Cache) tokenChecked(ctx context.Context, req request, e *entry, rd *reading) bool {
+	if !rd.usable {
+		return false
+	}
+	ok, err := c.valid(ctx, e)
+	switch {
+	case err != nil:
+		rd.usable = false
+		return false
+	case ok:
+		c.lease.mark(e, rd.trustGen)
+		return true
+	}
+	c.l1.remove(req.key, e)
+	return false
+}
+
+// fromStore reads req's entry from the shared level (this or another instance may
+// have filled it), with the tokens of its own group and of the epoch in the same
+// round trip (same hash tag, same node), so that a direct listing is checked without
+// a second one. It returns the entry as a hit when valid and fresh (keeping it in the
+// first level), or as the new stale candidate when valid, newer than stale and past
+// its freshness; err when the store failed.
+func (c *Cache) fromStore(ctx context.Context, req request, stale *entry, rd reading) (hit, newStale *entry, err error) {
 	keys := []string{req.key}
 	var known []string // groups whose versions come in the same round trip
 	if req.root != "" {
@@ -88,50 +160,51 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 	}
 	var vals []string
 	rctx, span := tracer().Start(ctx, "cache read")
-	err := c.op(rctx, false, func(ctx context.Context) (err error) {
+	err = c.op(rctx, false, func(ctx context.Context) (err error) {
 		vals, err = c.store.get(ctx, keys...)
 		return err
 	})
 	span.SetAttributes(attribute.Bool("dirgate.cache.found", err == nil && vals[0] != ""))
 	span.End()
+	if err != nil || vals[0] == "" {
+		return nil, stale, err
+	}
+	e, err := c.decode(vals[0], req)
 	if err != nil {
-		return c.bypass(ctx, req, stale, now)
+		c.cfg.Logger.Warn("cache: ignoring an entry that does not decode", "key", req.key, "error", err)
+		return nil, stale, nil
 	}
-	if vals[0] != "" {
-		e, err := c.decode(vals[0], req)
-		if err != nil {
-			c.cfg.Logger.Warn("cache: ignoring an entry that does not decode", "key", req.key, "error", err)
-		} else if stale == nil || e.filled.After(stale.filled) {
-			versions := map[string]string{}
-			for i, g := range known {
-				versions[g] = vals[1+i]
-			}
-			ok, err := c.validKnown(ctx, e, versions)
-			if err != nil {
-				return c.bypass(ctx, req, stale, now)
-			}
-			if ok && now.Sub(e.filled) <= c.storeTTL {
-				if now.Before(e.fresh) {
-					c.lease.mark(e, trustGen)
-					c.l1add(req, e, gen)
-					return e, dirgate.CacheHit, nil
-				}
-				stale = e
-			}
-		}
+	if stale != nil && !e.filled.After(stale.filled) {
+		return nil, stale, nil
 	}
+	versions := map[string]string{}
+	for i, g := range known {
+		versions[g] = vals[1+i]
+	}
+	ok, err := c.validKnown(ctx, e, versions)
+	if err != nil {
+		return nil, stale, err
+	}
+	if !ok || rd.now.Sub(e.filled) > c.storeTTL {
+		return nil, stale, nil
+	}
+	if !rd.now.Before(e.fresh) {
+		return nil, e, nil
+	}
+	c.lease.mark(e, rd.trustGen)
+	c.l1add(req, e, rd.dropGen)
+	return e, nil, nil
+}
 
-	e, stored, err := c.fillShared(ctx, req, true, gen)
-	if err != nil {
-		if c.serveStale(err, stale, now) {
-			return stale, dirgate.CacheStale, nil
-		}
-		return nil, dirgate.CacheMiss, err
+// bypassing serves req from the directory while the store is bypassed (it failed
+// within the retry interval, or an invalidation is pending), without recording or
+// storing anything.
+func (c *Cache) bypassing(ctx context.Context, req request, stale *entry, rd reading) (*entry, dirgate.CacheStatus, error) {
+	e, _, err := c.fillShared(ctx, req, false, rd.dropGen)
+	if err != nil && c.serveStale(err, stale, rd.now) {
+		return stale, dirgate.CacheStale, nil
 	}
-	if !stored {
-		return e, dirgate.CacheBypass, nil
-	}
-	return e, dirgate.CacheMiss, nil
+	return e, dirgate.CacheBypass, err
 }
 
 // bypass serves req from the directory after the store failed.

@@ -13,8 +13,11 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/upstream/memory"
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -25,10 +28,57 @@ type instance struct {
 	svc *dirgate.MemberService
 }
 
+// redisClient opens a client as cmd/dirgate does (redisconn), closed after the
+// test's caches. Its timeouts are generous: the cache bounds each of its operations
+// by its own Timeout.
+func redisClient(t testing.TB, cfg redisconn.Config) redis.UniversalClient {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
+	client, err := cfg.Open(2 * time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { client.Close() })
+	return client
+}
+
+// ownClient gives an instance a client of its own, as a process of its own has
+// (instances of one test share a Config), opened as cmd/dirgate opens the cache's:
+// the cache's timeout as every timeout, the pool's metrics reported.
+func ownClient(t testing.TB, c redis.UniversalClient, timeout time.Duration) redis.UniversalClient {
+	var own redis.UniversalClient
+	switch c := c.(type) {
+	case *redis.Client: // one server, or a Sentinel-managed primary (its dialer asks the Sentinels)
+		o := *c.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		own = redis.NewClient(&o)
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.PoolTimeout = timeout, timeout, timeout, timeout
+		own = redis.NewClusterClient(&o)
+	default:
+		t.Fatalf("ownClient: a %T", c)
+	}
+	t.Cleanup(func() { own.Close() })
+	if err := redisotel.InstrumentMetrics(own); err != nil {
+		t.Fatal(err)
+	}
+	return own
+}
+
 func newInstance(t testing.TB, dir dirgate.Directory, cfg Config) instance {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quiet
+	}
+	if cfg.Redis != nil {
+		timeout := cfg.Timeout
+		if timeout == 0 {
+			timeout = DefaultTimeout
+		}
+		cfg.Redis = ownClient(t, cfg.Redis, timeout)
 	}
 	c, err := cfg.Open(t.Context(), dir)
 	if err != nil {
@@ -177,6 +227,13 @@ func (f *faultyStore) setIf(ctx context.Context, key, value string, ttl time.Dur
 	return f.store.setIf(ctx, key, value, ttl, gk, g)
 }
 
+func (f *faultyStore) setAll(ctx context.Context, keys, values []string, ttl time.Duration) error {
+	if f.failing.Load() {
+		return errStoreDown
+	}
+	return f.store.setAll(ctx, keys, values, ttl)
+}
+
 func (f *faultyStore) getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error) {
 	if f.failing.Load() {
 		return "", errStoreDown
@@ -223,4 +280,11 @@ func (j *joinCounter) count(part string) int {
 		}
 	}
 	return n
+}
+
+// served lists group and returns how it was served.
+func served(t *testing.T, in instance, group string, opts dirgate.ListOptions) dirgate.CacheStatus {
+	t.Helper()
+	_, st := in.list(t, group, opts)
+	return st
 }

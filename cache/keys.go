@@ -21,6 +21,9 @@ import (
 // that reads the version and writes the entry) is allowed in a cluster.
 type keys struct{ prefix string }
 
+// ready is the key Ready reads (and nobody writes).
+func (k keys) ready() string { return k.prefix + "ready" }
+
 // version is the key of a group's (or object's) version token.
 func (k keys) version(guid string) string { return k.prefix + "{" + guid + "}:v" }
 
@@ -53,8 +56,14 @@ func (k keys) lookup(id dirgate.Identifier) (key, check string) {
 		form = id.DN().Key()
 	}
 	check = "lookup|" + id.Kind().String() + "|" + form
-	return k.prefix + "o:" + digest(check), check
+	return k.prefix + lookupTag + digest(check), check
 }
+
+// lookupTag follows the prefix in every lookup's key.
+const lookupTag = "o:"
+
+// isLookup reports whether key is an identifier resolution's (lookup).
+func (k keys) isLookup(key string) bool { return strings.HasPrefix(key, k.prefix+lookupTag) }
 
 // digest is 128 bits of SHA-256 in hex: collisions are out of reach, and the check
 // string catches them anyway.

@@ -66,6 +66,18 @@ func (l *firstLevel) remove(key string, e *entry) {
 	}
 }
 
+// drop removes every entry for which match holds (the change feed's dropped
+// resolutions): a walk of the whole level, under its lock.
+func (l *firstLevel) drop(match func(key string, e *entry) bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, el := range l.items {
+		if match(key, el.Value.(*l1Item).e) {
+			l.removeElement(el)
+		}
+	}
+}
+
 func (l *firstLevel) removeElement(el *list.Element) {
 	it := l.lru.Remove(el).(*l1Item)
 	delete(l.items, it.key)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -17,7 +18,7 @@ func leasePair(t *testing.T, d time.Duration) (a, b instance, dir dirgate.Direct
 	t.Helper()
 	srv = redistest.Start(t)
 	dir = demo(t)
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Lease: d, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: d, Timeout: time.Second}
 	a, b = newInstance(t, dir, cfg), newInstance(t, dir, cfg)
 	for _, in := range []instance{a, b} {
 		waitFor(t, "a lease", in.c.lease.held)
@@ -71,7 +72,7 @@ func TestLeaseServesWithoutTokenReads(t *testing.T) {
 		t.Errorf("100 hits under a lease read tokens %d times", n)
 	}
 
-	off := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Lease: -1})
+	off := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1})
 	for range 3 {
 		off.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
 	}
@@ -189,7 +190,7 @@ func TestLeaseDropsTrustOnEveryAnnouncement(t *testing.T) {
 func TestLeaseAnnouncementRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Lease: time.Second, Timeout: time.Second, RetryInterval: 50 * time.Millisecond}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: time.Second, Timeout: time.Second, RetryInterval: 50 * time.Millisecond}
 	a, b := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
 	for _, in := range []instance{a, b} {
 		waitFor(t, "a lease", in.c.lease.held)
@@ -237,7 +238,7 @@ func TestLeaseClose(t *testing.T) {
 // one is followed by the directory's listing on the other.
 func TestLeaseCluster(t *testing.T) {
 	dir := demo(t)
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster}), Timeout: time.Second}
 	a, b := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
 	for _, in := range []instance{a, b} {
 		waitFor(t, "a lease", in.c.lease.held)
@@ -257,7 +258,7 @@ func TestLeaseCluster(t *testing.T) {
 func TestLeaseLongerElsewhere(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Lease: 200 * time.Millisecond, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: 200 * time.Millisecond, Timeout: time.Second}
 	a := newInstance(t, dir, cfg)
 	cfg.Lease = 800 * time.Millisecond
 	b := newInstance(t, dir, cfg)

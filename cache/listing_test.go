@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/conformance"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -35,13 +36,13 @@ func sharedBackends() []struct {
 		cfg  func(t *testing.T) Config
 	}{
 		{"redis", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})}
 		}},
 		{"redis-no-lease", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Lease: -1}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1}
 		}},
 		{"cluster", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Redis: RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster}}
+			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})}
 		}},
 	}
 }

@@ -5,16 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
+	"slices"
 	"time"
 
-	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 )
 
 // redisStore is the shared backend over go-redis's universal client: one server, a
-// Sentinel-managed primary or a Cluster, chosen by RedisConfig.Mode. go-redis types
-// stay inside this file (the cache sees the store interface only).
+// Sentinel-managed primary or a Cluster, opened by the caller (redisconn). go-redis
+// types stay inside this file and lease.go (the cache sees the store interface only).
 type redisStore struct {
 	client redis.UniversalClient
 	// maxValue bounds what get reads of one value (maxStoredValue); log reports the
@@ -38,35 +37,8 @@ if redis.call('GET', KEYS[2]) == ARGV[2] then
 end
 return 0`)
 
-func newRedisStore(cfg RedisConfig, timeout time.Duration, log *slog.Logger) (*redisStore, error) {
-	opts, err := cfg.options(timeout)
-	if err != nil {
-		return nil, err
-	}
-	// go-redis logs dial failures on its own to stderr; the cache reports the
-	// backend's state itself, so they go to the debug level of dirgate's log. The
-	// logger is global to go-redis: the first cache opened sets it.
-	setLoggerOnce.Do(func() { redis.SetLogger(debugLogger{log}) })
-	client := redis.NewUniversalClient(opts)
-	// Spans name the command only: cached listings and identifiers must never reach
-	// a trace. Metrics give the connection pool's figures.
-	if err := cfg.instrumentTracing(client); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("cache: redis tracing: %w", err)
-	}
-	if err := redisotel.InstrumentMetrics(client); err != nil {
-		client.Close()
-		return nil, fmt.Errorf("cache: redis metrics: %w", err)
-	}
-	return &redisStore{client: client, maxValue: maxStoredValue, log: log}, nil
-}
-
-var setLoggerOnce sync.Once
-
-type debugLogger struct{ log *slog.Logger }
-
-func (l debugLogger) Printf(ctx context.Context, format string, v ...any) {
-	l.log.DebugContext(ctx, "cache: redis client", "message", fmt.Sprintf(format, v...))
+func newRedisStore(client redis.UniversalClient, log *slog.Logger) *redisStore {
+	return &redisStore{client: client, maxValue: maxStoredValue, log: log}
 }
 
 // get reads keys with GETRANGE up to one byte past maxValue, pipelined (go-redis
@@ -145,7 +117,35 @@ func (r *redisStore) getOrSet(ctx context.Context, key, value string, ttl time.D
 	return old, nil
 }
 
-func (r *redisStore) close() error { return r.client.Close() }
+// setAll pipelines the SETs (go-redis sends one batch per node of a Cluster).
+func (r *redisStore) setAll(ctx context.Context, keys, values []string, ttl time.Duration) error {
+	if slices.Contains(values, "") {
+		return errEmptyValue
+	}
+	if len(keys) == 1 {
+		return r.set(ctx, keys[0], values[0], ttl)
+	}
+	cmds, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			p.Set(ctx, k, values[i], ttlOf(ttl))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("redis set: %w", err)
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return fmt.Errorf("redis set: %w", c.Err())
+		}
+	}
+	return nil
+}
+
+func (r *redisStore) shared() bool { return true }
+
+// close leaves the client open: its opener closes it.
+func (r *redisStore) close() error { return nil }
 
 // ttlOf rounds up to Redis's millisecond resolution: a positive TTL never becomes
 // "no expiry".

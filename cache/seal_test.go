@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +24,7 @@ func TestSealedEntries(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
 	cfg := func(secret []byte, log *bytes.Buffer) Config {
-		c := Config{Redis: RedisConfig{Addrs: []string{srv.Addr()}}, Secret: secret}
+		c := Config{Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Secret: secret}
 		if log != nil {
 			c.Logger = slog.New(slog.NewTextHandler(log, nil))
 		}
@@ -91,7 +92,7 @@ func BenchmarkSealedRead(b *testing.B) {
 		name := map[bool]string{false: "Unsealed", true: "Sealed"}[sealed]
 		b.Run(name, func(b *testing.B) {
 			d := newBenchDir(1000)
-			in := newInstance(b, d, Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(b).Addr()}}, MaxBytes: 1 << 20})
+			in := newInstance(b, d, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), MaxBytes: 1 << 20})
 			if !sealed {
 				in.c.sealer = nil
 			}

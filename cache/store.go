@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 )
@@ -23,6 +24,11 @@ type store interface {
 	// getOrSet returns the value of key, first storing value there for ttl if key
 	// holds none, atomically.
 	getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error)
+	// setAll stores values[i], none empty, under keys[i] for ttl, in one round trip
+	// (not atomically: after an error any of them may be stored).
+	setAll(ctx context.Context, keys, values []string, ttl time.Duration) error
+	// shared reports whether other instances read and write the store (Redis).
+	shared() bool
 	close() error
 }
 
@@ -124,6 +130,23 @@ func (m *memoryStore) getOrSet(ctx context.Context, key, value string, ttl time.
 	m.store(key, value, ttl)
 	return value, nil
 }
+
+func (m *memoryStore) setAll(ctx context.Context, keys, values []string, ttl time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if slices.Contains(values, "") {
+		return errEmptyValue
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, k := range keys {
+		m.store(k, values[i], ttl)
+	}
+	return nil
+}
+
+func (m *memoryStore) shared() bool { return false }
 
 func (m *memoryStore) store(key, value string, ttl time.Duration) {
 	if el, ok := m.items[key]; ok {

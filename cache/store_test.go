@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
@@ -34,28 +35,23 @@ func backends() []backend {
 		{
 			name: "redis",
 			open: func(t *testing.T) store {
-				return openRedisStore(t, RedisConfig{Addrs: []string{redistest.Start(t).Addr()}, Mode: ModeSingle})
+				return openRedisStore(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}, Mode: redisconn.ModeSingle})
 			},
 			advance: sleep,
 		},
 		{
 			name: "cluster",
 			open: func(t *testing.T) store {
-				return openRedisStore(t, RedisConfig{Addrs: redistest.StartCluster(t).Addrs(), Mode: ModeCluster})
+				return openRedisStore(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})
 			},
 			advance: sleep,
 		},
 	}
 }
 
-func openRedisStore(t *testing.T, cfg RedisConfig) store {
+func openRedisStore(t *testing.T, cfg redisconn.Config) store {
 	t.Helper()
-	s, err := newRedisStore(cfg, 2*time.Second, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.close() })
-	return s
+	return newRedisStore(redisClient(t, cfg), quiet)
 }
 
 // TestStoreConformance runs one suite against every backend: the cache's logic
@@ -98,6 +94,26 @@ func TestStoreConformance(t *testing.T) {
 				}
 				if got := mustGet(t, s, l1); got[0] != "replaced" {
 					t.Errorf("after overwrite get = %q", got[0])
+				}
+			})
+			t.Run("SetAll", func(t *testing.T) {
+				// Tokens of groups in different slots, in one round trip.
+				// Groups of their own: the other cases expect theirs missing or as they set them.
+				v1, v2, v3 := ks.version("00000000-0000-0000-0000-0000000000a5"), ks.version("00000000-0000-0000-0000-0000000000a6"), ks.version("00000000-0000-0000-0000-0000000000a7")
+				if err := s.setAll(ctx, []string{v1, v2, v3}, []string{"a", "b", "c"}, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustGet(t, s, v1, v2, v3); got[0] != "a" || got[1] != "b" || got[2] != "c" {
+					t.Errorf("after setAll get = %q", got)
+				}
+				if err := s.setAll(ctx, []string{v1}, []string{"a2"}, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustGet(t, s, v1); got[0] != "a2" {
+					t.Errorf("after setAll of one key get = %q", got[0])
+				}
+				if err := s.setAll(ctx, []string{v1, v2}, []string{"x", ""}, time.Minute); err == nil {
+					t.Error("setAll with an empty value succeeded")
 				}
 			})
 			t.Run("EmptyValueRefused", func(t *testing.T) {

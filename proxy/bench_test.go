@@ -13,6 +13,7 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -38,7 +39,12 @@ func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer
 	b.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: cache.RedisConfig{Addrs: []string{addr}, KeyPrefix: prefix}}.Open(ctx, dir)
+	client, err := redisconn.Config{Addrs: []string{addr}, Metrics: true}.Open(cache.DefaultTimeout) // as cmd/dirgate opens it
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { client.Close() })
+	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: client, KeyPrefix: prefix}.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -380,6 +380,9 @@ func (c *Config) Validate() error {
 	if err := cc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.redisConfig(nil).Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)

@@ -17,9 +17,10 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/auth/tokenfile"
-	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
+	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
@@ -50,7 +51,9 @@ type Main struct {
 	// that every instance reads its own (the memory upstream's file). feed runs it.
 	changes            dirgate.ChangeSource
 	changesPerInstance bool
-	feed               *cache.Feed
+	feed               *changefeed.Feed
+	// redis is the client the cache and the change feed share (nil without Redis).
+	redis redis.UniversalClient
 	// checker checks sign-in passwords: the upstream itself, outside the circuit
 	// breaker (a wrong password is no upstream failure). nil: no sign-in.
 	checker dirgate.CredentialChecker

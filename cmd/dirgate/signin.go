@@ -41,8 +41,7 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		}
 	}
 	if m.Config.RedisAddr != "" {
-		rcfg := m.Config.cacheConfig(m).Redis
-		client, err := rcfg.NewRedisClient(sessionRedisTimeout)
+		client, err := m.Config.redisConfig(m).Open(sessionRedisTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("sign-in: %w", err)
 		}

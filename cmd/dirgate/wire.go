@@ -9,7 +9,9 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -136,12 +138,32 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
 		cfg.Transitive = t
 	}
+	rcfg := m.Config.redisConfig(m)
+	if rcfg.Configured() {
+		// One client for the cache and the change feed, with the cache's timeout;
+		// closed after both (closers run last first).
+		rcfg.Metrics, rcfg.Logger = true, m.Logger
+		timeout := cfg.Timeout
+		if timeout == 0 {
+			timeout = cache.DefaultTimeout
+		}
+		client, err := rcfg.Open(timeout)
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		m.closers = append(m.closers, client.Close)
+		cfg.Redis, m.redis = client, client
+	}
 	c, err := cfg.Open(ctx, dir)
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	m.closers = append(m.closers, c.Close)
-	if m.Config.RedisAddr != "" {
+	if rcfg.Configured() {
+		if c.Ready(ctx) == nil {
+			// Logged once at start; requests do not depend on it.
+			m.Logger.Info("cache: redis answers", "mode", rcfg.WithDefaults().Mode, "addrs", rcfg.Addrs)
+		}
 		// Reported, not gating: Redis is shared. /readyz needs no token, so the
 		// client's error text (addresses) goes to the log only.
 		m.ready.add("redis", func(ctx context.Context) error {
@@ -155,13 +177,22 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	return c, nil
 }
 
-func (c *Config) cacheConfig(m *Main) cache.Config {
+// redisConfig is the Redis deployment the cache, the change feed and sign-in share.
+func (c *Config) redisConfig(m *Main) redisconn.Config {
 	var addrs []string
 	for _, a := range strings.Split(c.RedisAddr, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			addrs = append(addrs, a)
 		}
 	}
+	return redisconn.Config{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
+		PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
+		TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
+		TLSServerName: c.RedisTLSServerName,
+		Tracing:       m != nil && m.telemetry != nil && m.telemetry.Tracing}
+}
+
+func (c *Config) cacheConfig(m *Main) cache.Config {
 	jitter := c.CacheTTLJitter
 	if jitter == 0 {
 		jitter = -1 // the setting's 0 means none; the package's 0 is its default
@@ -171,12 +202,7 @@ func (c *Config) cacheConfig(m *Main) cache.Config {
 		lease = -1 // the setting's 0 means off; the package's 0 is its default
 	}
 	cfg := cache.Config{
-		Lease: lease,
-		Redis: cache.RedisConfig{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
-			PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
-			TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
-			TLSServerName: c.RedisTLSServerName, KeyPrefix: c.RedisKeyPrefix,
-			Tracing: m != nil && m.telemetry != nil && m.telemetry.Tracing},
+		Lease: lease, KeyPrefix: c.RedisKeyPrefix,
 		TTL: c.CacheTTL, TTLJitter: jitter, MaxStale: c.CacheMaxStale,
 		Timeout: c.RedisTimeout, RetryInterval: c.RedisRetryInterval, MaxBytes: c.CacheMaxBytes,
 	}
@@ -192,9 +218,16 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 	if !m.Config.ChangeFeed || m.changes == nil {
 		return nil
 	}
-	f, err := c.StartFeed(ctx, cache.FeedConfig{
-		Source: m.changes, Interval: m.Config.ChangeFeedInterval, PerInstance: m.changesPerInstance,
-		OnEvent: func(ev cache.FeedEvent) {
+	cc := m.Config.cacheConfig(m)
+	secret, err := m.readSecret()
+	if err != nil {
+		return err
+	}
+	f, err := changefeed.Start(ctx, changefeed.Config{
+		Source: m.changes, Cache: c, Interval: m.Config.ChangeFeedInterval, PerInstance: m.changesPerInstance,
+		Redis: m.redis, KeyPrefix: cc.KeyPrefix, Secret: secret, Timeout: cc.Timeout, RetryInterval: cc.RetryInterval,
+		Logger: m.Logger,
+		OnEvent: func(ev changefeed.Event) {
 			// A group's members changed: any caller's groups (or their nesting) may
 			// have. Otherwise only the changed objects themselves.
 			changed := make(map[string]bool, len(ev.GUIDs))
@@ -208,6 +241,7 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 		return fmt.Errorf("change feed: %w", err)
 	}
 	m.feed = f
+	m.closers = append(m.closers, f.Close) // before the cache's (closers run last first)
 	// Reported, not gating: without the feed, entries still expire by their TTL.
 	m.ready.add("changefeed", f.Ready)
 	return nil

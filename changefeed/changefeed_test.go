@@ -1,4 +1,4 @@
-package cache
+package changefeed
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/internal/seal"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -66,16 +69,23 @@ func (s *fakeSource) lastAsked() dirgate.ChangePosition {
 	return s.asked[len(s.asked)-1]
 }
 
-func startFeed(t *testing.T, in instance, src dirgate.ChangeSource, cfg FeedConfig) *Feed {
+// startFeed starts a feed of in's cache, as cmd/dirgate does: on its Redis client,
+// with its key prefix, secret, timeouts and logger.
+func startFeed(t *testing.T, in instance, src dirgate.ChangeSource, cfg Config) *Feed {
 	t.Helper()
-	cfg.Source = src
+	cfg.Source, cfg.Cache = src, in.c
+	cfg.Redis, cfg.KeyPrefix, cfg.Secret = in.cfg.Redis, in.cfg.KeyPrefix, in.cfg.Secret
+	cfg.Timeout, cfg.RetryInterval = in.cfg.Timeout, in.cfg.RetryInterval
+	if cfg.Logger = in.cfg.Logger; cfg.Logger == nil {
+		cfg.Logger = quiet
+	}
 	if cfg.Interval == 0 {
 		cfg.Interval = 10 * time.Millisecond
 	}
 	if cfg.Lease == 0 {
 		cfg.Lease = 300 * time.Millisecond
 	}
-	f, err := in.c.StartFeed(t.Context(), cfg)
+	f, err := Start(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,21 +107,21 @@ var nested = dirgate.ListOptions{IncludeIndirect: true}
 func TestFeedInvalidatesExactly(t *testing.T) {
 	backends := append([]struct {
 		name string
-		cfg  func(t *testing.T) Config
-	}{{"in-process", func(*testing.T) Config { return Config{} }}}, sharedBackends()...)
+		cfg  func(t *testing.T) cache.Config
+	}{{"in-process", func(*testing.T) cache.Config { return cache.Config{} }}}, sharedBackends()...)
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			dir := demo(t)
 			cfg := b.cfg(t)
 			a := newInstance(t, dir, cfg)
 			ins := []instance{a}
-			if len(cfg.Redis.Addrs) > 0 {
+			if cfg.Redis != nil {
 				ins = append(ins, newInstance(t, dir, cfg))
 			}
 			src := &fakeSource{}
 			feeds := make([]*Feed, len(ins))
 			for i, in := range ins {
-				feeds[i] = startFeed(t, in, src, FeedConfig{})
+				feeds[i] = startFeed(t, in, src, Config{})
 			}
 			waitFor(t, "a position", func() bool { return feeds[0].Ready(t.Context()) == nil })
 			// Desktop Engineers is the innermost of the chain; Project Alpha is unrelated.
@@ -148,36 +158,110 @@ func TestFeedInvalidatesExactly(t *testing.T) {
 
 // TestFeedResyncInvalidatesEverything: a position that cannot be trusted (here an
 // unparseable entry, as the LDAP source reports it) or a burst larger than a batch
-// invalidates every listing once; the feed keeps running.
+// invalidates everything once, on every instance: every cached listing (direct,
+// nested, with membership properties, of unrelated groups) and every identifier
+// resolution kept in the first level; the feed keeps running.
 func TestFeedResyncInvalidatesEverything(t *testing.T) {
-	for _, reason := range []string{dirgate.ResyncUnparseable, dirgate.ResyncBurst} {
-		t.Run(reason, func(t *testing.T) {
-			dir := demo(t)
-			in := newInstance(t, dir, Config{})
-			src := &fakeSource{}
-			f := startFeed(t, in, src, FeedConfig{MaxBatch: 3})
-			waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
-			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
-			if st := served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
-				t.Fatalf("not cached: %s", st)
-			}
-			if reason == dirgate.ResyncBurst {
-				for range 10 {
-					src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: "0a0a0a0a-0000-0000-0000-000000000000", GroupsKnown: true})
+	// Unrelated groups, nested and direct, with and without membership properties:
+	// no change names any of them.
+	listings := []struct {
+		group string
+		opts  dirgate.ListOptions
+	}{
+		{fixture.ProjectAlphaDN, dirgate.ListOptions{}},
+		{fixture.ChainDNs[0], nested},
+		{fixture.DesktopEngineersDN, dirgate.ListOptions{Properties: []string{"memberof"}}},
+		{fixture.SalesEastDN, nested},
+	}
+	resolved := []string{fixture.ProjectBetaDN, fixture.AllStaffDN}
+	backends := append([]struct {
+		name string
+		cfg  func(t *testing.T) cache.Config
+	}{{"in-process", func(*testing.T) cache.Config { return cache.Config{} }}}, sharedBackends()...)
+	for _, b := range backends {
+		for _, reason := range []string{dirgate.ResyncUnparseable, dirgate.ResyncBurst} {
+			t.Run(b.name+"/"+reason, func(t *testing.T) {
+				dir := &countingDir{Directory: demo(t)}
+				cfg := b.cfg(t)
+				ins := []instance{newInstance(t, dir, cfg)}
+				if cfg.Redis != nil {
+					ins = append(ins, newInstance(t, dir, cfg))
 				}
-			} else {
-				src.setResync(reason)
-			}
-			waitFor(t, "everything invalidated", func() bool {
-				return served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+				src := &fakeSource{}
+				var feeds []*Feed
+				for _, in := range ins {
+					feeds = append(feeds, startFeed(t, in, src, Config{MaxBatch: 3}))
+				}
+				for _, f := range feeds {
+					waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
+				}
+				// Each listing is checked on one instance (in turn): on a shared store, the
+				// first instance to refill a listing would make it a hit for the others.
+				on := func(i int) instance { return ins[i%len(ins)] }
+				for i, l := range listings {
+					served(t, on(i), l.group, l.opts)
+					if st := served(t, on(i), l.group, l.opts); st != dirgate.CacheHit {
+						t.Fatalf("%s not cached: %s", l.group, st)
+					}
+				}
+				for _, in := range ins {
+					for _, id := range resolved {
+						lookup(t, in, id)
+					}
+				}
+				before := dir.lookups.Load()
+				for _, in := range ins {
+					for _, id := range resolved {
+						lookup(t, in, id)
+					}
+				}
+				if dir.lookups.Load() != before {
+					t.Fatal("a cached resolution reached the directory")
+				}
+
+				if reason == dirgate.ResyncBurst {
+					for range 10 {
+						src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: "0a0a0a0a-0000-0000-0000-000000000000", GroupsKnown: true})
+					}
+				} else {
+					src.setResync(reason)
+				}
+				for i, l := range listings {
+					waitFor(t, l.group+" invalidated", func() bool {
+						return served(t, on(i), l.group, l.opts) == dirgate.CacheMiss
+					})
+				}
+				// Each resolution is checked on one instance, for the same reason.
+				for i, id := range resolved {
+					n := dir.lookups.Load()
+					waitFor(t, id+"'s resolution dropped", func() bool {
+						lookup(t, on(i), id)
+						return dir.lookups.Load() > n
+					})
+				}
+				// Once: what was refilled is served again.
+				for i, l := range listings {
+					if st := served(t, on(i), l.group, l.opts); st != dirgate.CacheHit {
+						t.Errorf("%s after the resync: %s, want a hit", l.group, st)
+					}
+				}
+
+				// Still following: a later change is applied.
+				served(t, ins[0], fixture.ProjectAlphaDN, dirgate.ListOptions{})
+				src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: object(t, dir, fixture.ProjectAlphaDN).GUID, GroupsKnown: true})
+				waitFor(t, "a later change", func() bool {
+					return served(t, ins[0], fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+				})
 			})
-			// Still following: a later change is applied.
-			served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{})
-			src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: object(t, dir, fixture.ProjectAlphaDN).GUID, GroupsKnown: true})
-			waitFor(t, "a later change", func() bool {
-				return served(t, in, fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
-			})
-		})
+		}
+	}
+}
+
+// lookup resolves id through in's cache, as a listing's group is resolved.
+func lookup(t *testing.T, in instance, id string) {
+	t.Helper()
+	if _, err := in.c.Lookup(t.Context(), dirgate.MustParseIdentifier(id), nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -185,9 +269,9 @@ func TestFeedResyncInvalidatesEverything(t *testing.T) {
 // checked against tokens per request; the feed drops them when their object changes.
 func TestFeedDropsResolutions(t *testing.T) {
 	dir := &countingDir{Directory: demo(t)}
-	in := newInstance(t, dir, Config{})
+	in := newInstance(t, dir, cache.Config{})
 	src := &fakeSource{}
-	f := startFeed(t, in, src, FeedConfig{})
+	f := startFeed(t, in, src, Config{})
 	waitFor(t, "a position", func() bool { return f.Ready(t.Context()) == nil })
 	id := dirgate.MustParseIdentifier(fixture.ProjectAlphaDN)
 	o, err := in.c.Lookup(t.Context(), id, nil)
@@ -217,7 +301,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	dir := demo(t)
 	// A generous Redis timeout: this tests the hand-over, not timeouts, and the
 	// default 100 ms failed under a load average of 10.
-	cfg := Config{Secret: sealSecret, Redis: RedisConfig{Addrs: []string{redistest.Start(t).Addr()}}, Timeout: time.Second}
+	cfg := cache.Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Timeout: time.Second}
 	src := &fakeSource{}
 	var ins []instance
 	var feeds []*Feed
@@ -226,7 +310,7 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	for i := range 3 {
 		in := newInstance(t, dir, cfg)
 		ins = append(ins, in)
-		feeds = append(feeds, startFeed(t, in, src, FeedConfig{OnEvent: func(FeedEvent) {
+		feeds = append(feeds, startFeed(t, in, src, Config{OnEvent: func(Event) {
 			mu.Lock()
 			events[i]++
 			mu.Unlock()
@@ -242,6 +326,12 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	}
 	waitFor(t, "one leader", func() bool { n, _ := leaders(); return n == 1 })
 	_, first := leaders()
+	// The first read (no position yet) resyncs and tells every instance: only the
+	// events after it count below.
+	waitFor(t, "a position", func() bool { return feeds[first].Ready(t.Context()) == nil })
+	mu.Lock()
+	clear(events)
+	mu.Unlock()
 	g := object(t, dir, fixture.ProjectAlphaDN)
 	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
 	polls := 0
@@ -312,12 +402,12 @@ func FuzzParseEvent(f *testing.F) {
 	f.Add("x", "0", "0", "", true)
 	f.Add("2", "0", "0", "NOT-A-GUID", true)
 	f.Add("3", "0", "0", "0a0a0a0a-0000-0000-0000-000000000000", false)
-	rf := &redisFeed{seal: newSealer(sealSecret), events: "p:{changefeed}:events", now: time.Now}
+	rf := &redisFeed{seal: seal.New(sealSecret), events: "p:{changefeed}:events", now: time.Now}
 	f.Fuzz(func(t *testing.T, seq, all, groups, ids string, sealed bool) {
 		ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 		vals := map[string]any{"seq": seq, "t": ts, "all": all, "groups": groups, "guids": ids}
 		if sealed {
-			vals["mac"] = hex.EncodeToString(rf.seal.mac(rf.events, eventBody(seq, ts, all, groups, ids)))
+			vals["mac"] = hex.EncodeToString(rf.seal.MAC(rf.events, eventBody(seq, ts, all, groups, ids)))
 		}
 		e := rf.parseEvent("1-0", vals)
 		if e.ev.All && len(e.ev.GUIDs) > 0 {
@@ -337,9 +427,9 @@ func FuzzParseEvent(f *testing.F) {
 // TestFeedBacksOff: a directory that keeps failing is read with a growing pause (not
 // every interval), and the feed recovers by itself.
 func TestFeedBacksOff(t *testing.T) {
-	in := newInstance(t, demo(t), Config{})
+	in := newInstance(t, demo(t), cache.Config{})
 	src := &fakeSource{fail: dirgate.Errorf(dirgate.EUNAVAILABLE, "down (test)")}
-	f := startFeed(t, in, src, FeedConfig{Interval: 10 * time.Millisecond})
+	f := startFeed(t, in, src, Config{Interval: 10 * time.Millisecond})
 	time.Sleep(500 * time.Millisecond)
 	src.mu.Lock()
 	reads := len(src.asked)

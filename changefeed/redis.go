@@ -1,4 +1,4 @@
-package cache
+package changefeed
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,14 +26,14 @@ import (
 //	<prefix>{changefeed}:events   a stream of events, trimmed to about maxEvents
 //
 // The claim, the position and every event carry an HMAC under the cache's secret
-// (seal.go), bound to their key, so that a Redis writer cannot suppress invalidations
+// (internal/seal), bound to their key, so that a Redis writer cannot suppress invalidations
 // (docs/cache.md, "Entries are authenticated"): a position that does not verify is
 // no position (the next leader resyncs, invalidating everything); a claim that does
 // not verify, or whose sealed expiry has passed, is taken over; an event that does
 // not verify, or is older than maxEventAge, drops everything on the follower.
 type redisFeed struct {
 	client                   redis.UniversalClient
-	seal                     *sealer
+	seal                     *seal.Sealer
 	log                      *slog.Logger
 	now                      func() time.Time
 	leader, pos, seq, events string
@@ -43,7 +44,7 @@ type redisFeed struct {
 const maxEvents = 1000
 
 // maxEventGUIDs bounds what a follower accepts from one event.
-const maxEventGUIDs = 2 * DefaultFeedMaxBatch
+const maxEventGUIDs = 2 * DefaultMaxBatch
 
 // maxPositionBytes bounds a stored position (decodePosition), and its read.
 const maxPositionBytes = 4096
@@ -56,9 +57,9 @@ const (
 	maxEventAge = 30 * time.Second
 )
 
-func (r *redisStore) feed(prefix string, seal *sealer, log *slog.Logger, now func() time.Time) *redisFeed {
+func newRedisFeed(client redis.UniversalClient, prefix string, s *seal.Sealer, log *slog.Logger, now func() time.Time) *redisFeed {
 	k := prefix + "{changefeed}:"
-	return &redisFeed{client: r.client, seal: seal, log: log, now: now,
+	return &redisFeed{client: client, seal: s, log: log, now: now,
 		leader: k + "leader", pos: k + "pos", seq: k + "seq", events: k + "events"}
 }
 
@@ -103,7 +104,7 @@ return 0`)
 
 func (f *redisFeed) claim(id string, exp time.Time) string {
 	body := id + "|" + strconv.FormatInt(exp.UnixMilli(), 10)
-	return body + "|" + hex.EncodeToString(f.seal.mac(f.leader, body))
+	return body + "|" + hex.EncodeToString(f.seal.MAC(f.leader, body))
 }
 
 // claimLive reports whether v is an authentic claim whose expiry has not passed.
@@ -113,7 +114,7 @@ func (f *redisFeed) claimLive(v string) bool {
 		return false
 	}
 	mac, err := hex.DecodeString(v[i+1:])
-	if err != nil || !hmac.Equal(mac, f.seal.mac(f.leader, v[:i])) {
+	if err != nil || !hmac.Equal(mac, f.seal.MAC(f.leader, v[:i])) {
 		return false
 	}
 	_, ms, ok := strings.Cut(v[:i], "|")
@@ -166,7 +167,7 @@ func (f *redisFeed) release(ctx context.Context, id string) error {
 // position reads the stored position; one that does not verify is logged and read
 // as none, so that the next leader resyncs.
 func (f *redisFeed) position(ctx context.Context) (*dirgate.ChangePosition, error) {
-	v, err := f.client.GetRange(ctx, f.pos, 0, int64(maxPositionBytes+sealOverhead)).Result()
+	v, err := f.client.GetRange(ctx, f.pos, 0, int64(maxPositionBytes+seal.Overhead)).Result()
 	if wrongType(err) {
 		v, err = "?", nil // not a string: refused below
 	}
@@ -177,9 +178,9 @@ func (f *redisFeed) position(ctx context.Context) (*dirgate.ChangePosition, erro
 		return nil, nil
 	}
 	var p *dirgate.ChangePosition
-	if len(v) > maxPositionBytes+sealOverhead {
-		err = fmt.Errorf("%w: over %d bytes", errCorrupt, maxPositionBytes+sealOverhead)
-	} else if v, err = f.seal.open(f.pos, v); err == nil {
+	if len(v) > maxPositionBytes+seal.Overhead {
+		err = fmt.Errorf("over %d bytes", maxPositionBytes+seal.Overhead)
+	} else if v, err = f.seal.Open(f.pos, v); err == nil {
 		p, err = decodePosition(v)
 	}
 	if err != nil {
@@ -194,7 +195,7 @@ func (f *redisFeed) storePosition(ctx context.Context, id string, p dirgate.Chan
 	if err != nil {
 		return false, err
 	}
-	n, err := storePosScript.Run(ctx, f.client, []string{f.leader, f.pos}, id+"|", f.seal.seal(f.pos, string(b))).Int()
+	n, err := storePosScript.Run(ctx, f.client, []string{f.leader, f.pos}, id+"|", f.seal.Seal(f.pos, string(b))).Int()
 	if err != nil {
 		return false, fmt.Errorf("store position: %w", err)
 	}
@@ -218,7 +219,7 @@ func eventBody(seq, t, all, groups, guids string) string {
 // or stream that Redis refuses to use (overwritten with another type or a
 // non-number) is deleted and started afresh, so that a writer cannot stop events
 // that way; the restart shows to followers as a gap.
-func (f *redisFeed) publish(ctx context.Context, ev FeedEvent) error {
+func (f *redisFeed) publish(ctx context.Context, ev Event) error {
 	n, err := f.client.Incr(ctx, f.seq).Result()
 	if redisRefused(err) {
 		f.log.WarnContext(ctx, "cache: change feed: the event counter is unusable (a Redis writer?); starting it afresh", "error", err)
@@ -231,7 +232,7 @@ func (f *redisFeed) publish(ctx context.Context, ev FeedEvent) error {
 	}
 	seq, t := strconv.FormatInt(n, 10), strconv.FormatInt(f.now().UnixMilli(), 10)
 	all, groups, guids := flag(ev.All), flag(ev.Groups), strings.Join(ev.GUIDs, ",")
-	mac := hex.EncodeToString(f.seal.mac(f.events, eventBody(seq, t, all, groups, guids)))
+	mac := hex.EncodeToString(f.seal.MAC(f.events, eventBody(seq, t, all, groups, guids)))
 	add := func() error {
 		return f.client.XAdd(ctx, &redis.XAddArgs{Stream: f.events, MaxLen: maxEvents, Approx: true,
 			Values: []string{"seq", seq, "t", t, "all", all, "groups", groups, "guids", guids, "mac", mac}}).Err()
@@ -303,7 +304,7 @@ func (f *redisFeed) read(ctx context.Context, from streamPos, block time.Duratio
 func (f *redisFeed) parseEvent(id string, vals map[string]any) streamEvent {
 	str := func(k string) string { s, _ := vals[k].(string); return s }
 	seq, err := strconv.ParseInt(str("seq"), 10, 64)
-	e := streamEvent{pos: streamPos{id: id, seq: seq}, ev: FeedEvent{All: str("all") != "0", Groups: str("groups") != "0"}}
+	e := streamEvent{pos: streamPos{id: id, seq: seq}, ev: Event{All: str("all") != "0", Groups: str("groups") != "0"}}
 	refuse := func(why string) streamEvent {
 		e.ev.All, e.ev.GUIDs, e.refused = true, nil, why
 		return e
@@ -312,7 +313,7 @@ func (f *redisFeed) parseEvent(id string, vals map[string]any) streamEvent {
 		return refuse("no sequence number")
 	}
 	mac, err := hex.DecodeString(str("mac"))
-	if err != nil || !hmac.Equal(mac, f.seal.mac(f.events, eventBody(str("seq"), str("t"), str("all"), str("groups"), str("guids")))) {
+	if err != nil || !hmac.Equal(mac, f.seal.MAC(f.events, eventBody(str("seq"), str("t"), str("all"), str("groups"), str("guids")))) {
 		return refuse("HMAC mismatch (written without the secret?)")
 	}
 	t, err := strconv.ParseInt(str("t"), 10, 64)
@@ -334,21 +335,60 @@ func (f *redisFeed) parseEvent(id string, vals map[string]any) streamEvent {
 	return e
 }
 
-// setTokens gives each group a new token in one pipeline.
-func (r *redisStore) setTokens(ctx context.Context, k keys, guids []string, ttl time.Duration) error {
-	cmds, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for _, g := range guids {
-			p.Set(ctx, k.version(g), newToken(), ttlOf(ttl))
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("redis set tokens: %w", err)
+// feedStore is the shared part of the feed (redisFeed).
+type feedStore interface {
+	// lead claims the lease or renews it; it reports whether id holds it.
+	lead(ctx context.Context, id string, lease time.Duration) (bool, error)
+	release(ctx context.Context, id string) error
+	position(ctx context.Context) (*dirgate.ChangePosition, error)
+	// storePosition stores p if id still holds the lease.
+	storePosition(ctx context.Context, id string, p dirgate.ChangePosition) (bool, error)
+	publish(ctx context.Context, ev Event) error
+	streamEnd(ctx context.Context) (streamPos, error)
+	read(ctx context.Context, from streamPos, block time.Duration) ([]streamEvent, error)
+}
+
+type streamPos struct {
+	id  string
+	seq int64
+}
+
+type streamEvent struct {
+	pos streamPos
+	ev  Event
+	// refused says why the event was not believed (it drops everything).
+	refused string
+}
+
+// decodePosition parses a stored position: untrusted input, checked.
+func decodePosition(s string) (*dirgate.ChangePosition, error) {
+	if s == "" {
+		return nil, nil
 	}
-	for _, c := range cmds {
-		if c.Err() != nil {
-			return fmt.Errorf("redis set tokens: %w", c.Err())
-		}
+	if len(s) > maxPositionBytes {
+		return nil, errors.New("change feed: stored position is too long")
 	}
-	return nil
+	var p dirgate.ChangePosition
+	if err := json.Unmarshal([]byte(s), &p); err != nil {
+		return nil, fmt.Errorf("change feed: stored position: %w", err)
+	}
+	if p.Source == "" || p.Time.IsZero() {
+		return nil, errors.New("change feed: stored position is incomplete")
+	}
+	return &p, nil
+}
+
+// Defaults of the settings the feed shares with the cache (cache.Config).
+const (
+	defaultTimeout       = 100 * time.Millisecond
+	defaultRetryInterval = time.Second
+	defaultKeyPrefix     = "dirgate:"
+	minSecretLength      = 32
+)
+
+// canonicalGUID reports whether g is a GUID in the form the upstreams render
+// (dirgate.GUIDFromBytes): an event naming anything else is refused.
+func canonicalGUID(g string) bool {
+	b, err := dirgate.GUIDToBytes(g)
+	return err == nil && len(g) == 36 && dirgate.GUIDFromBytes(b) == g
 }

@@ -1,0 +1,49 @@
+package changefeed
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+type feedMetrics struct {
+	changes metric.Int64Counter
+	resyncs metric.Int64Counter
+	lag     metric.Float64ObservableGauge
+	leader  metric.Int64ObservableGauge
+	reg     metric.Registration
+}
+
+// meterName is the cache's: the metrics kept their instrumentation scope when the
+// feed got a package of its own (docs/operations.md lists them).
+const meterName = "github.com/dirgate/dirgate/cache"
+
+func newFeedMetrics() feedMetrics {
+	m := otel.Meter(meterName)
+	var fm feedMetrics
+	fm.changes, _ = m.Int64Counter("dirgate_changefeed_changes_total",
+		metric.WithDescription("Objects changed in the directory that the change feed invalidated, by kind: group, object or deleted."))
+	fm.resyncs, _ = m.Int64Counter("dirgate_changefeed_resyncs_total",
+		metric.WithDescription("Times the change feed invalidated everything, by reason."))
+	fm.lag, _ = m.Float64ObservableGauge("dirgate_changefeed_lag_seconds",
+		metric.WithDescription("Age of the change feed's position: how far behind the directory cached entries may be."), metric.WithUnit("s"))
+	fm.leader, _ = m.Int64ObservableGauge("dirgate_changefeed_leader",
+		metric.WithDescription("1 on the instance that reads the directory's changes for the deployment, 0 elsewhere."))
+	return fm
+}
+
+func (fm feedMetrics) register(f *Feed) (metric.Registration, error) {
+	m := otel.Meter(meterName)
+	return m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		var lead int64
+		if f.leader.Load() {
+			lead = 1
+		}
+		o.ObserveInt64(fm.leader, lead)
+		if p := f.lastPos.Load(); p != nil {
+			o.ObserveFloat64(fm.lag, f.cfg.now().Sub(p.Time).Seconds())
+		}
+		return nil
+	}, fm.lag, fm.leader)
+}
