@@ -20,7 +20,7 @@ import (
 // Strings are a uvarint length and bytes. Counts of maps and slices are stored plus
 // one, so that nil and empty survive the round trip (0 means nil). Decoding works on
 // a string and slices it, so a 1,000-object listing costs a few thousand small
-// allocations rather than a JSON parse (perf-calibration.md: 9 ms).
+// allocations rather than a JSON parse (docs/benchmarks.md, "Cost calibration": 9 ms).
 const magic = "dgc1"
 
 const flagFragments = 1

@@ -7,9 +7,9 @@ import (
 
 // firstLevel keeps decoded entries in process, least recently used first out, bounded
 // in bytes: decoding a 1,000-object listing costs more than filtering and writing it
-// (perf-calibration.md), so hot listings are decoded once per instance. Entries are
-// immutable; whether one may still be served is decided by the cache (versions,
-// freshness), not here.
+// (docs/benchmarks.md, "Cost calibration"), so hot listings are decoded once per
+// instance. Entries are immutable; whether one may still be served is decided by the
+// cache (versions, freshness), not here.
 type firstLevel struct {
 	mu       sync.Mutex
 	items    map[string]*list.Element

@@ -6,14 +6,14 @@ import (
 	"github.com/dirgate/dirgate/internal/seal"
 )
 
-// sealer authenticates the entries the cache keeps in Redis (docs/cache.md,
-// "Entries are authenticated"): each stored value is prefixed with an HMAC-SHA256
-// over its key and its bytes (internal/seal), under a key derived from Config.Secret. Someone able
-// to write to Redis can then neither change a listing nor move one under another
-// group's key; they can still delete entries or put back an older authentic value
-// of the same key (within its TTL, and only while its version tokens still match).
-// Values are verified once, when read from Redis; hits from the in-process first
-// level are not verified again, so the hot path does not pay for it.
+// sealer authenticates the entries the cache keeps in Redis (docs/cache.md, "Entries
+// in Redis are authenticated"): each stored value is prefixed with an HMAC-SHA256
+// over its key and its bytes (internal/seal), under a key derived from Config.Secret.
+// Someone able to write to Redis can then neither change a listing nor move one under
+// another group's key; they can still delete entries or put back an older authentic
+// value of the same key (within its TTL, and only while its version tokens still
+// match). Values are verified once, when read from Redis; hits from the in-process
+// first level are not verified again, so the hot path does not pay for it.
 type sealer struct{ s *seal.Sealer }
 
 // sealTag starts every sealed value; sealOverhead is what sealing adds to a value.

@@ -26,11 +26,12 @@ import (
 //	<prefix>{changefeed}:events   a stream of events, trimmed to about maxEvents
 //
 // The claim, the position and every event carry an HMAC under the cache's secret
-// (internal/seal), bound to their key, so that a Redis writer cannot suppress invalidations
-// (docs/cache.md, "Entries are authenticated"): a position that does not verify is
-// no position (the next leader resyncs, invalidating everything); a claim that does
-// not verify, or whose sealed expiry has passed, is taken over; an event that does
-// not verify, or is older than maxEventAge, drops everything on the follower.
+// (internal/seal), bound to their key, so that a Redis writer cannot suppress
+// invalidations (docs/cache.md, "Entries in Redis are authenticated"): a position
+// that does not verify is no position (the next leader resyncs, invalidating
+// everything); a claim that does not verify, or whose sealed expiry has passed, is
+// taken over; an event that does not verify, or is older than maxEventAge, drops
+// everything on the follower.
 type redisFeed struct {
 	client                   redis.UniversalClient
 	seal                     *seal.Sealer
