@@ -181,7 +181,9 @@ func (t *throttle) reserve(addr string, now time.Time) (time.Duration, bool) {
 	f := t.entry(addr)
 	t.prune(f, now)
 	if len(f.times) >= t.cfg.MaxFailures {
-		return f.times[0].Add(t.cfg.Window).Sub(now), false
+		// Capped at the window: concurrent requests take their times before the
+		// lock, so the oldest recorded may be later than now.
+		return min(f.times[0].Add(t.cfg.Window).Sub(now), t.cfg.Window), false
 	}
 	f.times = append(f.times, now)
 	return 0, true

@@ -237,3 +237,23 @@ func TestAPIRoute(t *testing.T) {
 		}
 	}
 }
+
+// Concurrent sign-ins take their times before the throttle's lock, so a reservation
+// may find the address's oldest attempt later than its own time: the wait it is
+// told is still at most the window (Retry-After never exceeds it).
+func TestThrottleReserveWaitAtMostWindow(t *testing.T) {
+	th := newThrottle(ThrottleConfig{MaxFailures: 2, Window: time.Minute, MaxClients: 10})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 2 {
+		if _, ok := th.reserve("a", t0.Add(time.Second+time.Duration(i))); !ok {
+			t.Fatalf("reservation %d refused", i)
+		}
+	}
+	wait, ok := th.reserve("a", t0)
+	if ok {
+		t.Fatal("a third reservation within the window was accepted")
+	}
+	if wait <= 0 || wait > time.Minute {
+		t.Errorf("wait %v, want within (0, 1m]", wait)
+	}
+}
