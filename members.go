@@ -43,6 +43,9 @@ type ViewSelector interface {
 	// SelectView returns the positions of objs that p may view. With limit > 0 it
 	// may stop deciding once limit objects are allowed, and selects at most limit.
 	// The selection may be shared with other requests: it must not be modified.
+	// A selector that is a PropertyWithholder answers ErrPropertiesWithheld, and
+	// decides nothing, unless no requested property is left out of an object it
+	// selects (it may also answer so when it does not know yet).
 	SelectView(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object, limit int) (Selection, error)
 }
 
@@ -138,7 +141,7 @@ func (s *MemberService) Filter(ctx context.Context, p Principal, group Object, o
 
 // Select decides a listing ListingFor returned as the Selection of the positions p
 // receives, sizeLimit applied, when its decision can be one: there is no authorizer,
-// or it is a ViewSelector that will not withhold properties from p. false means
+// or it is a ViewSelector that withholds no requested property from p. false means
 // that the listing must be decided by Filter, whose objects may be altered copies.
 // The selection is exact, so a renderer may share one body between the callers
 // whose selections are equal (render.Lister); it may be shared with other requests
@@ -151,14 +154,13 @@ func (s *MemberService) Select(ctx context.Context, p Principal, group Object, o
 	if !ok {
 		return Selection{}, false, nil
 	}
-	if w, ok := s.Authz.(PropertyWithholder); ok && len(opts.Properties) > 0 && w.MayWithhold(p, opts) {
-		// Callers selecting the same objects may still be shown different
-		// properties of them: each gets the objects FilterView returns.
-		return Selection{}, false, nil
-	}
+	// A selector that may withhold some of the requested properties
+	// (PropertyWithholder) selects only when it withholds none of them for p;
+	// otherwise callers selecting the same objects may be shown different
+	// properties of them, and each gets the objects FilterView returns.
 	chosen, err := sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit)
 	if errors.Is(err, ErrPropertiesWithheld) {
-		return Selection{}, false, nil // the policy changed since MayWithhold
+		return Selection{}, false, nil
 	} else if err != nil {
 		return Selection{}, false, fmt.Errorf("filter listing: %w", err)
 	}

@@ -44,14 +44,16 @@ func TestSelect(t *testing.T) {
 	if _, ok, err := (&dirgate.MemberService{Authz: &filterOnly{}}).Select(ctx, p, g, dirgate.ListOptions{}, objs); ok || err != nil {
 		t.Errorf("an authorizer that only filters: %v, %v; want false", ok, err)
 	}
+	// A selector that may withhold asked properties is asked: it selects when it
+	// withholds none (ErrPropertiesWithheld otherwise, below).
 	withholding := &selector{sel: every, withhold: true}
-	if _, ok, err := (&dirgate.MemberService{Authz: withholding}).Select(ctx, p, g, props, objs); ok || err != nil || withholding.asked != 0 {
-		t.Errorf("a selector that may withhold asked properties: %v, %v, asked %d; want false, not asked", ok, err, withholding.asked)
+	if _, ok, err := (&dirgate.MemberService{Authz: withholding}).Select(ctx, p, g, props, objs); !ok || err != nil || withholding.asked != 1 {
+		t.Errorf("a selector that may withhold asked properties, and withholds none: %v, %v, asked %d; want its selection", ok, err, withholding.asked)
 	}
 	if _, ok, err := (&dirgate.MemberService{Authz: withholding}).Select(ctx, p, g, dirgate.ListOptions{}, objs); !ok || err != nil {
 		t.Errorf("a selector that may withhold, no properties asked: %v, %v; want a selection", ok, err)
 	}
-	changed := &selector{err: dirgate.ErrPropertiesWithheld}
+	changed := &selector{err: dirgate.ErrPropertiesWithheld, withhold: true}
 	if _, ok, err := (&dirgate.MemberService{Authz: changed}).Select(ctx, p, g, props, objs); ok || err != nil {
 		t.Errorf("ErrPropertiesWithheld: %v, %v; want false without an error", ok, err)
 	}

@@ -255,7 +255,10 @@ func (a *Authorizer) Revision() string { return a.current.Load().revision }
 // Objects whose decision is not the boolean true are omitted. When the listing
 // asks for properties the property policy may withhold (MayWithhold), the objects
 // returned are the first opts.SizeLimit (all when 0), with the properties p may not
-// read left out: altered copies, the listing's objects being shared.
+// read left out: altered copies, the listing's objects being shared. Their
+// properties are remembered with the listing's remembered decisions
+// (withholdRemembered) and shared with the next requests of the same plan: the
+// objects returned must not be modified.
 func (a *Authorizer) FilterView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) ([]dirgate.Object, error) {
 	v := a.current.Load()
 	allowed, n, _, wh, err := a.decideView(ctx, v, p, group, opts, objs, 0, a.mayWithhold(v, opts.Properties))
@@ -279,13 +282,23 @@ var _ dirgate.ViewSelector = (*Authorizer)(nil)
 // SelectView is FilterView reporting the positions of the allowed objects instead
 // of copying them. With limit > 0, deciding stops once limit objects are allowed,
 // and the decision log counts the objects after them as undecided. A selection
-// cannot withhold properties: when the policy in force may (a reload since the
-// caller asked MayWithhold), it decides nothing and answers
-// dirgate.ErrPropertiesWithheld, for the caller to use FilterView.
+// cannot withhold properties: when the policy in force may withhold some of the
+// requested ones (MayWithhold), it selects only when the property outcome
+// remembered with the listing's remembered decisions (withholdRemembered), for
+// opts.SizeLimit, left every property of every object in; otherwise it decides
+// and logs nothing and answers dirgate.ErrPropertiesWithheld, for the caller to
+// use FilterView (which then remembers the outcome for the next request).
 func (a *Authorizer) SelectView(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object, limit int) (dirgate.Selection, error) {
 	v := a.current.Load()
 	if a.mayWithhold(v, opts.Properties) {
-		return dirgate.Selection{}, dirgate.ErrPropertiesWithheld
+		if limit != opts.SizeLimit {
+			return dirgate.Selection{}, dirgate.ErrPropertiesWithheld // the outcome is remembered per size limit
+		}
+		in := Input{Action: ActionView, Subject: p, Group: group, Request: requestOf(opts)}.normalize()
+		if wh := a.rememberedWithheld(v, in, objs, opts.SizeLimit); wh == nil || wh.count+wh.errors > 0 {
+			return dirgate.Selection{}, dirgate.ErrPropertiesWithheld
+		}
+		// Nothing withheld: the decision line is the one FilterView would write.
 	}
 	allowed, n, from, _, err := a.decideView(ctx, v, p, group, opts, objs, limit, false)
 	if err != nil {
@@ -336,7 +349,7 @@ func (a *Authorizer) decideView(ctx context.Context, v *version, p dirgate.Princ
 	}
 	var wh *withheld
 	if props {
-		if wh, err = a.withhold(ctx, v, in, objs, allowed, opts.SizeLimit); err != nil {
+		if wh, err = a.withholdRemembered(ctx, v, in, objs, allowed, opts.SizeLimit, st.from); err != nil {
 			span.SetStatus(codes.Error, "evaluation ended")
 			return nil, 0, nil, nil, fmt.Errorf("policy: %w", err)
 		}

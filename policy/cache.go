@@ -54,6 +54,12 @@ type decided struct {
 	// the first line that names them: every later request of this caller on this
 	// listing writes the same bytes.
 	denied atomic.Pointer[deniedSegment]
+	// props is the property rule's outcome over these decisions for the last
+	// requested properties, size limit and confidential attributes it was worked
+	// out for (withholdRemembered): the same plan deciding the same listing leaves
+	// out the same properties, so a caller listing it again does no per-object
+	// property work, and one left nothing out is answered with a shared body.
+	props atomic.Pointer[propOutcome]
 }
 
 type deniedSegment struct {

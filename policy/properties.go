@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"sort"
 
@@ -72,10 +73,21 @@ func hasPropertyRule(c *ast.Compiler) bool {
 // secretFunc returns the test of a secret attribute: the built-in list, and the
 // attributes the directory's schema marks confidential, as last read.
 func (a *Authorizer) secretFunc() func(string) bool {
-	var confidential map[string]bool
-	if a.cfg.Schema != nil {
-		confidential = a.cfg.Schema.ConfidentialAttributes()
+	return secretOf(a.confidential())
+}
+
+// confidential returns the attributes the directory's schema marks confidential,
+// as last read: a map replaced, never changed, when the schema is read again
+// (dirgate.ConfidentialSchema).
+func (a *Authorizer) confidential() map[string]bool {
+	if a.cfg.Schema == nil {
+		return nil
 	}
+	return a.cfg.Schema.ConfidentialAttributes()
+}
+
+// secretOf is the test of a secret attribute given the confidential ones.
+func secretOf(confidential map[string]bool) func(string) bool {
 	return func(name string) bool { return dirgate.IsSecretProperty(name) || confidential[name] }
 }
 
@@ -113,6 +125,121 @@ type withheld struct {
 	// errors counts the objects whose property rule failed to evaluate: every
 	// requested property was left out of them.
 	errors int
+	// altered are the properties kept of the objects some were left out of, by
+	// position in objs: what a remembered outcome keeps (propOutcome).
+	altered []alteredObject
+}
+
+type alteredObject struct {
+	pos   int
+	props map[string][]string // never modified: shared by the requests reusing it
+}
+
+// objects rebuilds w's objects over the listing objs it was worked out for from
+// the allowed decisions and the remembered altered properties: the remembered
+// outcome holds no object, so that it does not keep a listing alive (decided).
+func (w *withheld) objects(objs []dirgate.Object, allowed []bool, limit int) []dirgate.Object {
+	n := 0
+	for _, ok := range allowed {
+		if ok {
+			n++
+		}
+	}
+	if limit > 0 && n > limit {
+		n = limit
+	}
+	out := make([]dirgate.Object, 0, n)
+	alt := w.altered
+	for i, ok := range allowed {
+		if !ok {
+			continue
+		}
+		if len(out) == n {
+			break
+		}
+		o := objs[i]
+		if len(alt) > 0 && alt[0].pos == len(out) {
+			o.Properties = alt[0].props
+			alt = alt[1:]
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// propOutcome is a listing's remembered property outcome (decided.props): what
+// withhold returned for the remembered decisions, under the plan that made them,
+// for these requested properties, size limit and confidential attributes.
+type propOutcome struct {
+	props        []string
+	limit        int
+	confidential map[string]bool // compared by identity: replaced, never changed
+	wh           *withheld       // without objs; shared, never modified
+}
+
+func (o *propOutcome) matches(props []string, limit int, confidential map[string]bool) bool {
+	return o.limit == limit && slices.Equal(o.props, props) && sameMap(o.confidential, confidential)
+}
+
+// sameMap reports whether a and b are the same map (or both nil). The outcome
+// holds its map, so no other map can be allocated at its address meanwhile.
+func sameMap(a, b map[string]bool) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// withholdRemembered is withhold for a listing whose decisions allowed are d, the
+// plan's remembered decisions (nil when they were not remembered): it reuses the
+// outcome remembered with them for the same requested properties, size limit and
+// confidential attributes (the altered properties made the first time, and the
+// decision line's figures), and otherwise works it out and remembers it. Only what
+// depends on nothing else is remembered: d exists only for a deterministic policy's
+// translated plan (decideListing), and an outcome in which the rule failed to
+// evaluate for some object is not kept. The outcome returned may be shared.
+func (a *Authorizer) withholdRemembered(ctx context.Context, v *version, in Input, objs []dirgate.Object, allowed []bool, limit int, d *decided) (*withheld, error) {
+	conf := a.confidential()
+	if d != nil {
+		if o := d.props.Load(); o != nil && o.matches(in.Request.Properties, limit, conf) {
+			wh := *o.wh
+			wh.objs = o.wh.objects(objs, allowed, limit)
+			return &wh, nil
+		}
+	}
+	wh, err := a.withholdWith(ctx, v, in, objs, allowed, limit, secretOf(conf))
+	if err != nil {
+		return nil, err
+	}
+	if d != nil && wh.errors == 0 {
+		kept := *wh
+		kept.objs = nil
+		d.props.Store(&propOutcome{props: slices.Clone(in.Request.Properties), limit: limit, confidential: conf, wh: &kept})
+	}
+	return wh, nil
+}
+
+// rememberedWithheld returns the property outcome remembered with the plan's
+// remembered decisions of objs for in, without deciding or evaluating anything;
+// nil when there is none.
+func (a *Authorizer) rememberedWithheld(v *version, in Input, objs []dirgate.Object, limit int) *withheld {
+	if len(objs) == 0 || len(v.nondeterministic) > 0 || v.partialErr != nil {
+		return nil
+	}
+	key, err := v.planKey(in)
+	if err != nil {
+		return nil
+	}
+	p, ok := v.plans.get(key)
+	if !ok || p.pred == nil {
+		return nil
+	}
+	d := p.reused(objs)
+	if d == nil {
+		return nil
+	}
+	o := d.props.Load()
+	if o == nil || !o.matches(in.Request.Properties, limit, a.confidential()) {
+		return nil
+	}
+	return o.wh
 }
 
 // withhold applies v's property rule to the allowed objects of a listing, the first
@@ -120,6 +247,11 @@ type withheld struct {
 // (a cached listing): an object losing a property is copied, with a new
 // properties map; the others are returned as they are.
 func (a *Authorizer) withhold(ctx context.Context, v *version, in Input, objs []dirgate.Object, allowed []bool, limit int) (*withheld, error) {
+	return a.withholdWith(ctx, v, in, objs, allowed, limit, a.secretFunc())
+}
+
+// withholdWith is withhold with the given test of a secret attribute.
+func (a *Authorizer) withholdWith(ctx context.Context, v *version, in Input, objs []dirgate.Object, allowed []bool, limit int, secret func(string) bool) (*withheld, error) {
 	var idx []int
 	for i, ok := range allowed {
 		if ok {
@@ -133,7 +265,6 @@ func (a *Authorizer) withhold(ctx context.Context, v *version, in Input, objs []
 	if err != nil {
 		return nil, err
 	}
-	secret := a.secretFunc()
 	// What a shared set keeps of the requested properties, worked out once: the
 	// objects of a listing fall into a few sets.
 	var kept map[int]map[string]bool
@@ -180,6 +311,7 @@ func (a *Authorizer) withhold(ctx context.Context, v *version, in Input, objs []
 		if keep != nil {
 			o.Properties = keep
 			w.count++
+			w.altered = append(w.altered, alteredObject{pos: j, props: keep})
 		}
 		w.objs[j] = o
 	}
