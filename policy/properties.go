@@ -137,7 +137,7 @@ type alteredObject struct {
 
 // objects rebuilds w's objects over the listing objs it was worked out for from
 // the allowed decisions and the remembered altered properties: the remembered
-// outcome holds no object, so that it does not keep a listing alive (decided).
+// outcome holds no object (its size is the altered properties, not the listing).
 func (w *withheld) objects(objs []dirgate.Object, allowed []bool, limit int) []dirgate.Object {
 	n := 0
 	for _, ok := range allowed {
