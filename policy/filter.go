@@ -144,26 +144,14 @@ func (v *version) planFor(ctx context.Context, logger *slog.Logger, in Input) (*
 		if err != nil {
 			return nil, fmt.Errorf("encode policy input: %w", err)
 		}
-		// A plan outlives the request that builds it: its cancellation must not
-		// fail the other requests waiting for the same plan. A draft's plans are
-		// its one request's, and a draft may loop: they end with the request.
-		pctx := context.WithoutCancel(ctx)
-		if v.draft {
-			pctx = ctx
-		} else if v.planBudget > 0 {
-			// A candidate's plan is bounded by the candidate's budget, counted from
-			// the build's start rather than from one request's, so a request that
-			// joins a build waits at most until the build's own deadline, which falls
-			// before its own budget ends. A build that runs out of it is an error,
-			// not a plan (buildPlan), so it is never kept as one; the failure is
-			// remembered for candidatePlanRetry (planCache.retryAfter), so that a
-			// permanently slow plan costs one listing its budget every 30 s rather
-			// than every listing, while a build that was only slow for a moment (a
-			// busy CPU, a garbage collection) is tried again soon.
-			var cancel context.CancelFunc
-			pctx, cancel = context.WithTimeout(pctx, v.planBudget)
-			defer cancel()
-		}
+		// Built in planContext. A build that runs out of a candidate's budget is an error, not a plan
+		// (buildPlan), so it is never kept as one; the failure is remembered for
+		// candidatePlanRetry (planCache.retryAfter), so that a permanently slow plan
+		// costs one listing its budget every 30 s rather than every listing, while a
+		// build that was only slow for a moment (a busy CPU, a garbage collection)
+		// is tried again soon.
+		pctx, cancel := v.planContext(ctx)
+		defer cancel()
 		return v.buildPlan(pctx, logger, base)
 	})
 }
@@ -253,4 +241,21 @@ func (v *version) filterRego(ctx context.Context, logger *slog.Logger, in Input,
 // isContextErr reports whether err is the end of a request's context.
 func isContextErr(err error) bool {
 	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// planContext is the context a plan is built in. A plan outlives the request that
+// builds it: its cancellation must not fail the other requests waiting for the same
+// plan. A draft's plans are its one request's, and a draft may loop: they end with
+// the request. A candidate's plan is bounded by the candidate's budget, counted from
+// the build's start rather than from one request's, so a request that joins a build
+// waits at most until the build's own deadline, which falls before its own budget
+// ends.
+func (v *version) planContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	switch {
+	case v.draft:
+		return ctx, func() {}
+	case v.planBudget > 0:
+		return context.WithTimeout(context.WithoutCancel(ctx), v.planBudget)
+	}
+	return context.WithoutCancel(ctx), func() {}
 }

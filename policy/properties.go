@@ -347,16 +347,9 @@ func (v *version) propertySets(ctx context.Context, logger *slog.Logger, in Inpu
 			if err != nil {
 				return nil, err
 			}
-			// The plan outlives this request, as listings' plans do (decideListing):
-			// a draft's ends with its request, a candidate's is bounded by its budget.
-			pctx := context.WithoutCancel(ctx)
-			if v.draft {
-				pctx = ctx
-			} else if v.planBudget > 0 {
-				var cancel context.CancelFunc
-				pctx, cancel = context.WithTimeout(pctx, v.planBudget)
-				defer cancel()
-			}
+			// The plan outlives this request, as listings' plans do (planContext).
+			pctx, cancel := v.planContext(ctx)
+			defer cancel()
 			pp := v.buildPropPlan(pctx, logger, base)
 			if err := pctx.Err(); err != nil {
 				return nil, fmt.Errorf("build property plan: %w", err) // stopped: not a plan
