@@ -43,9 +43,10 @@ type ViewSelector interface {
 	// SelectView returns the positions of objs that p may view. With limit > 0 it
 	// may stop deciding once limit objects are allowed, and selects at most limit.
 	// The selection may be shared with other requests: it must not be modified.
-	// A selector that is a PropertyWithholder answers ErrPropertiesWithheld, and
-	// decides nothing, unless no requested property is left out of an object it
-	// selects (it may also answer so when it does not know yet).
+	// A selector whose FilterView may leave requested properties out answers
+	// ErrPropertiesWithheld, and decides nothing, unless no requested property is
+	// left out of an object it selects (it may also answer so when it does not
+	// know yet).
 	SelectView(ctx context.Context, p Principal, group Object, opts ListOptions, objs []Object, limit int) (Selection, error)
 }
 
@@ -154,8 +155,8 @@ func (s *MemberService) Select(ctx context.Context, p Principal, group Object, o
 	if !ok {
 		return Selection{}, false, nil
 	}
-	// A selector that may withhold some of the requested properties
-	// (PropertyWithholder) selects only when it withholds none of them for p;
+	// A selector that may withhold some of the requested properties selects only
+	// when it withholds none of them for p;
 	// otherwise callers selecting the same objects may be shown different
 	// properties of them, and each gets the objects FilterView returns.
 	chosen, err := sel.SelectView(ctx, p, group, opts, objs, opts.SizeLimit)

@@ -89,20 +89,10 @@ type ConfidentialSchema interface {
 	ConfidentialAttributes() map[string]bool
 }
 
-// PropertyWithholder is an Authorizer whose FilterView may leave some requested
-// properties out of the objects it returns (altered copies: the listing's objects
-// are shared). When it does leave some out, its SelectView (a ViewSelector's)
-// answers ErrPropertiesWithheld, MemberService.Select declines to select, and the
-// renderer (render.Lister) renders the objects FilterView returns rather than a
-// body shared by the callers that select the same objects.
-type PropertyWithholder interface {
-	// MayWithhold reports whether some property of opts.Properties could be left
-	// out for p. false promises that FilterView returns the objects unaltered.
-	MayWithhold(p Principal, opts ListOptions) bool
-}
-
 // ErrPropertiesWithheld is a ViewSelector's answer when some of the listing's
 // requested properties are withheld from the caller, or may be as far as it knows
-// yet, which a selection of shared objects cannot do: the listing is then decided
-// with FilterView.
+// yet, which a selection of shared objects cannot do: MemberService.Select then
+// declines to select, and the renderer (render.Lister) renders the objects
+// FilterView returns (altered copies: the listing's objects are shared) rather than
+// a body shared by the callers that select the same objects.
 var ErrPropertiesWithheld = errors.New("properties may be withheld: decide with FilterView")

@@ -8,22 +8,18 @@ import (
 	"github.com/dirgate/dirgate"
 )
 
-// selector answers SelectView with sel (or err), and, as a PropertyWithholder,
-// withhold.
+// selector answers SelectView with sel (or err), counting how often it is asked.
 type selector struct {
 	hideAuthz
-	sel      dirgate.Selection
-	err      error
-	withhold bool
-	asked    int
+	sel   dirgate.Selection
+	err   error
+	asked int
 }
 
 func (a *selector) SelectView(context.Context, dirgate.Principal, dirgate.Object, dirgate.ListOptions, []dirgate.Object, int) (dirgate.Selection, error) {
 	a.asked++
 	return a.sel, a.err
 }
-
-func (a *selector) MayWithhold(dirgate.Principal, dirgate.ListOptions) bool { return a.withhold }
 
 // filterOnly is an authorizer that is not a ViewSelector.
 type filterOnly struct{ hideAuthz }
@@ -46,14 +42,14 @@ func TestSelect(t *testing.T) {
 	}
 	// A selector that may withhold asked properties is asked: it selects when it
 	// withholds none (ErrPropertiesWithheld otherwise, below).
-	withholding := &selector{sel: every, withhold: true}
+	withholding := &selector{sel: every}
 	if _, ok, err := (&dirgate.MemberService{Authz: withholding}).Select(ctx, p, g, props, objs); !ok || err != nil || withholding.asked != 1 {
 		t.Errorf("a selector that may withhold asked properties, and withholds none: %v, %v, asked %d; want its selection", ok, err, withholding.asked)
 	}
 	if _, ok, err := (&dirgate.MemberService{Authz: withholding}).Select(ctx, p, g, dirgate.ListOptions{}, objs); !ok || err != nil {
 		t.Errorf("a selector that may withhold, no properties asked: %v, %v; want a selection", ok, err)
 	}
-	changed := &selector{err: dirgate.ErrPropertiesWithheld, withhold: true}
+	changed := &selector{err: dirgate.ErrPropertiesWithheld}
 	if _, ok, err := (&dirgate.MemberService{Authz: changed}).Select(ctx, p, g, props, objs); ok || err != nil {
 		t.Errorf("ErrPropertiesWithheld: %v, %v; want false without an error", ok, err)
 	}

@@ -253,7 +253,7 @@ func (a *Authorizer) Revision() string { return a.current.Load().revision }
 
 // FilterView returns the objects of a listing that p may view, in their order.
 // Objects whose decision is not the boolean true are omitted. When the listing
-// asks for properties the property policy may withhold (MayWithhold), the objects
+// asks for properties the property policy may withhold (mayWithhold), the objects
 // returned are the first opts.SizeLimit (all when 0), with the properties p may not
 // read left out: altered copies, the listing's objects being shared. Their
 // properties are remembered with the listing's remembered decisions
@@ -283,7 +283,7 @@ var _ dirgate.ViewSelector = (*Authorizer)(nil)
 // of copying them. With limit > 0, deciding stops once limit objects are allowed,
 // and the decision log counts the objects after them as undecided. A selection
 // cannot withhold properties: when the policy in force may withhold some of the
-// requested ones (MayWithhold), it selects only when the property outcome
+// requested ones (mayWithhold), it selects only when the property outcome
 // remembered with the listing's remembered decisions (withholdRemembered), for
 // opts.SizeLimit, left every property of every object in; otherwise it decides
 // and logs nothing and answers dirgate.ErrPropertiesWithheld, for the caller to

@@ -105,13 +105,6 @@ func (a *Authorizer) mayWithhold(v *version, props []string) bool {
 	return slices.ContainsFunc(props, secret)
 }
 
-var _ dirgate.PropertyWithholder = (*Authorizer)(nil)
-
-// MayWithhold implements dirgate.PropertyWithholder for the policy in force.
-func (a *Authorizer) MayWithhold(_ dirgate.Principal, opts dirgate.ListOptions) bool {
-	return a.mayWithhold(a.current.Load(), opts.Properties)
-}
-
 // withheld is what the property policy left out of one listing, for its decision
 // line.
 type withheld struct {
