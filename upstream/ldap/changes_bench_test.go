@@ -30,11 +30,11 @@ func BenchmarkReadChangesIdle(b *testing.B) {
 	dc := sambatest.Env(b)
 	d := openDC(b, dcConfig(dc))
 	var n atomic.Int64
-	for len(d.pool.idle) > 0 {
-		_ = (<-d.pool.idle).Close()
+	for len(d.servers()[0].pool.idle) > 0 {
+		_ = (<-d.servers()[0].pool.idle).Close()
 	}
-	dial := d.pool.dial
-	d.pool.dial = func(ctx context.Context) (conn, error) {
+	dial := d.servers()[0].pool.dial
+	d.servers()[0].pool.dial = func(ctx context.Context) (conn, error) {
 		c, err := dial(ctx)
 		if err != nil {
 			return nil, err

@@ -15,6 +15,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -87,6 +88,23 @@ type Config struct {
 	// DIRGATE_LDAP_IN_CHAIN. Unlike the expansion, the query also finds members
 	// reached through nested groups that lie outside BaseDN.
 	UseInChain bool
+
+	// Domain, Site, Resolver, AttemptTimeout, HealthInterval, DiscoveryInterval:
+	// placeholders until the DC-list branch lands.
+	Domain            string
+	Site              string
+	Resolver          *net.Resolver
+	AttemptTimeout    time.Duration
+	HealthInterval    time.Duration
+	DiscoveryInterval time.Duration
+
+	// Breaker, when set, gives each server its own circuit breaker (cmd/dirgate
+	// passes upstream/breaker's), named by the server's URL: a DC that fails is cut
+	// off while the others keep serving.
+	Breaker func(server string) Breaker
+	// Logger receives failover events (a DC marked down, up again, DNS discovery);
+	// nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // withDefaults returns c with zero values replaced by the defaults.
@@ -105,6 +123,15 @@ func (c Config) withDefaults() Config {
 	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
+	}
+	if c.AttemptTimeout == 0 {
+		c.AttemptTimeout = 1500 * time.Millisecond
+	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = 30 * time.Second
+	}
+	if c.DiscoveryInterval == 0 {
+		c.DiscoveryInterval = 5 * time.Minute
 	}
 	return c
 }
@@ -182,36 +209,64 @@ func parseURL(s string) (addr string, implicitTLS bool, err error) {
 	return net.JoinHostPort(host, port), implicitTLS, nil
 }
 
-// Open validates c, reads the password and CA files, connects and binds once (so
-// a wrong password or an unreachable server fails here, not on the first request),
-// reads what the server supports from its rootDSE and returns the adapter.
+// Open validates c, reads the password and CA files, finds the servers (the URL list,
+// or DNS SRV for Domain), connects and binds once to the first that answers (so a
+// wrong password or no reachable server fails here, not on the first request), reads
+// what the directory supports from its rootDSE, and starts the background health
+// checks.
 func (c Config) Open(ctx context.Context) (*Directory, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	c = c.withDefaults()
-	addr, implicitTLS, _ := parseURL(c.URL)
 	password, err := readPassword(c.PasswordFile)
 	if err != nil {
 		return nil, err
 	}
-	tlsConfig, err := newTLSConfig(c.CAFile, addr)
+	roots, err := readRoots(c.CAFile)
 	if err != nil {
 		return nil, err
 	}
-	dl := &dialer{
-		addr: addr, implicitTLS: implicitTLS, tls: tlsConfig,
-		bindDN: c.BindDN, password: password, timeout: c.DialTimeout,
+	var targets []target
+	if c.Domain != "" {
+		targets, err = discoverTargets(ctx, resolverOf(c.Resolver), c.Domain, c.Site)
+		if err != nil {
+			return nil, fmt.Errorf("ldap: discover the domain controllers of %s: %w", c.Domain, err)
+		}
+	} else if targets, err = parseTargets(c.URL); err != nil {
+		return nil, fmt.Errorf("ldap: URL (DIRGATE_LDAP_URL): %w", err)
+	}
+	newServer := func(t target) *server {
+		tc := &tls.Config{ServerName: t.serverName, MinVersion: tls.VersionTLS12, RootCAs: roots}
+		dl := &dialer{addr: t.addr, implicitTLS: t.implicitTLS, tls: tc, bindDN: c.BindDN, password: password,
+			timeout: c.DialTimeout, resolver: c.Resolver}
+		s := &server{t: t, pool: newPool(c.PoolSize, c.IdleTimeout, dl.dial),
+			user: dialer{addr: t.addr, implicitTLS: t.implicitTLS, tls: tc, timeout: c.DialTimeout, resolver: c.Resolver, redact: true}}
+		if c.Breaker != nil {
+			s.brk = c.Breaker(t.url)
+		}
+		s.next = time.Now().Add(c.HealthInterval)
+		return s
 	}
 	base := dirgate.MustParseDN(c.BaseDN) // validated above
-	d := newDirectory(c, base, newPool(c.PoolSize, c.IdleTimeout, dl.dial))
-	d.userDialer = dialer{addr: addr, implicitTLS: implicitTLS, tls: tlsConfig, timeout: c.DialTimeout, redact: true} // signin.go
+	d := newDirectory(c, base, targets, newServer)
 	if err := d.discover(ctx); err != nil {
 		d.Close()
 		return nil, err
 	}
+	d.start()
 	return d, nil
 }
+
+// resolverOf returns r, or the default resolver.
+func resolverOf(r *net.Resolver) *net.Resolver {
+	if r != nil {
+		return r
+	}
+	return net.DefaultResolver
+}
+
+func (d *Directory) resolver() srvResolver { return resolverOf(d.cfg.Resolver) }
 
 func readPassword(path string) (string, error) {
 	b, err := os.ReadFile(path)
@@ -226,13 +281,11 @@ func readPassword(path string) (string, error) {
 	return p, nil
 }
 
-// newTLSConfig verifies the server against caFile (or the system roots) under the
-// URL's host name. It never skips verification.
-func newTLSConfig(caFile, addr string) (*tls.Config, error) {
-	host, _, _ := net.SplitHostPort(addr)
-	cfg := &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+// readRoots reads the CAs that sign the servers' certificates; nil (no file) means
+// the system roots. Verification is never skipped.
+func readRoots(caFile string) (*x509.CertPool, error) {
 	if caFile == "" {
-		return cfg, nil
+		return nil, nil
 	}
 	pem, err := os.ReadFile(caFile)
 	if err != nil {
@@ -242,6 +295,5 @@ func newTLSConfig(caFile, addr string) (*tls.Config, error) {
 	if !roots.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("ldap: CA file %s holds no PEM certificate", caFile)
 	}
-	cfg.RootCAs = roots
-	return cfg, nil
+	return roots, nil
 }

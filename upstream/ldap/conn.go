@@ -30,6 +30,7 @@ type dialer struct {
 	bindDN      string
 	password    string
 	timeout     time.Duration
+	resolver    *net.Resolver // nil: the default
 	// redact leaves bindDN out of errors: a user's sign-in bind must not write
 	// the account's name into a log (a 5xx logs its error).
 	redact bool
@@ -41,13 +42,13 @@ type dialer struct {
 func (d *dialer) dial(ctx context.Context) (conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
-	var nd net.Dialer
+	nd := net.Dialer{Resolver: d.resolver}
 	raw, err := nd.DialContext(ctx, "tcp", d.addr)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		return nil, fmt.Errorf("dial %s: %w", d.addr, err)
+		return nil, fmt.Errorf("dial %s: %w", d.addr, &notSentError{err})
 	}
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetDeadline(time.Unix(1, 0)) })
 	c, err := d.setup(ctx, raw)
@@ -71,7 +72,7 @@ func (d *dialer) setup(ctx context.Context, raw net.Conn) (*goldap.Conn, error) 
 	if d.implicitTLS {
 		tc := tls.Client(raw, d.tls)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			return nil, goldap.NewError(goldap.ErrorNetwork, fmt.Errorf("TLS handshake: %w", err))
+			return nil, &notSentError{goldap.NewError(goldap.ErrorNetwork, fmt.Errorf("TLS handshake: %w", err))}
 		}
 		nc = tc
 	}
@@ -79,7 +80,7 @@ func (d *dialer) setup(ctx context.Context, raw net.Conn) (*goldap.Conn, error) 
 	c.Start()
 	if !d.implicitTLS {
 		if err := c.StartTLS(d.tls); err != nil {
-			return c, fmt.Errorf("StartTLS: %w", err)
+			return c, &notSentError{fmt.Errorf("StartTLS: %w", err)}
 		}
 	}
 	if _, err := c.SimpleBind(&goldap.SimpleBindRequest{Username: d.bindDN, Password: d.password}); err != nil {
@@ -90,6 +91,13 @@ func (d *dialer) setup(ctx context.Context, raw net.Conn) (*goldap.Conn, error) 
 	}
 	return c, nil
 }
+
+// notSentError is a dial's failure before its bind request was sent: connecting,
+// the TLS handshake or StartTLS. The server never saw the credentials.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
 
 // modify runs a Modify under ctx. go-ldap's Modify takes no context, so it runs in a
 // goroutine; when ctx ends first the caller discards (closes) the connection, which

@@ -2,9 +2,9 @@ package ldap
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,11 +17,19 @@ import (
 type Directory struct {
 	cfg  Config
 	base dirgate.DN
-	pool *pool
 	now  func() time.Time
-	// userDialer is the service dialer's address and TLS settings without its
-	// credentials: CheckPassword binds as the signing-in user over it.
-	userDialer dialer
+
+	// srv is the list of servers in order of preference (servers.go); srvMu
+	// serialises its replacement after DNS discovery.
+	srv   atomic.Pointer[[]*server]
+	srvMu sync.Mutex
+	// newServer builds a server for a target (Open's dialers; tests' fakes).
+	newServer func(target) *server
+	// bg ends with Close: the background checks and probes run under it.
+	bg         context.Context
+	stopBg     context.CancelFunc
+	rediscover chan struct{}
+	closed     atomic.Bool
 	// netbios is the domain's NetBIOS name, read at the first sign-in (signin.go).
 	netbios atomic.Pointer[string]
 	// refusals times wrong-password refusals, so that an unknown name's takes as
@@ -50,18 +58,39 @@ type Directory struct {
 
 var _ dirgate.Directory = (*Directory)(nil)
 
-func newDirectory(cfg Config, base dirgate.DN, p *pool) *Directory {
-	d := &Directory{cfg: cfg, base: base, pool: p, now: time.Now}
-	d.metrics = registerPoolMetrics(p)
+// newDirectory returns a Directory over the servers newServer builds for targets,
+// without background checks (start starts them).
+func newDirectory(cfg Config, base dirgate.DN, targets []target, newServer func(target) *server) *Directory {
+	d := &Directory{cfg: cfg, base: base, now: time.Now, newServer: newServer, rediscover: make(chan struct{}, 1)}
+	d.setTargets(targets)
+	d.metrics = registerMetrics(d)
 	return d
 }
 
-// Close closes the pooled connections; calls still running finish first.
+// start runs the background health checks (and DNS discovery) until Close.
+func (d *Directory) start() {
+	d.bg, d.stopBg = context.WithCancel(context.Background())
+	go d.watch(d.bg)
+}
+
+// Close stops the background checks and closes the pooled connections; calls still
+// running finish first.
 func (d *Directory) Close() {
+	if !d.closed.CompareAndSwap(false, true) {
+		return
+	}
+	if d.stopBg != nil {
+		d.stopBg()
+	}
 	if d.metrics != nil {
 		d.metrics.Unregister()
 	}
-	d.pool.close()
+	for _, s := range d.servers() {
+		s.pool.close()
+		if c, ok := s.brk.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
 }
 
 // baseAttrs are what dirgate.Entry.ToObject reads.
@@ -146,38 +175,16 @@ func (d *Directory) discover(ctx context.Context) error {
 	return d.readConfidential(ctx)
 }
 
-// do runs f with a pooled connection under the request timeout. A network error
-// discards the connection and, with retry, runs f once more on a newly dialled one
-// (attempt 1). A request that ends by its context discards the connection too: it
-// may still carry the abandoned request. Errors come back raw, for the caller to
-// interpret and wrap.
+// do runs f on a pooled connection of one server after another until one answers
+// (attempt.go): f runs again, whole, on the next attempt, so it resets what it
+// gathers. The attempts are never concurrent. A request that ends by its context
+// discards the connection: it may still carry the abandoned request. retry false
+// makes one attempt only. Errors come back raw, for the caller to interpret and wrap.
 func (d *Directory) do(ctx context.Context, retry bool, f func(ctx context.Context, c conn, attempt int) error) error {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
-	defer cancel()
-	for attempt := 0; ; attempt++ {
-		pc, err := d.pool.get(ctx, attempt > 0)
-		if err != nil {
-			return err
-		}
-		err = f(ctx, pc.conn, attempt)
-		switch {
-		case err == nil:
-			d.pool.put(pc)
-			return nil
-		case ctx.Err() != nil && (isNetworkError(err) || errors.Is(err, ctx.Err())):
-			d.pool.discard(pc)
-			return fmt.Errorf("%w (%v)", ctx.Err(), err)
-		case isNetworkError(err) || (pc.IsClosing() && !serverAnswered(err)):
-			d.pool.discard(pc)
-			if retry && attempt == 0 {
-				continue
-			}
-			return err
-		default:
-			d.pool.put(pc)
-			return err
-		}
-	}
+	_, err := run(ctx, d, false, retry, func(ctx context.Context, c conn, n int) (struct{}, error) {
+		return struct{}{}, f(ctx, c, n)
+	})
+	return err
 }
 
 // serverAnswered reports whether err is a result the server sent (codes below
@@ -227,18 +234,17 @@ func (d *Directory) finish(ctx context.Context, c conn, col *collector, props []
 }
 
 // read runs one logical read with retry and returns its objects.
-func (d *Directory) read(ctx context.Context, props []string, run func(context.Context, conn, func(*goldap.Entry) error) error) ([]dirgate.Object, error) {
-	var objs []dirgate.Object
-	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+//
+// Reads are hedged: a server silent for AttemptTimeout is joined by the next one,
+// and the first to answer wins (attempt.go).
+func (d *Directory) read(ctx context.Context, props []string, search func(context.Context, conn, func(*goldap.Entry) error) error) ([]dirgate.Object, error) {
+	return run(ctx, d, true, true, func(ctx context.Context, c conn, _ int) ([]dirgate.Object, error) {
 		col := &collector{}
-		if err := run(ctx, c, col.add); err != nil {
-			return err
+		if err := search(ctx, c, col.add); err != nil {
+			return nil, err
 		}
-		var err error
-		objs, err = d.finish(ctx, c, col, props)
-		return err
+		return d.finish(ctx, c, col, props)
 	})
-	return objs, err
 }
 
 // inScope reports whether dn is BaseDN or below it, outside the other naming

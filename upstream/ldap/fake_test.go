@@ -561,7 +561,8 @@ func indexFold(list []string, s string) int {
 func newFakeDirectory(srv *fakeServer, cfg Config) (*Directory, error) {
 	cfg.BaseDN = cmpOr(cfg.BaseDN, srv.domain)
 	cfg = cfg.withDefaults()
-	d := newDirectory(cfg, dirgate.MustParseDN(cfg.BaseDN), newPool(cfg.PoolSize, cfg.IdleTimeout, srv.dial))
+	d := newDirectory(cfg, dirgate.MustParseDN(cfg.BaseDN), []target{{url: "ldaps://fake:636", addr: "fake:636", implicitTLS: true}},
+		func(t target) *server { return &server{t: t, pool: newPool(cfg.PoolSize, cfg.IdleTimeout, srv.dial)} })
 	d.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
 	return d, d.discover(context.Background())
 }

@@ -129,3 +129,16 @@ func (p *pool) close() {
 		}
 	}
 }
+
+// flushIdle closes the idle connections: their server was marked down, so they died
+// with it or will be stale when it returns.
+func (p *pool) flushIdle() {
+	for {
+		select {
+		case pc := <-p.idle:
+			_ = pc.Close()
+		default:
+			return
+		}
+	}
+}

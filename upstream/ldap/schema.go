@@ -43,7 +43,7 @@ func (d *Directory) ConfidentialAttributes() map[string]bool {
 	if d.now().UnixNano()-d.schema.readAt.Load() > int64(SchemaRefreshInterval) && d.schema.refreshing.CompareAndSwap(false, true) {
 		go func() {
 			defer d.schema.refreshing.Store(false)
-			if d.pool.isClosed() {
+			if d.closed.Load() {
 				return
 			}
 			if err := d.readConfidential(context.Background()); err != nil {

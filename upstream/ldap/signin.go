@@ -58,9 +58,7 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 	if !known {
 		dn = "CN=dirgate-no-such-account," + d.base.String()
 	}
-	dl := d.userDialer
-	dl.bindDN, dl.password = dn, password
-	c, err := dl.dial(ctx)
+	c, err := d.userBind(ctx, dn, password)
 	if err != nil {
 		if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultInvalidCredentials {
 			refusal := bindRefusal(err)
@@ -90,6 +88,35 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 			Err: errors.New("the name resolves to no single account, yet the placeholder bind succeeded")}
 	}
 	return ownGUID(ctx, c, dn)
+}
+
+// userBind binds as dn on a connection of its own, to the first server that takes
+// the connection. A server that could not be reached, or whose TLS failed, never saw
+// the bind, so the next one is tried. Once the bind request is sent it is never sent
+// again, whatever happens: a refusal is the answer, and a connection that dies after
+// sending may or may not have cost the account one bad-password count on that DC,
+// but never a second one (docs/directory.md, "Several domain controllers").
+func (d *Directory) userBind(ctx context.Context, dn, password string) (conn, error) {
+	servers := d.candidates()
+	if len(servers) == 0 {
+		return nil, unavailable(nil)
+	}
+	var lastErr error
+	for _, s := range servers {
+		dl := s.user
+		dl.bindDN, dl.password = dn, password
+		c, err := dl.dial(ctx)
+		if err == nil {
+			return c, nil
+		}
+		var ns *notSentError
+		if !errors.As(err, &ns) || ctx.Err() != nil {
+			return nil, err
+		}
+		d.markDown(s, err)
+		lastErr = err
+	}
+	return nil, lastErr
 }
 
 // bindRefusal turns a bind's invalidCredentials into the sign-in's reason by its

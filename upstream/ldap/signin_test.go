@@ -68,7 +68,7 @@ func TestSignInErrorNamesNoOne(t *testing.T) {
 	tc := srv.Client().Transport.(*http.Transport).TLSClientConfig.Clone()
 	tc.ServerName = "example.com" // httptest's certificate
 	addr := srv.Listener.Addr().String()
-	d.userDialer = dialer{addr: addr, implicitTLS: true, tls: tc, timeout: 300 * time.Millisecond, redact: true}
+	d.servers()[0].user = dialer{addr: addr, implicitTLS: true, tls: tc, timeout: 300 * time.Millisecond, redact: true}
 	_, err := d.CheckPassword(context.Background(), mustSignInName(t, "bob@corp.example.com"), "pw-1")
 	if err == nil || !strings.Contains(err.Error(), "(bind: ") {
 		t.Fatalf("the bind did not fail: %v", err)

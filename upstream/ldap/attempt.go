@@ -1,0 +1,299 @@
+package ldap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// How one call finds a server that answers (docs/directory.md, "Several domain
+// controllers").
+//
+// A call is a series of attempts, each on one connection of one server. An attempt
+// that fails with a network error on a connection taken from the idle pool is tried
+// once more on a new connection to the same server (the idle one may simply have been
+// dropped by the server). Any other network error, a failed dial, an LDAP busy or
+// unavailable answer, or an attempt that receives nothing for AttemptTimeout, marks
+// the server down and moves the call to the next candidate. Anything else the server
+// answers (found, not found, refused) is the call's answer.
+//
+// A DC that silently drops packets would hold an attempt until the request deadline;
+// AttemptTimeout bounds the wait for each answer instead. For reads (hedged), the
+// silent attempt keeps running and a second one starts on the next DC: whichever
+// answers first is the answer, so a DC that is only slow (a large listing it computes
+// before sending the first entry) costs nothing but a duplicate query, and the slow DC
+// is probed rather than marked down. Other calls abandon the silent attempt, which
+// mark the server down.
+
+// attempt is one try of a call on one server.
+type attempt struct {
+	s       *server
+	fresh   bool // asked for a newly dialled connection
+	n       int  // 0 for the first attempt of the call
+	reused  bool // ran on a connection from the idle pool
+	stalled atomic.Bool
+	last    atomic.Int64 // UnixNano of the attempt's start or its last answer
+	cancel  context.CancelFunc
+}
+
+func (a *attempt) touch() { a.last.Store(time.Now().UnixNano()) }
+
+// idle is how long the attempt has received nothing.
+func (a *attempt) idle() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
+
+type result[T any] struct {
+	a       *attempt
+	val     T
+	err     error
+	closing bool // the connection was closing when the attempt ended
+}
+
+// plan hands out the attempts of one call.
+type plan struct {
+	servers []*server
+	next    int
+	again   *server // the same server once more, on a new connection
+}
+
+func (p *plan) take() (s *server, fresh, ok bool) {
+	if p.again != nil {
+		s, p.again = p.again, nil
+		return s, true, true
+	}
+	if p.next >= len(p.servers) {
+		return nil, false, false
+	}
+	s = p.servers[p.next]
+	p.next++
+	return s, false, true
+}
+
+// kind is what an attempt's outcome means for the call.
+type kind int
+
+const (
+	answered kind = iota // success, or the server's own answer: the call's result
+	failover             // the server failed: try the next one
+	ended                // the call's context ended
+)
+
+// classify decides what an attempt's error means. ctx is the call's context.
+func classify(ctx context.Context, a *attempt, err error, closing bool) kind {
+	switch {
+	case err == nil:
+		return answered
+	case ctx.Err() != nil:
+		return ended
+	case a.stalled.Load():
+		return failover
+	}
+	var de *dialError
+	if errors.As(err, &de) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// A dial that failed or timed out, or an attempt-level deadline: the
+		// server, not the call, ran out.
+		return failover
+	}
+	if rc, ok := resultCode(err); ok && (rc == goldap.LDAPResultBusy || rc == goldap.LDAPResultUnavailable) {
+		return failover
+	}
+	if isNetworkError(err) || (closing && !serverAnswered(err)) {
+		return failover
+	}
+	return answered
+}
+
+// dialError marks an error of getting a connection: the server never saw the call.
+type dialError struct{ err error }
+
+func (e *dialError) Error() string { return e.err.Error() }
+func (e *dialError) Unwrap() error { return e.err }
+
+// run makes the attempts of one call under the request timeout and returns the
+// answer. With hedge, an attempt that receives nothing for AttemptTimeout is joined
+// by one on the next server instead of abandoned; f must then keep its state per
+// call of f (it may run twice at once). retry false makes exactly one attempt.
+func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx context.Context, c conn, n int) (T, error)) (T, error) {
+	var zero T
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.RequestTimeout)
+	defer cancel()
+	p := &plan{servers: d.candidates()}
+	if len(p.servers) == 0 {
+		return zero, unavailable(nil)
+	}
+	results := make(chan result[T], 2*len(p.servers)+1)
+	running, started := 0, 0
+	var lastErr error
+	var current *attempt
+	start := func() bool {
+		if started > 0 && !retry {
+			return false
+		}
+		for {
+			s, fresh, ok := p.take()
+			if !ok {
+				return false
+			}
+			done, err := s.allow()
+			if err != nil {
+				s.calls.refused.Add(1)
+				lastErr = err
+				continue
+			}
+			a := &attempt{s: s, fresh: fresh, n: started}
+			a.touch()
+			actx, acancel := context.WithCancel(ctx)
+			a.cancel = acancel
+			started++
+			running++
+			current = a
+			go func() {
+				v, err, closing := runAttempt(actx, a, f)
+				k := classify(ctx, a, err, closing)
+				switch k {
+				case answered:
+					done(nil)
+				case ended:
+					done(wrap("attempt", err)) // ECANCELED is not held against the server
+				default:
+					done(dirgate.WrapError(dirgate.EUPSTREAM, "", fmt.Errorf("ldap: %s: %w", s.t.url, err)))
+				}
+				results <- result[T]{a: a, val: v, err: err, closing: closing}
+			}()
+			return true
+		}
+	}
+	if !start() {
+		return zero, unavailable(lastErr)
+	}
+	timer := time.NewTimer(d.cfg.AttemptTimeout)
+	defer timer.Stop()
+	for running > 0 {
+		select {
+		case r := <-results:
+			running--
+			r.a.cancel()
+			switch classify(ctx, r.a, r.err, r.closing) {
+			case answered:
+				if r.err == nil {
+					r.a.s.calls.ok.Add(1)
+				} else {
+					r.a.s.calls.answer.Add(1)
+				}
+				return r.val, r.err
+			case ended:
+				if running > 0 && ctx.Err() == nil {
+					continue // a hedged attempt cancelled: the others go on
+				}
+				return zero, fmt.Errorf("%w (%v)", ctx.Err(), r.err)
+			}
+			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)
+			var de *dialError
+			if r.a.reused && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 {
+				p.again = r.a.s // today's retry: the idle connection may just be stale
+			} else {
+				if r.a.stalled.Load() {
+					r.a.s.calls.stalled.Add(1)
+				} else {
+					r.a.s.calls.failed.Add(1)
+				}
+				d.markDown(r.a.s, r.err)
+			}
+			if running == 0 && !start() {
+				return zero, lastErr
+			}
+			if running > 0 && r.a == current {
+				// The latest attempt failed while an older, silent one still runs:
+				// hedge at once rather than wait for it.
+				if start() {
+					timer.Reset(d.cfg.AttemptTimeout)
+				}
+			}
+		case <-timer.C:
+			if idle := current.idle(); idle < d.cfg.AttemptTimeout {
+				timer.Reset(d.cfg.AttemptTimeout - idle)
+				continue
+			}
+			stalled := current
+			if hedge {
+				// Keep it: the DC may only be slow. A probe tells.
+				d.probeSoon(stalled.s)
+				if start() {
+					timer.Reset(d.cfg.AttemptTimeout)
+				}
+				continue
+			}
+			stalled.stalled.Store(true)
+			stalled.cancel() // its result arrives as a failover
+		case <-ctx.Done():
+			// Attempts end on their own (their contexts derive from ctx); their
+			// results go to the buffered channel.
+			if lastErr == nil {
+				lastErr = errors.New("no answer")
+			}
+			return zero, fmt.Errorf("%w (%v)", ctx.Err(), lastErr)
+		}
+	}
+	return zero, lastErr
+}
+
+// runAttempt takes a connection of a.s and runs f on it, the way the single-server
+// adapter always did: a connection that failed, or whose call ended by its context,
+// is discarded (it may still carry the abandoned request); one that answered goes
+// back to the pool.
+func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Context, c conn, n int) (T, error)) (v T, err error, closing bool) {
+	pc, err := a.s.pool.get(ctx, a.fresh)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, errPoolClosed) {
+			err = &dialError{err}
+		}
+		return v, err, false
+	}
+	a.reused = !pc.lastUsed.IsZero()
+	if !a.reused {
+		a.touch() // a new connection's bind was answered
+	}
+	v, err = f(ctx, watched{conn: pc.conn, touch: a.touch}, a.n)
+	closing = pc.IsClosing()
+	switch {
+	case err == nil:
+		a.s.pool.put(pc)
+	case ctx.Err() != nil, isNetworkError(err), closing && !serverAnswered(err):
+		a.s.pool.discard(pc)
+	default:
+		a.s.pool.put(pc)
+	}
+	return v, err, closing
+}
+
+// watched reports every answer the server sends on a connection, so that a call
+// knows how long a server has been silent.
+type watched struct {
+	conn
+	touch func()
+}
+
+func (w watched) SearchAsync(ctx context.Context, req *goldap.SearchRequest, bufferSize int) goldap.Response {
+	return watchedResponse{Response: w.conn.SearchAsync(ctx, req, bufferSize), touch: w.touch}
+}
+
+func (w watched) Modify(req *goldap.ModifyRequest) error {
+	err := w.conn.Modify(req)
+	w.touch()
+	return err
+}
+
+type watchedResponse struct {
+	goldap.Response
+	touch func()
+}
+
+func (r watchedResponse) Next() bool {
+	ok := r.Response.Next()
+	r.touch()
+	return ok
+}
