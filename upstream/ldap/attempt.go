@@ -191,6 +191,9 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				}
 				return zero, fmt.Errorf("%w (%v)", ctx.Err(), r.err)
 			}
+			if r.a.stalled.Load() {
+				r.err = fmt.Errorf("no answer within %v (DIRGATE_LDAP_ATTEMPT_TIMEOUT): %w", d.cfg.AttemptTimeout, r.err)
+			}
 			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)
 			var de *dialError
 			if r.a.reused && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"regexp"
 	"strconv"
 	"strings"
@@ -50,6 +51,11 @@ type fakeServer struct {
 	// hang makes searches block until their context ends, as an unresponsive
 	// server does.
 	hang atomic.Bool
+	// refuse makes dials fail as a stopped server's refused connection does;
+	// hangModify makes Modifies block until the connection closes.
+	refuse, hangModify atomic.Bool
+	// name is the DC's name in its dsServiceName (DC1 when empty).
+	name string
 	// confidential are the lDAPDisplayNames of the schema's confidential attributes.
 	confidential []string
 }
@@ -88,17 +94,30 @@ func (s *fakeServer) log() []string {
 
 func (s *fakeServer) dial(context.Context) (conn, error) {
 	s.dials.Add(1)
-	return &fakeConn{s: s}, nil
+	if s.refuse.Load() {
+		return nil, fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
+	}
+	return &fakeConn{s: s, gone: make(chan struct{})}, nil
 }
 
 // fakeConn is one connection to a fakeServer.
 type fakeConn struct {
 	s      *fakeServer
 	closed atomic.Bool
+	gone   chan struct{} // closed by Close
+	once   sync.Once
 }
 
 func (c *fakeConn) IsClosing() bool { return c.closed.Load() }
-func (c *fakeConn) Close() error    { c.closed.Store(true); return nil }
+func (c *fakeConn) Close() error {
+	c.closed.Store(true)
+	c.once.Do(func() {
+		if c.gone != nil {
+			close(c.gone)
+		}
+	})
+	return nil
+}
 
 func (c *fakeConn) injected() error {
 	if c.closed.Load() {
@@ -119,6 +138,10 @@ func (c *fakeConn) injected() error {
 func (c *fakeConn) Modify(req *goldap.ModifyRequest) error {
 	if err := c.injected(); err != nil {
 		return err
+	}
+	if c.s.hangModify.Load() && c.gone != nil {
+		<-c.gone
+		return goldap.NewError(goldap.ErrorNetwork, errors.New("ldap: connection closed"))
 	}
 	err := c.s.modify(req)
 	if c.s.closeAfterAnswer.Load() {
@@ -246,6 +269,7 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 				"DC=DomainDnsZones," + s.domain},
 			"vendorName":          {s.vendor},
 			"schemaNamingContext": {"CN=Schema,CN=Configuration," + s.domain},
+			"dsServiceName":       {"CN=NTDS Settings,CN=" + cmpOr(s.name, "DC1") + ",CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration," + s.domain},
 		}}}, nil
 	}
 	if req.Filter == confidentialFilter && req.BaseDN == "CN=Schema,CN=Configuration,"+s.domain {

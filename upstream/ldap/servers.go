@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // Several domain controllers (docs/directory.md, "Several domain controllers").
@@ -54,7 +55,7 @@ type server struct {
 	next     time.Time // when the background check probes it next
 	backoff  time.Duration
 	probing  bool
-	identity string // dsServiceName|invocationId, as the last probe read it
+	identity string // dsServiceName, as the last probe read it
 
 	calls serverCalls
 }
@@ -207,11 +208,18 @@ func (d *Directory) probe(ctx context.Context, s *server) {
 	defer cancel()
 	c, err := s.pool.dial(ctx)
 	if err == nil {
-		var server, invocation string
-		server, _, _, invocation, err = readServer(ctx, c)
+		var name string
+		err = search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+			attrs: []string{"dsServiceName"}}, func(e *goldap.Entry) error {
+			name = e.GetAttributeValue("dsServiceName")
+			return nil
+		})
 		_ = c.Close()
+		if err == nil && name == "" {
+			err = errors.New("the rootDSE has no dsServiceName: not a domain controller")
+		}
 		if err == nil {
-			d.markUp(s, server+"|"+invocation)
+			d.markUp(s, name)
 			return
 		}
 	}

@@ -1,0 +1,255 @@
+package ldap
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// twoDCs opens a Directory over two fake DCs holding the same objects, DC1
+// preferred, with short attempt and health timings.
+func twoDCs(t *testing.T, cfg Config, brk func(string) Breaker) (*Directory, *org, *org) {
+	t.Helper()
+	o1, o2 := newOrg(), newOrg()
+	o2.srv.name = "DC2"
+	cfg.BaseDN = o1.srv.domain
+	cfg.AttemptTimeout = cmpDur(cfg.AttemptTimeout, 100*time.Millisecond)
+	cfg.HealthInterval = cmpDur(cfg.HealthInterval, time.Hour) // tests probe by hand
+	cfg = cfg.withDefaults()
+	fakes := map[string]*fakeServer{"ldaps://dc1:636": o1.srv, "ldaps://dc2:636": o2.srv}
+	d := newDirectory(cfg, dirgate.MustParseDN(cfg.BaseDN),
+		[]target{{url: "ldaps://dc1:636", addr: "dc1:636", implicitTLS: true}, {url: "ldaps://dc2:636", addr: "dc2:636", implicitTLS: true}},
+		func(tg target) *server {
+			s := &server{t: tg, pool: newPool(cfg.PoolSize, cfg.IdleTimeout, fakes[tg.url].dial)}
+			if brk != nil {
+				s.brk = brk(tg.url)
+			}
+			return s
+		})
+	d.now = func() time.Time { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC) }
+	if err := d.discover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d, o1, o2
+}
+
+func cmpDur(a, b time.Duration) time.Duration {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+func upOf(d *Directory) []bool {
+	var out []bool
+	for _, s := range d.Servers() {
+		out = append(out, s.Up)
+	}
+	return out
+}
+
+// TestFailoverStoppedDC: a DC that refuses connections is marked down at its first
+// failure, the call is answered by the next one, and later calls do not dial it.
+func TestFailoverStoppedDC(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{}, nil)
+	o1.srv.refuse.Store(true)
+	d.servers()[0].pool.flushIdle()
+	obj, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.alice.guid), nil)
+	if err != nil || obj.GUID != o1.alice.guid {
+		t.Fatalf("lookup with DC1 stopped = %v, %v", obj.GUID, err)
+	}
+	if got := upOf(d); got[0] || !got[1] {
+		t.Fatalf("up = %v, want DC1 down, DC2 up", got)
+	}
+	dials := o1.srv.dials.Load()
+	for i := 0; i < 5; i++ {
+		if _, err := d.Members(context.Background(), byGUID(t, d, o1.g1.guid), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := o1.srv.dials.Load(); n != dials {
+		t.Errorf("DC1 dialled %d more times while marked down", n-dials)
+	}
+	if st := d.Servers()[0]; st.Reason == "" || st.Since.IsZero() {
+		t.Errorf("status of the down DC names no reason: %+v", st)
+	}
+}
+
+func byGUID(t *testing.T, d *Directory, g string) dirgate.Object {
+	t.Helper()
+	o, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(g), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+// TestFailoverSilentDCReadIsHedged: a DC that accepts a request and never answers
+// (dropped packets) holds a read for AttemptTimeout, not the request timeout: the
+// read is sent to the next DC too, and its answer is the call's.
+func TestFailoverSilentDCReadIsHedged(t *testing.T) {
+	d, o1, _ := twoDCs(t, Config{AttemptTimeout: 150 * time.Millisecond, RequestTimeout: 10 * time.Second}, nil)
+	g1 := byGUID(t, d, o1.g1.guid) // warms DC1's pool
+	o1.srv.hang.Store(true)
+	start := time.Now()
+	members, err := d.Members(context.Background(), g1, nil)
+	took := time.Since(start)
+	if err != nil || len(members) == 0 {
+		t.Fatalf("members with DC1 silent = %d, %v", len(members), err)
+	}
+	if took > 2*time.Second {
+		t.Errorf("the read took %v with DC1 silent; AttemptTimeout is 150ms", took)
+	}
+	if d.servers()[1].calls.ok.Load() == 0 {
+		t.Error("DC2 answered no call")
+	}
+}
+
+// TestFailoverSilentDCWriteMovesOn: a write to a silent DC is abandoned after
+// AttemptTimeout and sent to the next DC, which marks the silent one down; the retry
+// rules of a write hold (a 53 on the retry is the first attempt's work).
+func TestFailoverSilentDCWriteMovesOn(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{AttemptTimeout: 100 * time.Millisecond}, nil)
+	g1, alice := byGUID(t, d, o1.g1.guid), byGUID(t, d, o1.alice.guid)
+	o1.srv.hangModify.Store(true)
+	start := time.Now()
+	if err := d.RemoveMember(context.Background(), g1, alice); err != nil {
+		t.Fatalf("remove with DC1 silent: %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("the removal took %v", took)
+	}
+	if indexFold(o2.g1.member, o2.alice.dn) >= 0 {
+		t.Error("DC2 still lists the member")
+	}
+	if got := upOf(d); got[0] {
+		t.Errorf("up = %v: the silent DC is not marked down", got)
+	}
+}
+
+// TestPreferredDCComesBack: a DC marked down takes calls again once a health check
+// succeeds, and being preferred, takes them all.
+func TestPreferredDCComesBack(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{}, nil)
+	o1.srv.refuse.Store(true)
+	d.servers()[0].pool.flushIdle()
+	byGUID(t, d, o1.alice.guid)
+	d.probe(context.Background(), d.servers()[0])
+	if got := upOf(d); got[0] {
+		t.Fatalf("a failed health check marked DC1 up: %v", got)
+	}
+	o1.srv.refuse.Store(false)
+	d.probe(context.Background(), d.servers()[0])
+	if got := upOf(d); !got[0] {
+		t.Fatalf("a good health check left DC1 down: %v", got)
+	}
+	before1, before2 := len(o1.srv.log()), len(o2.srv.log())
+	byGUID(t, d, o1.bob.guid)
+	if len(o1.srv.log()) == before1 || len(o2.srv.log()) != before2 {
+		t.Errorf("the call after DC1 came back went to DC2 (DC1 %d→%d searches, DC2 %d→%d)",
+			before1, len(o1.srv.log()), before2, len(o2.srv.log()))
+	}
+}
+
+// TestOneDCRetriesAsBefore: with one DC, a network error on an idle connection is
+// retried once on a new connection to the same DC, as the single-server adapter did.
+func TestOneDCRetriesAsBefore(t *testing.T) {
+	o := newOrg()
+	d := o.dir(t, Config{})
+	byGUID(t, d, o.alice.guid) // leaves an idle connection
+	o.srv.failNext.Store(1)
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o.bob.guid), nil); err != nil {
+		t.Fatalf("lookup after one network error: %v", err)
+	}
+	if got := upOf(d); !got[0] {
+		t.Error("a stale idle connection marked the only DC down")
+	}
+	o.srv.refuse.Store(true)
+	d.servers()[0].pool.flushIdle()
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o.bob.guid), nil); dirgate.ErrorCode(wrap("x", err)) != dirgate.EUPSTREAM {
+		t.Errorf("lookup with the only DC stopped: %v", err)
+	}
+	o.srv.refuse.Store(false)
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o.bob.guid), nil); err != nil {
+		t.Errorf("the only DC, marked down, is not tried as a last resort: %v", err)
+	}
+}
+
+// fakeBreaker is open or closed as the test says, and records outcomes.
+type fakeBreaker struct {
+	mu       sync.Mutex
+	open     bool
+	outcomes []error
+}
+
+func (b *fakeBreaker) Allow() (func(error), error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.open {
+		return nil, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable; try again later.", errors.New("open"))
+	}
+	return func(err error) { b.mu.Lock(); b.outcomes = append(b.outcomes, err); b.mu.Unlock() }, nil
+}
+
+func (b *fakeBreaker) Open() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.open }
+
+// TestBreakerPerDC: an open breaker takes its DC out of the candidates; with every
+// breaker open a call fails at once with EUNAVAILABLE; a server's failure reaches its
+// own breaker only, as an infrastructure failure.
+func TestBreakerPerDC(t *testing.T) {
+	brks := map[string]*fakeBreaker{}
+	var mu sync.Mutex
+	d, o1, o2 := twoDCs(t, Config{}, func(s string) Breaker {
+		mu.Lock()
+		defer mu.Unlock()
+		brks[s] = &fakeBreaker{}
+		return brks[s]
+	})
+	b1, b2 := brks["ldaps://dc1:636"], brks["ldaps://dc2:636"]
+	b1.open = true
+	before := len(o1.srv.log())
+	byGUID(t, d, o2.alice.guid)
+	if len(o1.srv.log()) != before {
+		t.Error("a call went to the DC whose breaker is open")
+	}
+	b2.open = true
+	_, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.alice.guid), nil)
+	if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Errorf("every breaker open: %v, want EUNAVAILABLE", err)
+	}
+	b1.open, b2.open = false, false
+	o1.srv.refuse.Store(true)
+	d.servers()[0].pool.flushIdle()
+	b1.outcomes, b2.outcomes = nil, nil
+	byGUID(t, d, o2.alice.guid)
+	if len(b1.outcomes) != 1 || dirgate.ErrorCode(b1.outcomes[0]) != dirgate.EUPSTREAM {
+		t.Errorf("DC1's breaker saw %v, want one EUPSTREAM", b1.outcomes)
+	}
+	if len(b2.outcomes) != 1 || b2.outcomes[0] != nil {
+		t.Errorf("DC2's breaker saw %v, want one success", b2.outcomes)
+	}
+}
+
+// TestAnswerIsNotFailover: a server's own answer (no such object) ends the call; the
+// next DC is not asked.
+func TestAnswerIsNotFailover(t *testing.T) {
+	d, _, o2 := twoDCs(t, Config{}, nil)
+	before := len(o2.srv.log())
+	_, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier("CN=nobody,"+users), nil)
+	if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+		t.Fatalf("lookup of nobody: %v", err)
+	}
+	if len(o2.srv.log()) != before {
+		t.Error("a not-found answer was asked of DC2 too")
+	}
+	if got := upOf(d); !got[0] {
+		t.Error("an answer marked DC1 down")
+	}
+	_ = goldap.LDAPResultNoSuchObject
+}
