@@ -256,6 +256,7 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 		}
 		return v, err, false
 	}
+	ctx = context.WithValue(ctx, serverKey{}, a.s)
 	a.reused = !pc.lastUsed.IsZero()
 	if !a.reused {
 		a.touch() // a new connection's bind was answered
@@ -271,6 +272,18 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 		a.s.pool.put(pc)
 	}
 	return v, err, closing
+}
+
+// serverKey carries the attempt's server in its context, for the calls that need to
+// know which DC answered (overlay.go).
+type serverKey struct{}
+
+// servedBy returns the URL of the server an attempt's context belongs to.
+func servedBy(ctx context.Context) string {
+	if s, ok := ctx.Value(serverKey{}).(*server); ok {
+		return s.t.url
+	}
+	return ""
 }
 
 // watched reports every answer the server sends on a connection, so that a call

@@ -98,6 +98,10 @@ type Config struct {
 	HealthInterval    time.Duration
 	DiscoveryInterval time.Duration
 
+	// WriteOverlay is how long a membership write made through dirgate is laid over
+	// listings read from another DC (overlay.go). DIRGATE_LDAP_WRITE_OVERLAY.
+	WriteOverlay time.Duration
+
 	// Breaker, when set, gives each server its own circuit breaker (cmd/dirgate
 	// passes upstream/breaker's), named by the server's URL: a DC that fails is cut
 	// off while the others keep serving.
@@ -129,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.HealthInterval == 0 {
 		c.HealthInterval = 30 * time.Second
+	}
+	if c.WriteOverlay == 0 {
+		c.WriteOverlay = DefaultWriteOverlay
 	}
 	if c.DiscoveryInterval == 0 {
 		c.DiscoveryInterval = 5 * time.Minute

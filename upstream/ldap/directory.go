@@ -30,6 +30,11 @@ type Directory struct {
 	stopBg     context.CancelFunc
 	rediscover chan struct{}
 	closed     atomic.Bool
+
+	// Recent membership writes, laid over listings from other DCs (overlay.go).
+	local    writes
+	journal  atomic.Pointer[WriteJournal]
+	overlaid atomic.Int64 // members a listing gained or lost by the overlay
 	// netbios is the domain's NetBIOS name, read at the first sign-in (signin.go).
 	netbios atomic.Pointer[string]
 	// refusals times wrong-password refusals, so that an unknown name's takes as
@@ -87,7 +92,7 @@ func (d *Directory) Close() {
 	}
 	for _, s := range d.servers() {
 		s.pool.close()
-		if c, ok := s.brk.(interface{ Close() }); ok {
+		if c, ok := s.brk.(interface{ Close() error }); ok {
 			c.Close()
 		}
 	}
@@ -238,13 +243,25 @@ func (d *Directory) finish(ctx context.Context, c conn, col *collector, props []
 // Reads are hedged: a server silent for AttemptTimeout is joined by the next one,
 // and the first to answer wins (attempt.go).
 func (d *Directory) read(ctx context.Context, props []string, search func(context.Context, conn, func(*goldap.Entry) error) error) ([]dirgate.Object, error) {
-	return run(ctx, d, true, true, func(ctx context.Context, c conn, _ int) ([]dirgate.Object, error) {
+	objs, _, err := d.readServed(ctx, props, search)
+	return objs, err
+}
+
+// readServed is read, also naming the server whose answer it is.
+func (d *Directory) readServed(ctx context.Context, props []string, search func(context.Context, conn, func(*goldap.Entry) error) error) ([]dirgate.Object, string, error) {
+	type served struct {
+		objs   []dirgate.Object
+		server string
+	}
+	r, err := run(ctx, d, true, true, func(ctx context.Context, c conn, _ int) (served, error) {
 		col := &collector{}
 		if err := search(ctx, c, col.add); err != nil {
-			return nil, err
+			return served{}, err
 		}
-		return d.finish(ctx, c, col, props)
+		objs, err := d.finish(ctx, c, col, props)
+		return served{objs, servedBy(ctx)}, err
 	})
+	return r.objs, r.server, err
 }
 
 // inScope reports whether dn is BaseDN or below it, outside the other naming

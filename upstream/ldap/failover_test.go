@@ -253,3 +253,111 @@ func TestAnswerIsNotFailover(t *testing.T) {
 	}
 	_ = goldap.LDAPResultNoSuchObject
 }
+
+// memJournal is a WriteJournal shared by two Directories, as Redis is by replicas.
+type memJournal struct {
+	mu sync.Mutex
+	w  []dirgate.MembershipWrite
+}
+
+func (j *memJournal) Record(_ context.Context, w dirgate.MembershipWrite, _ time.Duration) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.w = append(j.w, w)
+	return nil
+}
+
+func (j *memJournal) Recent(_ context.Context, group string) ([]dirgate.MembershipWrite, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []dirgate.MembershipWrite
+	for _, w := range j.w {
+		if w.Group == group {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+func guids(objs []dirgate.Object) map[string]bool {
+	out := map[string]bool{}
+	for _, o := range objs {
+		out[o.GUID] = true
+	}
+	return out
+}
+
+// TestWritesOverlaidAfterFailover: a removal and an addition made on DC1, which
+// DC2 has not received, still show in listings read from DC2 after DC1 stops, on
+// this replica and on another sharing the journal; once DC2's answer agrees (it
+// replicated), a later direct change on DC2 shows.
+func TestWritesOverlaidAfterFailover(t *testing.T) {
+	j := &memJournal{}
+	a, o1, o2 := twoDCs(t, Config{}, nil)
+	b, _, _ := twoDCs(t, Config{}, nil)
+	// b's fakes are other objects: point b's servers at the same fake DCs as a's.
+	for i, s := range b.servers() {
+		s.pool = newPool(4, time.Minute, []*fakeServer{o1.srv, o2.srv}[i].dial)
+	}
+	a.SetWriteJournal(j)
+	b.SetWriteJournal(j)
+	g1, alice, bob := byGUID(t, a, o1.g1.guid), byGUID(t, a, o1.alice.guid), byGUID(t, a, o1.bob.guid)
+	if err := a.RemoveMember(context.Background(), g1, alice); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddMember(context.Background(), g1, bob); err != nil {
+		t.Fatal(err)
+	}
+	if indexFold(o2.g1.member, o2.alice.dn) < 0 {
+		t.Fatal("the fake DC2 received the write: the test needs it not to")
+	}
+	o1.srv.refuse.Store(true)
+	for _, d := range []*Directory{a, b} {
+		d.servers()[0].pool.flushIdle()
+		members, err := d.Members(context.Background(), g1, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := guids(members)
+		if got[alice.GUID] || !got[bob.GUID] {
+			t.Errorf("listing from DC2 contradicts the writes made on DC1: alice %v, bob %v", got[alice.GUID], got[bob.GUID])
+		}
+	}
+	// DC2 replicates the removal, then someone adds alice back directly on DC2.
+	o2.srv.mu.Lock()
+	o2.g1.member = slicesDelete(o2.g1.member, o2.alice.dn)
+	o2.srv.mu.Unlock()
+	if members, _ := a.Members(context.Background(), g1, nil); guids(members)[alice.GUID] {
+		t.Fatal("alice listed while DC2 agrees she was removed")
+	}
+	o2.srv.mu.Lock()
+	o2.g1.member = append(o2.g1.member, o2.alice.dn)
+	o2.srv.mu.Unlock()
+	if members, _ := a.Members(context.Background(), g1, nil); !guids(members)[alice.GUID] {
+		t.Error("a change made on DC2 after it held the write is hidden by the overlay")
+	}
+}
+
+// TestNoOverlayWithOneDC: one DC remembers nothing.
+func TestNoOverlayWithOneDC(t *testing.T) {
+	o := newOrg()
+	d := o.dir(t, Config{})
+	j := &memJournal{}
+	d.SetWriteJournal(j)
+	if err := d.RemoveMember(context.Background(), byGUID(t, d, o.g1.guid), byGUID(t, d, o.alice.guid)); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.w) != 0 {
+		t.Errorf("one DC recorded %d writes", len(j.w))
+	}
+}
+
+func slicesDelete(list []string, v string) []string {
+	out := list[:0]
+	for _, x := range list {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	return out
+}

@@ -66,7 +66,7 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	}
 	rid, primary := d.domainRID(group.SID)
 	primary = primary && group.IsGroup()
-	objs, err := d.read(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+	objs, served, err := d.readServed(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		if err := d.scoped(ctx, c, group.DN, "member", "memberOf", attrs, emit); err != nil {
 			return err
 		}
@@ -81,7 +81,7 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if err != nil {
 		return nil, wrap("members", err)
 	}
-	return dedupe(objs, ""), nil
+	return d.overlay(ctx, group, served, dedupe(objs, ""), props), nil
 }
 
 // MemberOf returns the groups obj is a direct member of (its memberOf values, read
@@ -122,12 +122,16 @@ func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Delete("member", []string{member.DN})
-	retried, err := d.modifyMember(ctx, req)
+	retried, server, err := d.modifyMember(ctx, req)
+	if err == nil {
+		d.remember(ctx, group, member, false, server)
+	}
 	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultUnwillingToPerform {
 		if d.isPrimaryGroup(group, member) {
 			return fmt.Errorf("ldap: remove member: %w", dirgate.ErrPrimaryGroup)
 		}
 		if retried {
+			d.remember(ctx, group, member, false, server)
 			return nil
 		}
 		return fmt.Errorf("ldap: remove member: %w (%v)", dirgate.ErrNotMember, err)
@@ -149,7 +153,10 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Add("member", []string{member.DN})
-	retried, err := d.modifyMember(ctx, req)
+	retried, server, err := d.modifyMember(ctx, req)
+	if err == nil {
+		d.remember(ctx, group, member, true, server)
+	}
 	rc, ok := resultCode(err)
 	switch {
 	case !ok:
@@ -160,6 +167,7 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 		if retried {
 			// Most likely the first attempt's own write; a member that was there
 			// before it is indistinguishable, and is then reported as a change too.
+			d.remember(ctx, group, member, true, server)
 			return nil
 		}
 		return fmt.Errorf("ldap: add member: %w (%v)", dirgate.ErrAlreadyMember, err)
@@ -172,12 +180,12 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 // modifyMember sends a change of one member value, once more on a new connection
 // after a network error (changing one value is idempotent), and reports whether the
 // answer came from that retry.
-func (d *Directory) modifyMember(ctx context.Context, req *goldap.ModifyRequest) (retried bool, err error) {
+func (d *Directory) modifyMember(ctx context.Context, req *goldap.ModifyRequest) (retried bool, server string, err error) {
 	err = d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
-		retried = attempt > 0
+		retried, server = attempt > 0, servedBy(ctx)
 		return modify(ctx, c, req)
 	})
-	return retried, err
+	return retried, server, err
 }
 
 // isPrimaryGroup reports whether group is member's primary group.

@@ -315,7 +315,7 @@ func (d *Directory) setTargets(targets []target) {
 	for _, s := range old {
 		d.log().Info("ldap: domain controller no longer listed by DNS", "server", s.t.url)
 		s.pool.close()
-		if c, ok := s.brk.(interface{ Close() }); ok {
+		if c, ok := s.brk.(interface{ Close() error }); ok {
 			c.Close()
 		}
 	}

@@ -21,7 +21,9 @@ func registerMetrics(d *Directory) metric.Registration {
 	failed, _ := m.Int64ObservableCounter("dirgate_ldap_dial_failures", metric.WithDescription("LDAP dials that failed, per server."))
 	up, _ := m.Int64ObservableGauge("dirgate_ldap_server_up", metric.WithDescription("1 while a domain controller takes calls, 0 while it is marked down (a failed call or health check) until a health check succeeds."))
 	calls, _ := m.Int64ObservableCounter("dirgate_ldap_server_requests", metric.WithDescription("Attempts of LDAP calls per server by outcome: ok, answer (the server refused or found nothing: an answer all the same), failed (network error, busy, unavailable: the call went on to the next server), stalled (no answer within DIRGATE_LDAP_ATTEMPT_TIMEOUT), refused (its circuit breaker was open)."))
+	overlaid, _ := m.Int64ObservableCounter("dirgate_ldap_overlaid_members", metric.WithDescription("Members a listing read from one DC gained or lost because a write made through dirgate on another DC had not reached it yet."))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(overlaid, d.overlaid.Load())
 		for _, s := range d.servers() {
 			at := metric.WithAttributes(attribute.String("server", s.t.url))
 			p := s.pool
@@ -44,7 +46,7 @@ func registerMetrics(d *Directory) metric.Registration {
 			}
 		}
 		return nil
-	}, inUse, idle, size, dials, failed, up, calls)
+	}, inUse, idle, size, dials, failed, up, calls, overlaid)
 	if err != nil {
 		return nil
 	}

@@ -1,0 +1,244 @@
+package ldap
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dirgate/dirgate"
+)
+
+// Writes laid over listings (docs/directory.md, "Several domain controllers").
+//
+// A membership change made through dirgate is written to one DC, and the others
+// receive it by replication, seconds later, or only once that DC is back if it died
+// first. A listing read from another DC meanwhile would contradict the change, and
+// docs/cache.md promises that a listing never contradicts a change made through
+// dirgate. So every write is remembered for WriteOverlay, here and (through the
+// WriteJournal that cmd/dirgate sets: Redis) for every replica, and a listing read
+// from a DC other than the one that took the write is corrected: a removed member is
+// left out, an added one put in. Once a DC's own answer agrees with a write, that DC
+// is taken to hold it, and its later answers are left alone, so a change made
+// directly on a DC afterwards shows as soon as the DC has it. With one DC there is
+// nothing to correct and nothing is remembered.
+
+// WriteJournal remembers membership writes for every replica (cmd/dirgate passes the
+// cache's Redis journal).
+type WriteJournal interface {
+	// Record remembers w until w.At plus window.
+	Record(ctx context.Context, w dirgate.MembershipWrite, window time.Duration) error
+	// Recent returns the writes remembered for group (a GUID), at most
+	// dirgate.MaxMembershipWrites.
+	Recent(ctx context.Context, group string) ([]dirgate.MembershipWrite, error)
+}
+
+// DefaultWriteOverlay is how long a write is laid over listings from other DCs.
+const DefaultWriteOverlay = 10 * time.Minute
+
+// SetWriteJournal shares remembered writes with other replicas; nil keeps them in
+// this process only.
+func (d *Directory) SetWriteJournal(j WriteJournal) {
+	if j == nil {
+		d.journal.Store(nil)
+		return
+	}
+	d.journal.Store(&j)
+}
+
+// writes is the in-process memory of recent writes, and which DCs were seen to hold
+// them. It is bounded per group and in groups.
+type writes struct {
+	mu     sync.Mutex
+	groups map[string]map[string]*rememberedWrite // group GUID -> member GUID -> write
+}
+
+type rememberedWrite struct {
+	w    dirgate.MembershipWrite
+	held map[string]bool // servers whose answer agreed with it
+}
+
+// maxRememberedGroups bounds the groups remembered in process.
+const maxRememberedGroups = 10000
+
+// multiDC reports whether there is more than one DC to disagree.
+func (d *Directory) multiDC() bool { return len(d.servers()) > 1 || d.cfg.Domain != "" }
+
+// remember records a write that server took.
+func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, added bool, server string) {
+	if !d.multiDC() || group.GUID == "" || member.GUID == "" {
+		return
+	}
+	w := dirgate.MembershipWrite{Group: group.GUID, Member: member.GUID, Added: added, Server: server, At: d.now()}
+	d.local.add(w, d.cfg.WriteOverlay, d.now())
+	if j := d.journal.Load(); j != nil {
+		if err := (*j).Record(ctx, w, d.cfg.WriteOverlay); err != nil {
+			d.log().Warn("ldap: could not share a membership write with the other replicas; listings they read from another DC may contradict it until it replicates",
+				"group", group.GUID, "error", err)
+		}
+	}
+}
+
+func (m *writes) add(w dirgate.MembershipWrite, window time.Duration, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.groups == nil {
+		m.groups = map[string]map[string]*rememberedWrite{}
+	}
+	g := m.groups[w.Group]
+	if g == nil {
+		if len(m.groups) >= maxRememberedGroups {
+			m.expire(window, now)
+		}
+		if len(m.groups) >= maxRememberedGroups {
+			return // the shared journal still has it
+		}
+		g = map[string]*rememberedWrite{}
+		m.groups[w.Group] = g
+	}
+	if len(g) >= dirgate.MaxMembershipWrites && g[w.Member] == nil {
+		return
+	}
+	g[w.Member] = &rememberedWrite{w: w}
+}
+
+// expire forgets writes older than window; the caller holds m.mu.
+func (m *writes) expire(window time.Duration, now time.Time) {
+	for gk, g := range m.groups {
+		for mk, r := range g {
+			if now.Sub(r.w.At) > window {
+				delete(g, mk)
+			}
+		}
+		if len(g) == 0 {
+			delete(m.groups, gk)
+		}
+	}
+}
+
+// overlay corrects a listing of group that server answered with the writes it may
+// not hold yet.
+func (d *Directory) overlay(ctx context.Context, group dirgate.Object, server string, objs []dirgate.Object, props []string) []dirgate.Object {
+	if !d.multiDC() || server == "" {
+		return objs
+	}
+	now := d.now()
+	pending := d.local.pending(group.GUID, server, d.cfg.WriteOverlay, now)
+	if j := d.journal.Load(); j != nil {
+		shared, err := (*j).Recent(ctx, group.GUID)
+		if err != nil {
+			d.log().Warn("ldap: could not read the membership writes of other replicas; this listing carries this replica's only", "group", group.GUID, "error", err)
+		}
+		for _, w := range shared {
+			if w.Group != group.GUID || now.Sub(w.At) > d.cfg.WriteOverlay {
+				continue
+			}
+			if p, ok := pending[w.Member]; !ok && !d.local.heldBy(w, server) || ok && w.At.After(p.At) {
+				pending[w.Member] = w
+			}
+		}
+	}
+	for member, w := range pending {
+		if w.Server == server {
+			delete(pending, member)
+		}
+	}
+	if len(pending) == 0 {
+		return objs
+	}
+	present := make(map[string]int, len(objs))
+	for i, o := range objs {
+		present[o.GUID] = i
+	}
+	drop := map[string]bool{}
+	for member, w := range pending {
+		_, in := present[member]
+		switch {
+		case w.Added == in:
+			d.local.hold(w, server) // the DC agrees: it holds the write
+		case !w.Added:
+			drop[member] = true
+		default:
+			id, err := dirgate.ParseIdentifier(member)
+			var o dirgate.Object
+			if err == nil {
+				o, err = d.Lookup(ctx, id, props)
+			}
+			if err != nil {
+				if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+					d.log().Warn("ldap: could not read a member added through dirgate, for a listing read from another DC", "group", group.GUID, "error", err)
+				}
+				continue
+			}
+			objs = append(objs, o)
+			d.overlaid.Add(1)
+		}
+	}
+	if len(drop) > 0 {
+		out := objs[:0]
+		for _, o := range objs {
+			if !drop[o.GUID] {
+				out = append(out, o)
+			}
+		}
+		objs = out
+		d.overlaid.Add(int64(len(drop)))
+	}
+	return objs
+}
+
+// pending returns the writes of group not known to be held by server.
+func (m *writes) pending(group, server string, window time.Duration, now time.Time) map[string]dirgate.MembershipWrite {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]dirgate.MembershipWrite{}
+	for member, r := range m.groups[group] {
+		if now.Sub(r.w.At) > window {
+			delete(m.groups[group], member)
+			continue
+		}
+		if !r.held[server] {
+			out[member] = r.w
+		}
+	}
+	return out
+}
+
+// hold notes that server's answer agreed with w.
+func (m *writes) hold(w dirgate.MembershipWrite, server string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.groups == nil {
+		m.groups = map[string]map[string]*rememberedWrite{}
+	}
+	g := m.groups[w.Group]
+	if g == nil {
+		if len(m.groups) >= maxRememberedGroups {
+			return
+		}
+		g = map[string]*rememberedWrite{}
+		m.groups[w.Group] = g
+	}
+	r := g[w.Member]
+	if r == nil || !r.w.At.Equal(w.At) {
+		if r != nil && r.w.At.After(w.At) {
+			return
+		}
+		if len(g) >= dirgate.MaxMembershipWrites {
+			return
+		}
+		r = &rememberedWrite{w: w}
+		g[w.Member] = r
+	}
+	if r.held == nil {
+		r.held = map[string]bool{}
+	}
+	r.held[server] = true
+}
+
+// heldBy reports whether server was seen to hold w.
+func (m *writes) heldBy(w dirgate.MembershipWrite, server string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.groups[w.Group][w.Member]
+	return r != nil && r.w.At.Equal(w.At) && r.held[server]
+}
