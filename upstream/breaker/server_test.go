@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -419,5 +423,45 @@ func waitServerHalfOpen(t *testing.T, b *Server) {
 			t.Fatal("breaker closed while waiting for half-open")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestServerStateExposition: Prometheus (through the exporter cmd/dirgate uses)
+// exposes the whole-directory and per-server series side by side in one family,
+// although their label sets differ.
+func TestServerStateExposition(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp)))
+	New(&fakeDir{}, Settings{Name: "ldap", TelemetryOnly: true})
+	a := NewServer(Settings{Name: "ldap", FailureThreshold: 1, OpenTimeout: time.Hour}, dc1)
+	b := NewServer(Settings{Name: "ldap"}, dc2)
+	defer b.Close()
+	_ = try(a, errUpstream)
+	scrape := func() string {
+		w := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}).
+			ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		if w.Code != 200 {
+			t.Fatalf("scrape: %d %s", w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	body := scrape()
+	for _, line := range []string{
+		`dirgate_upstream_breaker_state{upstream="ldap"} 0`,
+		`dirgate_upstream_breaker_state{server="ldaps://dc1:636",upstream="ldap"} 2`,
+		`dirgate_upstream_breaker_state{server="ldaps://dc2:636",upstream="ldap"} 0`,
+	} {
+		if !strings.Contains(body, line+"\n") {
+			t.Errorf("scrape lacks %s:\n%s", line, body)
+		}
+	}
+	a.Close()
+	if body := scrape(); strings.Contains(body, dc1) || !strings.Contains(body, dc2) {
+		t.Errorf("after %s's Close:\n%s", dc1, body)
 	}
 }
