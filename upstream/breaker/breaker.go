@@ -1,6 +1,7 @@
-// Package breaker puts a circuit breaker in front of any dirgate.Directory, so that a
-// directory that is down costs clients an immediate 503 instead of a timeout each, and
-// the directory gets room to recover.
+// Package breaker puts a circuit breaker in front of any dirgate.Directory (New), or
+// of each server of an upstream that has several (NewServer), so that a directory
+// that is down costs clients an immediate 503 instead of a timeout each, and the
+// directory gets room to recover.
 //
 // Only infrastructure failures count against the directory: errors coded EUPSTREAM or
 // ETIMEOUT. Answers such as "not found", "invalid identifier", "forbidden" or "not a

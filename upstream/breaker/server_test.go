@@ -23,6 +23,12 @@ import (
 
 const dc1, dc2 = "ldaps://dc1:636", "ldaps://dc2:636"
 
+// Server has the method set of upstream/ldap's Breaker interface.
+var _ interface {
+	Allow() (done func(err error), err error)
+	Open() bool
+} = (*Server)(nil)
+
 // try asks b for one call and reports outcome as the call's result; it returns
 // Allow's refusal, if any.
 func try(b *Server, outcome error) error {
