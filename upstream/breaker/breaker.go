@@ -1,6 +1,7 @@
-// Package breaker puts a circuit breaker in front of any dirgate.Directory, so that a
-// directory that is down costs clients an immediate 503 instead of a timeout each, and
-// the directory gets room to recover.
+// Package breaker puts a circuit breaker in front of any dirgate.Directory (New), or
+// of each server of an upstream that has several (NewServer), so that a directory
+// that is down costs clients an immediate 503 instead of a timeout each, and the
+// directory gets room to recover.
 //
 // Only infrastructure failures count against the directory: errors coded EUPSTREAM or
 // ETIMEOUT. Answers such as "not found", "invalid identifier", "forbidden" or "not a
@@ -47,8 +48,19 @@ type Settings struct {
 	HalfOpenMaxRequests uint32
 	// OnStateChange, if set, is called on every transition, for logs and metrics. It
 	// runs synchronously while the breaker holds its lock: it must be quick and must
-	// not call the Directory or State.
+	// not call the Directory or State. A per-server breaker (NewServer) calls it with
+	// name = Name + " " + server only when OnServerStateChange is nil.
 	OnStateChange func(name string, from, to State)
+	// OnServerStateChange, if set, is called instead of OnStateChange on every
+	// transition of a per-server breaker (NewServer), with the server apart so that a
+	// log can carry it as its own field. The same rules apply: quick, and no call to
+	// the Server.
+	OnServerStateChange func(name, server string, from, to State)
+	// TelemetryOnly makes New's breaker never open: every call reaches the inner
+	// Directory and is traced and timed as usual, and the state gauge and span
+	// attribute say closed. It is for an upstream that keeps breakers of its own, one
+	// per server (NewServer). Only Name then matters to New.
+	TelemetryOnly bool
 }
 
 // State is the breaker's state.
@@ -96,6 +108,23 @@ var _ dirgate.Directory = (*Directory)(nil)
 
 // New wraps inner in a breaker configured by s.
 func New(inner dirgate.Directory, s Settings) *Directory {
+	gs := gobreakerSettings(s)
+	if s.TelemetryOnly {
+		gs.ReadyToTrip = func(gobreaker.Counts) bool { return false }
+	}
+	if hook := s.OnStateChange; hook != nil {
+		gs.OnStateChange = func(name string, from, to gobreaker.State) {
+			hook(name, fromGobreaker(from), fromGobreaker(to))
+		}
+	}
+	d := &Directory{inner: inner, cb: gobreaker.NewCircuitBreaker[struct{}](gs), name: s.Name}
+	d.metrics = newBreakerMetrics(d)
+	return d
+}
+
+// gobreakerSettings applies s's defaults and the rules of what counts, shared by the
+// whole-directory breaker (New) and the per-server one (NewServer).
+func gobreakerSettings(s Settings) gobreaker.Settings {
 	if s.FailureThreshold == 0 {
 		s.FailureThreshold = DefaultFailureThreshold
 	}
@@ -106,7 +135,7 @@ func New(inner dirgate.Directory, s Settings) *Directory {
 		s.HalfOpenMaxRequests = DefaultHalfOpenMaxRequests
 	}
 	threshold := s.FailureThreshold
-	gs := gobreaker.Settings{
+	return gobreaker.Settings{
 		Name:        s.Name,
 		MaxRequests: s.HalfOpenMaxRequests,
 		Timeout:     s.OpenTimeout,
@@ -118,14 +147,6 @@ func New(inner dirgate.Directory, s Settings) *Directory {
 		// request also frees its half-open slot.
 		IsExcluded: func(err error) bool { return dirgate.ErrorCode(err) == dirgate.ECANCELED },
 	}
-	if hook := s.OnStateChange; hook != nil {
-		gs.OnStateChange = func(name string, from, to gobreaker.State) {
-			hook(name, fromGobreaker(from), fromGobreaker(to))
-		}
-	}
-	d := &Directory{inner: inner, cb: gobreaker.NewCircuitBreaker[struct{}](gs), name: s.Name}
-	d.metrics = newBreakerMetrics(d)
-	return d
 }
 
 // IsInfrastructureFailure reports whether err says the directory itself failed
