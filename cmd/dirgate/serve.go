@@ -20,6 +20,7 @@ import (
 	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
+	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -62,6 +63,9 @@ type Main struct {
 	// schema names the directory's confidential attributes, for the property
 	// policy (set by openDirectory when the upstream reads them; nil otherwise).
 	schema dirgate.ConfidentialSchema
+	// ldap is the LDAP upstream when configured: the cache gives it the shared
+	// journal of membership writes (upstream/ldap/overlay.go).
+	ldap *ldap.Directory
 	// signInFailures counts failed sign-ins across replicas (with Redis).
 	signInFailures *session.RedisFailures
 	// secret is DIRGATE_SECRET_FILE's content, read once (readSecret).

@@ -46,15 +46,59 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			IdleTimeout:    m.Config.LDAPIdleTimeout,
 			PageSize:       m.Config.LDAPPageSize,
 			UseInChain:     m.Config.LDAPInChain,
+			Breaker:        m.serverBreaker("ldap"),
+			Logger:         m.Logger,
 		}.Open(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ldap upstream: %w", err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
-		m.changes, m.checker, m.schema = d, d, d
-		return m.withBreaker("ldap", d), nil
+		m.changes, m.checker, m.schema, m.ldap = d, d, d, d
+		m.ready.add("upstream", func(context.Context) error { return serversReady(d.Servers()) })
+		// Each DC has its own breaker (serverBreaker); the wrapper only records
+		// spans and durations.
+		return breaker.New(d, breaker.Settings{Name: "ldap", TelemetryOnly: true}), nil
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
+}
+
+// serverBreaker gives each domain controller its own circuit breaker, with the
+// DIRGATE_BREAKER_* settings, logging its changes of state.
+func (m *Main) serverBreaker(name string) func(server string) ldap.Breaker {
+	settings := breaker.Settings{
+		Name:                name,
+		FailureThreshold:    uint32(m.Config.BreakerFailures),
+		OpenTimeout:         m.Config.BreakerOpenTimeout,
+		HalfOpenMaxRequests: uint32(m.Config.BreakerHalfOpenReqs),
+		OnServerStateChange: func(name, server string, from, to breaker.State) {
+			m.Logger.Warn("circuit breaker changed state", "upstream", name, "server", server, "from", from.String(), "to", to.String())
+		},
+	}
+	return func(server string) ldap.Breaker { return breaker.NewServer(settings, server) }
+}
+
+// serversReady reports the domain controllers on /readyz: ok while the preferred one
+// takes calls; otherwise which are down or cut off, and which one serves.
+func serversReady(servers []ldap.ServerStatus) error {
+	var bad []string
+	serving := ""
+	for i, s := range servers {
+		switch {
+		case s.BreakerOpen:
+			bad = append(bad, s.URL+": circuit breaker open")
+		case !s.Up:
+			bad = append(bad, s.URL+": down") // the reason is in the log: /readyz needs no token
+		case serving == "":
+			serving = s.URL
+			if i == 0 {
+				return nil
+			}
+		}
+	}
+	if serving == "" {
+		return fmt.Errorf("no domain controller takes calls: %s", strings.Join(bad, "; "))
+	}
+	return fmt.Errorf("serving from %s; %s", serving, strings.Join(bad, "; "))
 }
 
 // withBreaker puts the circuit breaker in front of a network upstream and reports

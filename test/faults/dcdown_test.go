@@ -148,7 +148,7 @@ func testDCDown(t *testing.T, mode faultproxy.Mode) {
 	child.Eventually(t, 20*time.Second, "/readyz reports the open breaker", func() (bool, string) {
 		c.Do(ctx, "GET", child.ListURL(p.Base, Groups[0], child.PropsFor(n+1)), tok) // a probe, if half-open, fails and reopens it
 		status, body, err := p.Ready(ctx)
-		return err == nil && status == 200 && strings.Contains(body, `"upstream":"circuit breaker open"`), fmt.Sprintf("%d %s %v", status, body, err)
+		return err == nil && status == 200 && strings.Contains(body, `"upstream":"no domain controller takes calls`) && strings.Contains(body, "circuit breaker open"), fmt.Sprintf("%d %s %v", status, body, err)
 	})
 
 	px.SetMode(faultproxy.Pass)

@@ -179,6 +179,9 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			r.a.cancel()
 			switch classify(ctx, r.a, r.err, r.closing) {
 			case answered:
+				if r.a.s.isDown() {
+					d.markUp(r.a.s, "") // it answered: as good as a health check
+				}
 				if r.err == nil {
 					r.a.s.calls.ok.Add(1)
 				} else {

@@ -168,7 +168,10 @@ func (d *Directory) markDown(s *server, cause error) {
 func (d *Directory) markUp(s *server, identity string) {
 	s.mu.Lock()
 	was := s.down
-	s.down, s.reason, s.backoff, s.identity = false, "", 0, identity
+	s.down, s.reason, s.backoff = false, "", 0
+	if identity != "" {
+		s.identity = identity
+	}
 	s.next = d.now().Add(d.cfg.HealthInterval)
 	since := s.since
 	s.mu.Unlock()
