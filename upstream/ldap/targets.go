@@ -58,11 +58,12 @@ func parseTargets(s string) ([]target, error) {
 			errs = append(errs, fmt.Errorf("item %d of %d (%s): %w", i+1, len(items), shown(item), err))
 			continue
 		}
-		if j, dup := seen[t.addr]; dup {
+		key := strings.Replace(t.addr, ".:", ":", 1) // dc. is dc
+		if j, dup := seen[key]; dup {
 			errs = append(errs, fmt.Errorf("item %d of %d (%s): the same server as item %d", i+1, len(items), shown(item), j))
 			continue
 		}
-		seen[t.addr] = i + 1
+		seen[key] = i + 1
 		out = append(out, t)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -82,7 +83,14 @@ func parseTarget(s string) (target, error) {
 	host, port, _ := net.SplitHostPort(addr) // parseURL joined them
 	host = strings.ToLower(host)
 	if ip, err := netip.ParseAddr(host); err == nil {
+		if ip.Zone() != "" {
+			// crypto/tls takes a zoned address for a host name, so no
+			// certificate could ever match it.
+			return target{}, errors.New("an IPv6 zone cannot be verified against a certificate")
+		}
 		host = ip.String()
+	} else if err := checkHostName(host); err != nil {
+		return target{}, fmt.Errorf("host %s %w", shown(host), err)
 	}
 	return newTarget(host, port, implicitTLS), nil
 }
@@ -217,7 +225,28 @@ func checkDNSName(name string) error {
 	return nil
 }
 
-func checkLabel(label string) error {
+// checkHostName accepts the host of a URL that is not an IP literal: labels of
+// letters, digits, hyphens and underscores (which some Windows host names hold and
+// resolvers accept), with an optional trailing dot, 253 characters at most.
+func checkHostName(name string) error {
+	name = strings.TrimSuffix(name, ".")
+	if name == "" {
+		return errors.New("is empty")
+	}
+	if len(name) > 253 {
+		return fmt.Errorf("is %d characters long, more than 253", len(name))
+	}
+	for label := range strings.SplitSeq(name, ".") {
+		if err := checkLabelOf(label, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkLabel(label string) error { return checkLabelOf(label, false) }
+
+func checkLabelOf(label string, underscore bool) error {
 	if label == "" || len(label) > 63 {
 		return fmt.Errorf("has a label of %d characters (1 to 63 allowed)", len(label))
 	}
@@ -226,8 +255,12 @@ func checkLabel(label string) error {
 	}
 	for i := 0; i < len(label); i++ {
 		c := label[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-') {
-			return fmt.Errorf("label %s holds %q: only letters, digits and hyphens are allowed", shown(label), c)
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || underscore && c == '_') {
+			allowed := "letters, digits and hyphens"
+			if underscore {
+				allowed = "letters, digits, hyphens and underscores"
+			}
+			return fmt.Errorf("label %s holds %q: only %s are allowed", shown(label), c, allowed)
 		}
 	}
 	return nil
