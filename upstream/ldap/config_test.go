@@ -2,15 +2,8 @@ package ldap
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,7 +69,7 @@ func TestValidateDCs(t *testing.T) {
 			`ldap: URL (DIRGATE_LDAP_URL): item 1 of 3 ("ftp://a")`, `ldap: URL (DIRGATE_LDAP_URL): item 3 of 3 ("ldaps://B"): the same server as item 2`}},
 		{"negative", with(func(c *Config) { c.AttemptTimeout, c.HealthInterval, c.DiscoveryInterval = -1, -1, -1 }), []string{
 			"DIRGATE_LDAP_ATTEMPT_TIMEOUT", "DIRGATE_LDAP_HEALTH_INTERVAL", "DIRGATE_LDAP_DISCOVERY_INTERVAL"}},
-		{"attempt above request", with(func(c *Config) { c.AttemptTimeout, c.RequestTimeout = 2 * time.Second, time.Second }), []string{
+		{"attempt above request", with(func(c *Config) { c.AttemptTimeout, c.RequestTimeout = 2*time.Second, time.Second }), []string{
 			"AttemptTimeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT) 2s must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) 1s"}},
 		{"attempt above default request", with(func(c *Config) { c.AttemptTimeout = DefaultRequestTimeout + time.Second }), []string{
 			"must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) 10s"}},
@@ -185,7 +178,8 @@ func TestTLSConfig(t *testing.T) {
 		t.Errorf("missing CA file: %v", err)
 	}
 	// Several DCs share one pool of roots, each verified under its own name.
-	ca := writeTestCA(t, dir)
+	ca := filepath.Join(dir, "ca.pem")
+	writeCA(t, ca) // integration_test.go
 	roots, err := loadRoots(ca)
 	if err != nil || roots == nil {
 		t.Fatalf("loadRoots = %v, %v", roots, err)
@@ -198,27 +192,6 @@ func TestTLSConfig(t *testing.T) {
 	if cfg, err := newTLSConfigFor(ca, "127.0.0.1"); err != nil || cfg.ServerName != "127.0.0.1" || cfg.RootCAs == nil {
 		t.Errorf("newTLSConfigFor = %+v, %v", cfg, err)
 	}
-}
-
-// writeTestCA writes a self-signed CA certificate in PEM and returns its path.
-func writeTestCA(t *testing.T, dir string) string {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // TestOpenFailures: Open reports configuration and file problems before dialling.
