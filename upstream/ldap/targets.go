@@ -31,9 +31,10 @@ const (
 
 // parseTargets reads DIRGATE_LDAP_URL: one or more URLs in order of preference,
 // separated by commas and/or whitespace (any mix, repeated separators ignored), each
-// following parseURL's rules. It refuses an empty list, duplicates (the same
-// address, the host compared case-insensitively) and lists beyond maxTargets URLs
-// or maxURLListLength bytes.
+// following parseURL's rules with a host that is a host name or an IP literal
+// without a zone. It refuses an empty list, duplicates (the same address, the host
+// compared case-insensitively) and lists beyond maxTargets URLs or
+// maxURLListLength bytes. Every bad item is reported, each by position and value.
 func parseTargets(s string) ([]target, error) {
 	if len(s) > maxURLListLength {
 		return nil, fmt.Errorf("is %d bytes long, more than %d", len(s), maxURLListLength)
