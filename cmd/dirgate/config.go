@@ -18,6 +18,7 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/upstream/ldap"
 	"gopkg.in/yaml.v3"
 )
 
@@ -53,17 +54,22 @@ type Config struct {
 	SessionTTL time.Duration
 	TokenTTL   time.Duration
 
-	LDAPURL          string
-	LDAPBindDN       string
-	LDAPPasswordFile string
-	LDAPBaseDN       string
-	LDAPCAFile       string
-	LDAPPoolSize     int
-	LDAPTimeout      time.Duration
-	LDAPDialTimeout  time.Duration
-	LDAPIdleTimeout  time.Duration
-	LDAPPageSize     int
-	LDAPInChain      bool
+	LDAPURL               string
+	LDAPDomain            string
+	LDAPSite              string
+	LDAPBindDN            string
+	LDAPPasswordFile      string
+	LDAPBaseDN            string
+	LDAPCAFile            string
+	LDAPPoolSize          int
+	LDAPTimeout           time.Duration
+	LDAPDialTimeout       time.Duration
+	LDAPAttemptTimeout    time.Duration
+	LDAPHealthInterval    time.Duration
+	LDAPDiscoveryInterval time.Duration
+	LDAPIdleTimeout       time.Duration
+	LDAPPageSize          int
+	LDAPInChain           bool
 
 	RedisAddr                 string
 	RedisMode                 string
@@ -128,14 +134,19 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.IntVar(&c.SignInMaxConcurrentPerClient, "signin-max-concurrent-per-client", proxy.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
-	fs.StringVar(&c.LDAPURL, "ldap-url", "", "directory URL: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
+	fs.StringVar(&c.LDAPURL, "ldap-url", "", "domain controllers in order of preference, separated by spaces or commas: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
+	fs.StringVar(&c.LDAPDomain, "ldap-domain", "", "AD domain whose domain controllers are found in DNS (SRV _ldap._tcp.dc._msdcs.<domain>, StartTLS on the record's port); instead of ldap-url")
+	fs.StringVar(&c.LDAPSite, "ldap-site", "", "AD site whose domain controllers are preferred (SRV _ldap._tcp.<site>._sites.dc._msdcs.<domain> first); only with ldap-domain")
 	fs.StringVar(&c.LDAPBindDN, "ldap-bind-dn", "", "service account DN to bind as")
 	fs.StringVar(&c.LDAPPasswordFile, "ldap-password-file", "", "file holding the service account's password")
 	fs.StringVar(&c.LDAPBaseDN, "ldap-base-dn", "", "naming context searched for members, e.g. DC=corp,DC=example,DC=com")
 	fs.StringVar(&c.LDAPCAFile, "ldap-ca-file", "", "PEM file of CA certificates that sign the directory's certificate (default: system roots)")
 	fs.IntVar(&c.LDAPPoolSize, "ldap-pool-size", 4, "bound LDAP connections kept open")
 	fs.DurationVar(&c.LDAPTimeout, "ldap-timeout", 10*time.Second, "deadline for one upstream call, retry included (also bounded by the request)")
-	fs.DurationVar(&c.LDAPDialTimeout, "ldap-dial-timeout", 5*time.Second, "deadline for connecting, the TLS handshake and the bind")
+	fs.DurationVar(&c.LDAPDialTimeout, "ldap-dial-timeout", ldap.DefaultDialTimeout, "deadline for connecting to one domain controller, the TLS handshake and the bind")
+	fs.DurationVar(&c.LDAPAttemptTimeout, "ldap-attempt-timeout", ldap.DefaultAttemptTimeout, "how long one attempt on one domain controller waits for its first answer before a read is also sent to the next one, or a write or sign-in is given up on it; at most ldap-timeout")
+	fs.DurationVar(&c.LDAPHealthInterval, "ldap-health-interval", ldap.DefaultHealthInterval, "how often domain controllers marked down, and preferred ones not in use, are checked again")
+	fs.DurationVar(&c.LDAPDiscoveryInterval, "ldap-discovery-interval", ldap.DefaultDiscoveryInterval, "how often the DNS SRV records of ldap-domain are read again")
 	fs.DurationVar(&c.LDAPIdleTimeout, "ldap-idle-timeout", 10*time.Minute, "pooled connections unused for longer are closed and re-dialled")
 	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
 	fs.BoolVar(&c.LDAPInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
@@ -300,7 +311,8 @@ func (c *Config) Validate() error {
 	}
 	for name, d := range map[string]time.Duration{"request-timeout": c.RequestTimeout, "shutdown-timeout": c.ShutdownTimeout,
 		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout,
-		"ldap-dial-timeout": c.LDAPDialTimeout, "ldap-idle-timeout": c.LDAPIdleTimeout} {
+		"ldap-dial-timeout": c.LDAPDialTimeout, "ldap-idle-timeout": c.LDAPIdleTimeout, "ldap-attempt-timeout": c.LDAPAttemptTimeout,
+		"ldap-health-interval": c.LDAPHealthInterval, "ldap-discovery-interval": c.LDAPDiscoveryInterval} {
 		if d <= 0 {
 			bad(name, "must be positive")
 		}
@@ -358,11 +370,24 @@ func (c *Config) Validate() error {
 		if c.TokensFile == "" {
 			bad("tokens-file", "is required with the ldap upstream")
 		}
-		for name, v := range map[string]string{"ldap-url": c.LDAPURL, "ldap-bind-dn": c.LDAPBindDN,
+		for name, v := range map[string]string{"ldap-bind-dn": c.LDAPBindDN,
 			"ldap-password-file": c.LDAPPasswordFile, "ldap-base-dn": c.LDAPBaseDN} {
 			if v == "" {
 				bad(name, "is required with the ldap upstream")
 			}
+		}
+		// The domain controllers are listed or discovered, never both.
+		switch {
+		case c.LDAPURL == "" && c.LDAPDomain == "":
+			bad("ldap-url", "is required with the ldap upstream, unless ldap-domain (%s) is set", envName("ldap-domain"))
+		case c.LDAPURL != "" && c.LDAPDomain != "":
+			bad("ldap-domain", "must not be set with ldap-url (%s): list the domain controllers or discover them, not both", envName("ldap-url"))
+		}
+		if c.LDAPSite != "" && c.LDAPDomain == "" {
+			bad("ldap-site", "is only used with ldap-domain (%s)", envName("ldap-domain"))
+		}
+		if c.LDAPAttemptTimeout > c.LDAPTimeout {
+			bad("ldap-attempt-timeout", "must not exceed ldap-timeout (%s), %v", envName("ldap-timeout"), c.LDAPTimeout)
 		}
 	default:
 		bad("upstream", "must be memory or ldap")

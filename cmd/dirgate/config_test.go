@@ -181,3 +181,62 @@ func TestConfigRedisNeedsTheSecret(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigLDAPDomainControllers: the domain controllers are listed (ldap-url)
+// or discovered (ldap-domain, ldap-site), never both, and the per-DC timings are
+// read like the other LDAP settings.
+func TestConfigLDAPDomainControllers(t *testing.T) {
+	base := map[string]string{"DIRGATE_UPSTREAM": "ldap", "DIRGATE_TOKENS_FILE": "tokens.yaml",
+		"DIRGATE_LDAP_BIND_DN": "CN=svc,DC=corp", "DIRGATE_LDAP_PASSWORD_FILE": "pw", "DIRGATE_LDAP_BASE_DN": "DC=corp"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	c, err := LoadConfig(nil, env(with("DIRGATE_LDAP_URL", "ldaps://dc1 ldaps://dc2")), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The defaults meet the bound: a dead DC costs at most 2s to connect.
+	if c.LDAPURL != "ldaps://dc1 ldaps://dc2" || c.LDAPDialTimeout != 2*time.Second || c.LDAPAttemptTimeout != 1500*time.Millisecond ||
+		c.LDAPHealthInterval != 30*time.Second || c.LDAPDiscoveryInterval != 5*time.Minute {
+		t.Errorf("defaults: %+v", c)
+	}
+	c, err = LoadConfig([]string{"--ldap-site", "hq"}, env(with("DIRGATE_LDAP_DOMAIN", "corp.example.com",
+		"DIRGATE_LDAP_ATTEMPT_TIMEOUT", "700ms", "DIRGATE_LDAP_HEALTH_INTERVAL", "10s", "DIRGATE_LDAP_DISCOVERY_INTERVAL", "1m")), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.LDAPDomain != "corp.example.com" || c.LDAPSite != "hq" || c.LDAPAttemptTimeout != 700*time.Millisecond ||
+		c.LDAPHealthInterval != 10*time.Second || c.LDAPDiscoveryInterval != time.Minute {
+		t.Errorf("from the environment and flags: %+v", c)
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"neither", with(), "ldap-url (DIRGATE_LDAP_URL): is required with the ldap upstream, unless ldap-domain (DIRGATE_LDAP_DOMAIN) is set"},
+		{"both", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_DOMAIN", "corp.example.com"),
+			"ldap-domain (DIRGATE_LDAP_DOMAIN): must not be set with ldap-url (DIRGATE_LDAP_URL)"},
+		{"site without domain", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_SITE", "hq"),
+			"ldap-site (DIRGATE_LDAP_SITE): is only used with ldap-domain"},
+		{"attempt above timeout", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_ATTEMPT_TIMEOUT", "3s", "DIRGATE_LDAP_TIMEOUT", "2s"),
+			"ldap-attempt-timeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT): must not exceed ldap-timeout (DIRGATE_LDAP_TIMEOUT), 2s"},
+		{"zero attempt", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_ATTEMPT_TIMEOUT", "0s"), "ldap-attempt-timeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT): must be positive"},
+		{"zero health", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_HEALTH_INTERVAL", "0s"), "ldap-health-interval (DIRGATE_LDAP_HEALTH_INTERVAL): must be positive"},
+		{"zero discovery", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_DISCOVERY_INTERVAL", "0s"), "ldap-discovery-interval (DIRGATE_LDAP_DISCOVERY_INTERVAL): must be positive"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := LoadConfig(nil, env(tc.env), &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v; want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}

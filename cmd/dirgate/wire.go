@@ -35,19 +35,24 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		return d, nil
 	case "ldap":
 		d, err := ldap.Config{
-			URL:            m.Config.LDAPURL,
-			BindDN:         m.Config.LDAPBindDN,
-			PasswordFile:   m.Config.LDAPPasswordFile,
-			BaseDN:         m.Config.LDAPBaseDN,
-			CAFile:         m.Config.LDAPCAFile,
-			PoolSize:       m.Config.LDAPPoolSize,
-			DialTimeout:    m.Config.LDAPDialTimeout,
-			RequestTimeout: m.Config.LDAPTimeout,
-			IdleTimeout:    m.Config.LDAPIdleTimeout,
-			PageSize:       m.Config.LDAPPageSize,
-			UseInChain:     m.Config.LDAPInChain,
-			Breaker:        m.serverBreaker("ldap"),
-			Logger:         m.Logger,
+			URL:               m.Config.LDAPURL,
+			Domain:            m.Config.LDAPDomain,
+			Site:              m.Config.LDAPSite,
+			BindDN:            m.Config.LDAPBindDN,
+			PasswordFile:      m.Config.LDAPPasswordFile,
+			BaseDN:            m.Config.LDAPBaseDN,
+			CAFile:            m.Config.LDAPCAFile,
+			PoolSize:          m.Config.LDAPPoolSize,
+			DialTimeout:       m.Config.LDAPDialTimeout,
+			AttemptTimeout:    m.Config.LDAPAttemptTimeout,
+			HealthInterval:    m.Config.LDAPHealthInterval,
+			DiscoveryInterval: m.Config.LDAPDiscoveryInterval,
+			RequestTimeout:    m.Config.LDAPTimeout,
+			IdleTimeout:       m.Config.LDAPIdleTimeout,
+			PageSize:          m.Config.LDAPPageSize,
+			UseInChain:        m.Config.LDAPInChain,
+			Breaker:           m.serverBreaker("ldap"),
+			Logger:            m.Logger,
 		}.Open(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ldap upstream: %w", err)

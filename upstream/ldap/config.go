@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -27,9 +28,17 @@ import (
 
 // Defaults for the zero values of Config.
 const (
-	DefaultPoolSize       = 4
-	DefaultDialTimeout    = 5 * time.Second
+	DefaultPoolSize = 4
+	// DefaultDialTimeout is what a DC that drops packets costs before the next DC is
+	// tried; connect, TLS and bind take milliseconds on a healthy DC.
+	DefaultDialTimeout    = 2 * time.Second
 	DefaultRequestTimeout = 10 * time.Second
+	// DefaultAttemptTimeout is how long one attempt waits for a DC's first answer
+	// before the next DC is asked too (reads) or the attempt is given up (writes,
+	// sign-in). It is capped at RequestTimeout.
+	DefaultAttemptTimeout    = 1500 * time.Millisecond
+	DefaultHealthInterval    = 30 * time.Second
+	DefaultDiscoveryInterval = 5 * time.Minute
 	// DefaultIdleTimeout stays below AD's MaxConnIdleTime (900 s), so the pool drops
 	// a connection before the server does (docs/directory.md, "Connections").
 	DefaultIdleTimeout = 10 * time.Minute
@@ -47,12 +56,25 @@ const (
 // adapter: fill it (the env names are those cmd/dirgate reads), call Validate, then
 // Open. Zero values take the defaults above.
 type Config struct {
-	// URL is ldaps://host[:636] (TLS from the first byte) or ldap://host[:389], which
-	// the adapter always upgrades with StartTLS before binding: there is no
-	// clear-text mode, because a simple bind would send the password in clear (and
-	// Samba refuses it anyway: docs/directory.md, "Connections"). The host also names
-	// the server for certificate verification. DIRGATE_LDAP_URL.
+	// URL names one or more DCs in order of preference, separated by commas and/or
+	// whitespace (parseTargets, targets.go). Each is ldaps://host[:636] (TLS from the
+	// first byte) or ldap://host[:389], which the adapter always upgrades with
+	// StartTLS before binding: there is no clear-text mode, because a simple bind
+	// would send the password in clear (and Samba refuses it anyway:
+	// docs/directory.md, "Connections"). Each host also names its server for
+	// certificate verification. Exactly one of URL and Domain is set.
+	// DIRGATE_LDAP_URL.
 	URL string
+	// Domain is the AD domain whose DCs are discovered from DNS SRV records
+	// (discoverTargets, targets.go) instead of listed in URL, e.g. corp.example.com.
+	// DIRGATE_LDAP_DOMAIN.
+	Domain string
+	// Site is the AD site whose DCs are preferred (their SRV records are read
+	// first); only with Domain. DIRGATE_LDAP_SITE.
+	Site string
+	// Resolver resolves the SRV records and the DCs' addresses; nil means
+	// net.DefaultResolver. Tests point it at their own DNS server.
+	Resolver *net.Resolver
 	// BindDN is the service account's DN. DIRGATE_LDAP_BIND_DN.
 	BindDN string
 	// PasswordFile holds the service account's password, read once at Open; one
@@ -68,9 +90,19 @@ type Config struct {
 	// PoolSize is the number of connections kept open and the most used at once.
 	// DIRGATE_LDAP_POOL_SIZE.
 	PoolSize int
-	// DialTimeout bounds connecting, the TLS handshake and the bind.
+	// DialTimeout bounds connecting, the TLS handshake and the bind to one DC.
 	// DIRGATE_LDAP_DIAL_TIMEOUT.
 	DialTimeout time.Duration
+	// AttemptTimeout is how long one attempt on one DC waits for the DC's first
+	// answer before a read is also sent to the next DC and a write or a sign-in is
+	// given up on that DC. At most RequestTimeout. DIRGATE_LDAP_ATTEMPT_TIMEOUT.
+	AttemptTimeout time.Duration
+	// HealthInterval is how often DCs marked down, and preferred DCs not in use,
+	// are checked again. DIRGATE_LDAP_HEALTH_INTERVAL.
+	HealthInterval time.Duration
+	// DiscoveryInterval is how often the SRV records are read again; only used with
+	// Domain. DIRGATE_LDAP_DISCOVERY_INTERVAL.
+	DiscoveryInterval time.Duration
 	// RequestTimeout bounds every Directory call, retries included; the caller's
 	// context deadline applies too, whichever comes first. DIRGATE_LDAP_TIMEOUT.
 	RequestTimeout time.Duration
@@ -88,15 +120,6 @@ type Config struct {
 	// DIRGATE_LDAP_IN_CHAIN. Unlike the expansion, the query also finds members
 	// reached through nested groups that lie outside BaseDN.
 	UseInChain bool
-
-	// Domain, Site, Resolver, AttemptTimeout, HealthInterval, DiscoveryInterval:
-	// placeholders until the DC-list branch lands.
-	Domain            string
-	Site              string
-	Resolver          *net.Resolver
-	AttemptTimeout    time.Duration
-	HealthInterval    time.Duration
-	DiscoveryInterval time.Duration
 
 	// WriteOverlay is how long a membership write made through dirgate is laid over
 	// listings read from another DC (overlay.go). DIRGATE_LDAP_WRITE_OVERLAY.
@@ -125,20 +148,21 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
+	if c.AttemptTimeout == 0 {
+		// An explicit RequestTimeout below the default attempt timeout stays valid.
+		c.AttemptTimeout = min(DefaultAttemptTimeout, c.RequestTimeout)
+	}
+	if c.HealthInterval == 0 {
+		c.HealthInterval = DefaultHealthInterval
+	}
+	if c.DiscoveryInterval == 0 {
+		c.DiscoveryInterval = DefaultDiscoveryInterval
+	}
 	if c.PageSize == 0 {
 		c.PageSize = DefaultPageSize
 	}
-	if c.AttemptTimeout == 0 {
-		c.AttemptTimeout = 1500 * time.Millisecond
-	}
-	if c.HealthInterval == 0 {
-		c.HealthInterval = 30 * time.Second
-	}
 	if c.WriteOverlay == 0 {
 		c.WriteOverlay = DefaultWriteOverlay
-	}
-	if c.DiscoveryInterval == 0 {
-		c.DiscoveryInterval = 5 * time.Minute
 	}
 	return c
 }
@@ -148,10 +172,26 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.URL == "" {
-		add("ldap: URL (DIRGATE_LDAP_URL) is required")
-	} else if _, _, err := parseURL(c.URL); err != nil {
-		add("ldap: URL (DIRGATE_LDAP_URL): %w", err)
+	switch {
+	case c.URL == "" && c.Domain == "":
+		add("ldap: URL (DIRGATE_LDAP_URL) or Domain (DIRGATE_LDAP_DOMAIN) is required")
+	case c.URL != "" && c.Domain != "":
+		add("ldap: URL (DIRGATE_LDAP_URL) and Domain (DIRGATE_LDAP_DOMAIN) are both set: list the DCs or discover them, not both")
+	case c.URL != "":
+		if _, err := parseTargets(c.URL); err != nil {
+			for _, e := range unjoin(err) {
+				add("ldap: URL (DIRGATE_LDAP_URL): %w", e)
+			}
+		}
+	default:
+		if err := checkDomain(strings.TrimSuffix(c.Domain, "."), c.Site); err != nil {
+			for _, e := range unjoin(err) {
+				add("ldap: Domain (DIRGATE_LDAP_DOMAIN) or Site (DIRGATE_LDAP_SITE): %w", e)
+			}
+		}
+	}
+	if c.Site != "" && c.Domain == "" {
+		add("ldap: Site (DIRGATE_LDAP_SITE) is only used with Domain (DIRGATE_LDAP_DOMAIN)")
 	}
 	for _, f := range []struct{ name, env, val string }{
 		{"BindDN", "DIRGATE_LDAP_BIND_DN", c.BindDN},
@@ -179,16 +219,32 @@ func (c Config) Validate() error {
 		{"DialTimeout", "DIRGATE_LDAP_DIAL_TIMEOUT", c.DialTimeout},
 		{"RequestTimeout", "DIRGATE_LDAP_TIMEOUT", c.RequestTimeout},
 		{"IdleTimeout", "DIRGATE_LDAP_IDLE_TIMEOUT", c.IdleTimeout},
+		{"AttemptTimeout", "DIRGATE_LDAP_ATTEMPT_TIMEOUT", c.AttemptTimeout},
+		{"HealthInterval", "DIRGATE_LDAP_HEALTH_INTERVAL", c.HealthInterval},
+		{"DiscoveryInterval", "DIRGATE_LDAP_DISCOVERY_INTERVAL", c.DiscoveryInterval},
 	} {
 		if d.val < 0 {
 			add("ldap: %s (%s) must not be negative, got %v", d.name, d.env, d.val)
 		}
 	}
+	// An attempt longer than the whole call would never be given up on.
+	if rt := c.withDefaults().RequestTimeout; c.AttemptTimeout > rt && c.RequestTimeout >= 0 {
+		add("ldap: AttemptTimeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT) %v must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) %v", c.AttemptTimeout, rt)
+	}
 	return errors.Join(errs...)
 }
 
+// unjoin returns the errors joined in err (errors.Join), or err alone, so that each
+// is reported on its own line under the setting's name.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // parseURL returns the address to dial and whether TLS starts at once (ldaps) or
-// after StartTLS (ldap).
+// after StartTLS (ldap). DIRGATE_LDAP_URL's items follow it (parseTargets).
 func parseURL(s string) (addr string, implicitTLS bool, err error) {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -211,6 +267,9 @@ func parseURL(s string) (addr string, implicitTLS bool, err error) {
 		return "", false, fmt.Errorf("has no host")
 	}
 	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", false, fmt.Errorf("port %s is not between 1 and 65535", shown(p))
+		}
 		port = p
 	}
 	return net.JoinHostPort(host, port), implicitTLS, nil
@@ -230,21 +289,16 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 	if err != nil {
 		return nil, err
 	}
-	roots, err := readRoots(c.CAFile)
+	roots, err := loadRoots(c.CAFile)
 	if err != nil {
 		return nil, err
 	}
-	var targets []target
-	if c.Domain != "" {
-		targets, err = discoverTargets(ctx, resolverOf(c.Resolver), c.Domain, c.Site)
-		if err != nil {
-			return nil, fmt.Errorf("ldap: discover the domain controllers of %s: %w", c.Domain, err)
-		}
-	} else if targets, err = parseTargets(c.URL); err != nil {
-		return nil, fmt.Errorf("ldap: URL (DIRGATE_LDAP_URL): %w", err)
+	targets, err := c.targets(ctx)
+	if err != nil {
+		return nil, err
 	}
 	newServer := func(t target) *server {
-		tc := &tls.Config{ServerName: t.serverName, MinVersion: tls.VersionTLS12, RootCAs: roots}
+		tc := tlsConfigFor(roots, t.serverName)
 		dl := &dialer{addr: t.addr, implicitTLS: t.implicitTLS, tls: tc, bindDN: c.BindDN, password: password,
 			timeout: c.DialTimeout, resolver: c.Resolver}
 		s := &server{t: t, pool: newPool(c.PoolSize, c.IdleTimeout, dl.dial),
@@ -288,9 +342,15 @@ func readPassword(path string) (string, error) {
 	return p, nil
 }
 
-// readRoots reads the CAs that sign the servers' certificates; nil (no file) means
-// the system roots. Verification is never skipped.
-func readRoots(caFile string) (*x509.CertPool, error) {
+// tlsConfigFor verifies the server against roots (nil: the system roots) under
+// serverName. Every DC's config may share one pool: it is read-only once built.
+func tlsConfigFor(roots *x509.CertPool, serverName string) *tls.Config {
+	return &tls.Config{ServerName: serverName, RootCAs: roots, MinVersion: tls.VersionTLS12}
+}
+
+// loadRoots reads caFile's PEM certificates; an empty caFile gives nil, which
+// crypto/tls takes as the system roots.
+func loadRoots(caFile string) (*x509.CertPool, error) {
 	if caFile == "" {
 		return nil, nil
 	}

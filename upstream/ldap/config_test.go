@@ -2,6 +2,7 @@ package ldap
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"os"
 	"path/filepath"
@@ -34,6 +35,70 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateDCs: the DCs are listed (URL) or discovered (Domain, Site), never
+// both, and the per-DC timings are bounded.
+func TestValidateDCs(t *testing.T) {
+	with := func(f func(*Config)) Config { c := validConfig(); f(&c); return c }
+	valid := map[string]Config{
+		"list":              with(func(c *Config) { c.URL = "ldaps://dc1.corp.example.com, ldap://dc2.corp.example.com" }),
+		"domain":            with(func(c *Config) { c.URL, c.Domain = "", "corp.example.com" }),
+		"domain fqdn":       with(func(c *Config) { c.URL, c.Domain = "", "corp.example.com." }),
+		"domain and site":   with(func(c *Config) { c.URL, c.Domain, c.Site = "", "corp.example.com", "Default-First-Site-Name" }),
+		"attempt = request": with(func(c *Config) { c.AttemptTimeout, c.RequestTimeout = time.Second, time.Second }),
+		// The default attempt timeout shrinks to a shorter request timeout.
+		"short request": with(func(c *Config) { c.RequestTimeout = time.Second }),
+		"intervals":     with(func(c *Config) { c.HealthInterval, c.DiscoveryInterval = time.Second, time.Minute }),
+	}
+	for name, c := range valid {
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	invalid := []struct {
+		name string
+		c    Config
+		want []string
+	}{
+		{"neither", with(func(c *Config) { c.URL = "" }), []string{"URL (DIRGATE_LDAP_URL) or Domain (DIRGATE_LDAP_DOMAIN) is required"}},
+		{"both", with(func(c *Config) { c.Domain = "corp.example.com" }), []string{"are both set"}},
+		{"site without domain", with(func(c *Config) { c.Site = "hq" }), []string{"Site (DIRGATE_LDAP_SITE) is only used with Domain"}},
+		{"bad domain", with(func(c *Config) { c.URL, c.Domain = "", "corp example.com" }), []string{"DIRGATE_LDAP_DOMAIN", `"corp example.com"`}},
+		{"bad site", with(func(c *Config) { c.URL, c.Domain, c.Site = "", "corp.example.com", "h.q" }), []string{"DIRGATE_LDAP_SITE", `site "h.q"`}},
+		// Each bad item of the list is reported on its own, under the setting.
+		{"bad items", with(func(c *Config) { c.URL = "ftp://a ldaps://b ldaps://B" }), []string{
+			`ldap: URL (DIRGATE_LDAP_URL): item 1 of 3 ("ftp://a")`, `ldap: URL (DIRGATE_LDAP_URL): item 3 of 3 ("ldaps://B"): the same server as item 2`}},
+		{"negative", with(func(c *Config) { c.AttemptTimeout, c.HealthInterval, c.DiscoveryInterval = -1, -1, -1 }), []string{
+			"DIRGATE_LDAP_ATTEMPT_TIMEOUT", "DIRGATE_LDAP_HEALTH_INTERVAL", "DIRGATE_LDAP_DISCOVERY_INTERVAL"}},
+		{"attempt above request", with(func(c *Config) { c.AttemptTimeout, c.RequestTimeout = 2*time.Second, time.Second }), []string{
+			"AttemptTimeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT) 2s must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) 1s"}},
+		{"attempt above default request", with(func(c *Config) { c.AttemptTimeout = DefaultRequestTimeout + time.Second }), []string{
+			"must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) 10s"}},
+	}
+	for _, tt := range invalid {
+		err := tt.c.Validate()
+		if err == nil {
+			t.Errorf("%s: accepted", tt.name)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error does not mention %q:\n%v", tt.name, w, err)
+			}
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	d := Config{}.withDefaults()
+	if d.DialTimeout != 2*time.Second || d.AttemptTimeout != 1500*time.Millisecond ||
+		d.HealthInterval != 30*time.Second || d.DiscoveryInterval != 5*time.Minute {
+		t.Errorf("defaults = %+v", d)
+	}
+	if d := (Config{RequestTimeout: time.Second}).withDefaults(); d.AttemptTimeout != time.Second {
+		t.Errorf("attempt timeout %v with a 1s request timeout", d.AttemptTimeout)
+	}
+}
+
 func TestParseURL(t *testing.T) {
 	tests := []struct {
 		name, in     string
@@ -53,6 +118,8 @@ func TestParseURL(t *testing.T) {
 		{"query", "ldaps://dc?x", "", false, true},
 		{"other scheme", "ldapi:///var/run/ldapi", "", false, true},
 		{"no host", "ldaps://", "", false, true},
+		{"port out of range", "ldaps://dc:65536", "", false, true},
+		{"port zero", "ldaps://dc:0", "", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,14 +165,29 @@ func TestReadPassword(t *testing.T) {
 
 func TestTLSConfig(t *testing.T) {
 	dir := t.TempDir()
-	roots, err := readRoots("")
+	roots, err := loadRoots("")
 	if err != nil || roots != nil {
 		t.Errorf("system roots = %v, %v", roots, err)
 	}
 	bad := filepath.Join(dir, "bad.pem")
 	_ = os.WriteFile(bad, []byte("not pem"), 0o600)
-	if _, err := readRoots(bad); err == nil {
+	if _, err := loadRoots(bad); err == nil {
 		t.Error("CA file without certificates accepted")
+	}
+	if _, err := loadRoots(filepath.Join(dir, "missing.pem")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing CA file: %v", err)
+	}
+	// Several DCs share one pool of roots, each verified under its own name.
+	ca := filepath.Join(dir, "ca.pem")
+	writeCA(t, ca) // integration_test.go
+	roots, err = loadRoots(ca)
+	if err != nil || roots == nil {
+		t.Fatalf("loadRoots = %v, %v", roots, err)
+	}
+	a, b := tlsConfigFor(roots, "dc1.corp.example.com"), tlsConfigFor(roots, "dc2.corp.example.com")
+	if a.RootCAs != roots || b.RootCAs != roots || a.ServerName != "dc1.corp.example.com" || b.ServerName != "dc2.corp.example.com" ||
+		a.InsecureSkipVerify || a.MinVersion != tls.VersionTLS12 {
+		t.Errorf("configs %+v, %+v", a, b)
 	}
 }
 
