@@ -66,6 +66,7 @@ type Config struct {
 	LDAPDialTimeout       time.Duration
 	LDAPAttemptTimeout    time.Duration
 	LDAPHealthInterval    time.Duration
+	LDAPWriteOverlay      time.Duration
 	LDAPDiscoveryInterval time.Duration
 	LDAPIdleTimeout       time.Duration
 	LDAPPageSize          int
@@ -146,6 +147,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LDAPDialTimeout, "ldap-dial-timeout", ldap.DefaultDialTimeout, "deadline for connecting to one domain controller, the TLS handshake and the bind")
 	fs.DurationVar(&c.LDAPAttemptTimeout, "ldap-attempt-timeout", ldap.DefaultAttemptTimeout, "how long one attempt on one domain controller waits for its first answer before a read is also sent to the next one, or a write or sign-in is given up on it; at most ldap-timeout")
 	fs.DurationVar(&c.LDAPHealthInterval, "ldap-health-interval", ldap.DefaultHealthInterval, "how often domain controllers marked down, and preferred ones not in use, are checked again")
+	fs.DurationVar(&c.LDAPWriteOverlay, "ldap-write-overlay", ldap.DefaultWriteOverlay, "how long a membership change made through dirgate is laid over listings read from another domain controller that has not received it")
 	fs.DurationVar(&c.LDAPDiscoveryInterval, "ldap-discovery-interval", ldap.DefaultDiscoveryInterval, "how often the DNS SRV records of ldap-domain are read again")
 	fs.DurationVar(&c.LDAPIdleTimeout, "ldap-idle-timeout", 10*time.Minute, "pooled connections unused for longer are closed and re-dialled")
 	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
@@ -312,7 +314,8 @@ func (c *Config) Validate() error {
 	for name, d := range map[string]time.Duration{"request-timeout": c.RequestTimeout, "shutdown-timeout": c.ShutdownTimeout,
 		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout,
 		"ldap-dial-timeout": c.LDAPDialTimeout, "ldap-idle-timeout": c.LDAPIdleTimeout, "ldap-attempt-timeout": c.LDAPAttemptTimeout,
-		"ldap-health-interval": c.LDAPHealthInterval, "ldap-discovery-interval": c.LDAPDiscoveryInterval} {
+		"ldap-health-interval": c.LDAPHealthInterval, "ldap-discovery-interval": c.LDAPDiscoveryInterval,
+		"ldap-write-overlay": c.LDAPWriteOverlay} {
 		if d <= 0 {
 			bad(name, "must be positive")
 		}

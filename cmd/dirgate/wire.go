@@ -46,6 +46,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			DialTimeout:       m.Config.LDAPDialTimeout,
 			AttemptTimeout:    m.Config.LDAPAttemptTimeout,
 			HealthInterval:    m.Config.LDAPHealthInterval,
+			WriteOverlay:      m.Config.LDAPWriteOverlay,
 			DiscoveryInterval: m.Config.LDAPDiscoveryInterval,
 			RequestTimeout:    m.Config.LDAPTimeout,
 			IdleTimeout:       m.Config.LDAPIdleTimeout,
