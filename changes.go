@@ -21,7 +21,8 @@ type ChangeSource interface {
 // stores it so that another instance can continue from it.
 type ChangePosition struct {
 	// Source names the server and its database (for AD: the DC's dsServiceName and
-	// invocationId). A position read from another source cannot be continued.
+	// invocationId). A position read from another source cannot be continued; a
+	// mark kept for the source that answers can (Marks).
 	Source string `json:"source"`
 	// USN is the last update sequence number read (highestCommittedUSN at the read).
 	USN uint64 `json:"usn"`
