@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -376,23 +379,100 @@ func TestDecodePosition(t *testing.T) {
 	p := dirgate.ChangePosition{Source: "x", USN: 7, Time: time.Unix(100, 0).UTC()}
 	b, _ := json.Marshal(p)
 	got, err := decodePosition(string(b))
-	if err != nil || *got != p {
+	if err != nil || !reflect.DeepEqual(*got, p) {
 		t.Fatalf("%+v %v", got, err)
 	}
-	for _, bad := range []string{"{", `{"source":""}`, `{"source":"x"}`, `{"source":"x","usn":-1,"time":"2020-01-01T00:00:00Z"}`} {
+	for _, bad := range []string{"{", `{"source":""}`, `{"source":"x"}`, `{"source":"x","usn":-1,"time":"2020-01-01T00:00:00Z"}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":[{"source":"","usn":1,"time":"2020-01-01T00:00:00Z"}]}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":[{"source":"y","usn":1}]}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":{"source":"y"}}`,
+		`{"source":"` + strings.Repeat("x", maxSourceBytes+1) + `","usn":1,"time":"2020-01-01T00:00:00Z"}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":[{"source":"` + strings.Repeat("y", maxSourceBytes+1) + `","usn":1,"time":"2020-01-01T00:00:00Z"}]}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":[` + strings.Repeat(`{"source":"y","usn":1,"time":"2020-01-01T00:00:00Z"},`, dirgate.MaxChangeMarks) + `{"source":"y","usn":1,"time":"2020-01-01T00:00:00Z"}]}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","pad":"` + strings.Repeat(" ", maxPositionBytes) + `"}`,
+	} {
 		if _, err := decodePosition(bad); err == nil {
-			t.Errorf("%s decoded", bad)
+			t.Errorf("%.200s decoded", bad)
 		}
+	}
+}
+
+// TestPositionWithMarksFits: a position with the most marks, each naming an AD
+// source of a realistic length (an NTDS Settings DN and an invocationId), is
+// stored and read back whole; one with overlong or excess marks is stored without
+// them rather than refused when read.
+func TestPositionWithMarksFits(t *testing.T) {
+	src := func(i int) string {
+		return fmt.Sprintf("CN=NTDS Settings,CN=DC%02d,CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration,DC=corp,DC=example,DC=com|%08d-1111-2222-3333-444455556666", i, i)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	p := dirgate.ChangePosition{Source: src(99), USN: 1 << 40, Time: t0}
+	for i := range dirgate.MaxChangeMarks {
+		p.Marks = append(p.Marks, dirgate.ChangeMark{Source: src(i), USN: 1<<40 + uint64(i), Time: t0.Add(time.Duration(i) * time.Second)})
+	}
+	b, err := encodePosition(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := decodePosition(string(b))
+	if err != nil || !reflect.DeepEqual(*got, p) {
+		t.Fatalf("%d bytes: %v", len(b), err)
+	}
+	t.Logf("a position with %d marks of %d-byte sources: %d bytes (bound %d)", len(p.Marks), len(src(0)), len(b), maxPositionBytes)
+
+	// Sources as long as allowed: the oldest marks give way to fit the bound.
+	long := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat(`\x`, (maxSourceBytes-4)/2) }
+	q := dirgate.ChangePosition{Source: "s", USN: 1, Time: t0}
+	for i := range dirgate.MaxChangeMarks + 3 {
+		q.Marks = append(q.Marks, dirgate.ChangeMark{Source: long(i), USN: 1, Time: t0})
+	}
+	q.Marks = append(q.Marks, dirgate.ChangeMark{Source: strings.Repeat("z", maxSourceBytes+1), USN: 1, Time: t0}, dirgate.ChangeMark{Source: "nt", USN: 1})
+	b, err = encodePosition(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err = decodePosition(string(b))
+	if err != nil {
+		t.Fatalf("%d bytes refused: %v", len(b), err)
+	}
+	if len(got.Marks) == 0 || len(got.Marks) >= dirgate.MaxChangeMarks || got.Marks[len(got.Marks)-1].Source != long(dirgate.MaxChangeMarks+2) {
+		t.Fatalf("%d marks kept, the last %.10q", len(got.Marks), got.Marks[len(got.Marks)-1].Source)
+	}
+	if len(q.Marks) != dirgate.MaxChangeMarks+5 {
+		t.Fatal("encodePosition changed its argument")
 	}
 }
 
 func FuzzDecodePosition(f *testing.F) {
 	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z"}`)
 	f.Add(`{"source":1}`)
+	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","marks":[{"source":"c|d","usn":3,"time":"2026-01-01T00:00:00Z"}]}`)
+	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","marks":[{"source":"","usn":3,"time":"2026-01-01T00:00:00Z"}]}`)
+	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","marks":null}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := decodePosition(s)
-		if err == nil && p != nil && (p.Source == "" || p.Time.IsZero()) {
+		if err != nil || p == nil {
+			return
+		}
+		if p.Source == "" || p.Time.IsZero() || len(p.Source) > maxSourceBytes {
 			t.Fatal("incomplete position accepted")
+		}
+		if len(p.Marks) > dirgate.MaxChangeMarks {
+			t.Fatalf("%d marks accepted", len(p.Marks))
+		}
+		for _, m := range p.Marks {
+			if m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes {
+				t.Fatalf("mark %+v accepted", m)
+			}
+		}
+		// What was accepted is stored and read back the same.
+		b, err := encodePosition(*p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, err := decodePosition(string(b))
+		if err != nil || q.Source != p.Source || q.USN != p.USN || len(q.Marks) > len(p.Marks) {
+			t.Fatalf("re-encoded %+v: %+v %v", p, q, err)
 		}
 	})
 }

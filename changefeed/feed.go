@@ -366,6 +366,11 @@ func (f *Feed) readOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if from, to := serverOf(f.pos.Source), serverOf(b.Position.Source); from != "" && to != from {
+		// Another DC answers (a failover, or the preferred one back): USNs are per
+		// DC, so the source resumed from its mark for this DC or resynced.
+		f.cfg.Logger.Info("cache: change feed follows another DC", "from", from, "to", to, "resumed", b.Resync == "", "resync", b.Resync)
+	}
 	if f.forced.Swap(false) && b.Resync == "" {
 		b.Resync, b.Detail = dirgate.ResyncForced, "requested"
 	}

@@ -2,8 +2,10 @@ package changefeed
 
 import (
 	"context"
+	"strings"
 
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -12,6 +14,7 @@ type feedMetrics struct {
 	resyncs metric.Int64Counter
 	lag     metric.Float64ObservableGauge
 	leader  metric.Int64ObservableGauge
+	server  metric.Int64ObservableGauge
 	reg     metric.Registration
 }
 
@@ -30,6 +33,8 @@ func newFeedMetrics() feedMetrics {
 		metric.WithDescription("Age of the change feed's position: how far behind the directory cached entries may be."), metric.WithUnit("s"))
 	fm.leader, _ = m.Int64ObservableGauge("dirgate_changefeed_leader",
 		metric.WithDescription("1 on the instance that reads the directory's changes for the deployment, 0 elsewhere."))
+	fm.server, _ = m.Int64ObservableGauge("dirgate_changefeed_server",
+		metric.WithDescription("1 for the server (for AD: the DC's dsServiceName) whose changes the feed follows, as the latest position names it; no series before the first position."))
 	return fm
 }
 
@@ -43,7 +48,30 @@ func (fm feedMetrics) register(f *Feed) (metric.Registration, error) {
 		o.ObserveInt64(fm.leader, lead)
 		if p := f.lastPos.Load(); p != nil {
 			o.ObserveFloat64(fm.lag, f.cfg.now().Sub(p.Time).Seconds())
+			// Only the current server is observed: the series of the one left
+			// disappears at the next collection.
+			o.ObserveInt64(fm.server, 1, metric.WithAttributes(attribute.String("server", serverLabel(p.Source))))
 		}
 		return nil
-	}, fm.lag, fm.leader)
+	}, fm.lag, fm.leader, fm.server)
+}
+
+// maxServerLabel bounds the server label (a position read from Redis may name
+// anything up to maxSourceBytes).
+const maxServerLabel = 256
+
+// serverOf is the server part of a position's source: for AD, the DC's
+// dsServiceName before "|" and its invocationId.
+func serverOf(source string) string {
+	server, _, _ := strings.Cut(source, "|")
+	return server
+}
+
+// serverLabel is serverOf cut to maxServerLabel bytes, without a broken rune.
+func serverLabel(source string) string {
+	s := serverOf(source)
+	if len(s) > maxServerLabel {
+		s = s[:maxServerLabel]
+	}
+	return strings.ToValidUTF8(s, "")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,8 +48,15 @@ const maxEvents = 1000
 // maxEventGUIDs bounds what a follower accepts from one event.
 const maxEventGUIDs = 2 * DefaultMaxBatch
 
-// maxPositionBytes bounds a stored position (decodePosition), and its read.
-const maxPositionBytes = 4096
+// maxPositionBytes bounds a stored position (decodePosition), and its read: room
+// for dirgate.MaxChangeMarks marks besides the position (an AD source, an NTDS
+// Settings DN and an invocationId, is about 150 to 200 bytes). maxSourceBytes bounds
+// each source in it; encodePosition drops the oldest marks of a position that would
+// not fit, so that what the leader stores is always read back.
+const (
+	maxPositionBytes = 16 << 10
+	maxSourceBytes   = 1024
+)
 
 // clockSkew is how far instances' clocks may disagree: a claim is taken over once
 // its sealed expiry is this far past. Events older than maxEventAge are refused:
@@ -192,7 +200,7 @@ func (f *redisFeed) position(ctx context.Context) (*dirgate.ChangePosition, erro
 }
 
 func (f *redisFeed) storePosition(ctx context.Context, id string, p dirgate.ChangePosition) (bool, error) {
-	b, err := json.Marshal(p)
+	b, err := encodePosition(p)
 	if err != nil {
 		return false, err
 	}
@@ -376,7 +384,38 @@ func decodePosition(s string) (*dirgate.ChangePosition, error) {
 	if p.Source == "" || p.Time.IsZero() {
 		return nil, errors.New("change feed: stored position is incomplete")
 	}
+	if len(p.Source) > maxSourceBytes {
+		return nil, errors.New("change feed: stored position's source is too long")
+	}
+	if len(p.Marks) > dirgate.MaxChangeMarks {
+		return nil, fmt.Errorf("change feed: stored position has %d marks, over %d", len(p.Marks), dirgate.MaxChangeMarks)
+	}
+	for _, m := range p.Marks {
+		if m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes {
+			return nil, errors.New("change feed: stored position has an incomplete or overlong mark")
+		}
+	}
 	return &p, nil
+}
+
+// encodePosition renders p for storage. Marks decodePosition would refuse, those
+// beyond dirgate.MaxChangeMarks, and the oldest ones while the whole is over maxPositionBytes, are left out: a mark is
+// only a shortcut (without it, returning to its source resyncs), while a position
+// decodePosition refused would make every new leader resync.
+func encodePosition(p dirgate.ChangePosition) ([]byte, error) {
+	p.Marks = slices.DeleteFunc(slices.Clone(p.Marks), func(m dirgate.ChangeMark) bool {
+		return m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes
+	})
+	if n := len(p.Marks) - dirgate.MaxChangeMarks; n > 0 {
+		p.Marks = p.Marks[n:]
+	}
+	for {
+		b, err := json.Marshal(p)
+		if err != nil || len(b) <= maxPositionBytes || len(p.Marks) == 0 {
+			return b, err
+		}
+		p.Marks = p.Marks[1:]
+	}
 }
 
 // Defaults of the settings the feed shares with the cache (cache.Config).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +30,11 @@ import (
 // bumps that object.
 //
 // USNs are per DC and per database: the position keeps the DC's dsServiceName and
-// invocationId (which changes when the database is restored), and a position from
-// another DC, a restored one, one whose USN went backwards or one older than the
-// tombstone lifetime is refused (Resync), which invalidates everything once.
+// invocationId (which changes when the database is restored), and, as marks, where
+// the feed stood on the DCs it read before. When another DC answers, the read
+// continues from that DC's mark; a position with no mark for the DC, a restored
+// database, a USN that went backwards or a position older than the tombstone
+// lifetime is refused (Resync), which invalidates everything once.
 
 var _ dirgate.ChangeSource = (*Directory)(nil)
 
@@ -54,7 +57,9 @@ type changeState struct {
 	primaryGUIDs      map[int]string // RID of a primary group -> its GUID
 }
 
-// ReadChanges implements dirgate.ChangeSource.
+// ReadChanges implements dirgate.ChangeSource. The rootDSE, the invocationId and
+// the changes are read on one connection (one attempt of d.do), so from one DC: the
+// batch returned holds only changes of the DC whose position it returns.
 func (d *Directory) ReadChanges(ctx context.Context, pos dirgate.ChangePosition, max int) (b dirgate.ChangeBatch, err error) {
 	ctx, span := otel.Tracer("github.com/dirgate/dirgate/upstream/ldap").Start(ctx, "ldap read changes")
 	defer func() {
@@ -64,70 +69,19 @@ func (d *Directory) ReadChanges(ctx context.Context, pos dirgate.ChangePosition,
 		}
 		span.End()
 	}()
-	var server, nc, invocation string
-	var usn uint64
+	var changes []change
 	err = d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+		// A failed attempt is run again on a new connection, perhaps to another
+		// DC: nothing the failed one read is kept.
 		var rerr error
-		server, nc, usn, invocation, rerr = readServer(ctx, c)
+		b, changes, rerr = d.readChangesOn(ctx, c, pos, max)
 		return rerr
 	})
 	if err != nil {
-		return b, wrap("read changes: rootDSE", err)
-	}
-	now := d.now()
-	b.Position = dirgate.ChangePosition{Source: server + "|" + invocation, USN: usn, Time: now}
-	oldServer, oldInvocation, _ := strings.Cut(pos.Source, "|")
-	switch {
-	case pos.Source == "":
-		b.Resync = dirgate.ResyncNoPosition
-	case oldServer != server:
-		b.Resync, b.Detail = dirgate.ResyncServerChanged, "the position was read from "+oldServer+", the server is now "+server
-	case oldInvocation != invocation:
-		b.Resync, b.Detail = dirgate.ResyncRestored, "the server's invocationId changed: its database was restored or replaced"
-	case usn < pos.USN:
-		b.Resync, b.Detail = dirgate.ResyncUSNBackwards, fmt.Sprintf("highestCommittedUSN %d is below the position %d", usn, pos.USN)
-	}
-	if b.Resync != "" || usn == pos.USN {
-		return b, nil
-	}
-	if tl := d.tombstoneLifetime(ctx); now.Sub(pos.Time) > tl {
-		b.Resync, b.Detail = dirgate.ResyncGap, fmt.Sprintf("the position is %s old, longer than the tombstone lifetime %s", now.Sub(pos.Time).Round(time.Second), tl)
-		return b, nil
-	}
-	var changes []change
-	var bad error
-	err = d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
-		changes, bad = nil, nil
-		return search(ctx, c, query{
-			base: nc, scope: goldap.ScopeWholeSubtree,
-			filter:   "(&(uSNChanged>=" + strconv.FormatUint(pos.USN+1, 10) + ")(uSNChanged<=" + strconv.FormatUint(usn, 10) + "))",
-			attrs:    changeAttrs,
-			controls: []goldap.Control{extendedDNString, goldap.NewControlMicrosoftShowDeleted()},
-			pageSize: d.cfg.PageSize,
-		}, func(e *goldap.Entry) error {
-			if len(changes) >= max {
-				return errBurst
-			}
-			ch, err := d.parseChange(e)
-			if err != nil {
-				bad = err
-				return errBurst
-			}
-			changes = append(changes, ch)
-			return nil
-		})
-	})
-	switch {
-	case bad != nil:
-		b.Resync, b.Detail = dirgate.ResyncUnparseable, bad.Error()
-		return b, nil
-	case errors.Is(err, errBurst):
-		b.Resync, b.Detail = dirgate.ResyncBurst, fmt.Sprintf("more than %d objects changed between USN %d and %d", max, pos.USN, usn)
-		return b, nil
-	case err != nil:
 		return dirgate.ChangeBatch{}, wrap("read changes", err)
 	}
-	// Primary groups come as a RID: their GUIDs are read once and remembered.
+	// Primary groups come as a RID: their GUIDs are read once and remembered (the
+	// same in every DC's copy of the domain, so any DC may answer).
 	for i := range changes {
 		ch := &changes[i]
 		if ch.Kind == dirgate.ChangeDeleted || ch.primaryRID == 0 {
@@ -146,6 +100,80 @@ func (d *Directory) ReadChanges(ctx context.Context, pos dirgate.ChangePosition,
 		b.Changes[i] = ch.Change
 	}
 	return b, nil
+}
+
+// readChangesOn reads the changes of the DC c is connected to since pos, or since
+// the mark pos keeps for that DC when pos was read from another one. The position
+// returned is this DC's, carrying pos's marks and, when pos names another DC, pos
+// itself as a mark (dirgate.ChangePosition.Moved); marks of this DC under another
+// invocationId are dropped.
+func (d *Directory) readChangesOn(ctx context.Context, c conn, pos dirgate.ChangePosition, max int) (b dirgate.ChangeBatch, changes []change, err error) {
+	server, nc, usn, invocation, err := readServer(ctx, c)
+	if err != nil {
+		return b, nil, fmt.Errorf("rootDSE: %w", err)
+	}
+	now := d.now()
+	source := server + "|" + invocation
+	thisDC := func(m dirgate.ChangeMark) bool {
+		s, _, _ := strings.Cut(m.Source, "|")
+		return s == server
+	}
+	b.Position = pos.Moved(dirgate.ChangePosition{Source: source, USN: usn, Time: now}, thisDC)
+	from, fromTime := pos.USN, pos.Time
+	oldServer, oldInvocation, _ := strings.Cut(pos.Source, "|")
+	switch mark, marked := pos.Mark(source); {
+	case pos.Source == "":
+		b.Resync = dirgate.ResyncNoPosition
+	case oldServer == server && oldInvocation != invocation:
+		b.Resync, b.Detail = dirgate.ResyncRestored, "the server's invocationId changed: its database was restored or replaced"
+	case oldServer == server:
+	case marked:
+		from, fromTime = mark.USN, mark.Time // back on a DC read before
+	case slices.ContainsFunc(pos.Marks, thisDC):
+		b.Resync, b.Detail = dirgate.ResyncRestored, "the position kept for "+server+" names another invocationId: its database was restored or replaced"
+	default:
+		b.Resync, b.Detail = dirgate.ResyncServerChanged, "the position was read from "+oldServer+", the server is now "+server+", for which none is kept"
+	}
+	if b.Resync == "" && usn < from {
+		b.Resync, b.Detail = dirgate.ResyncUSNBackwards, fmt.Sprintf("highestCommittedUSN %d is below the position %d", usn, from)
+	}
+	if b.Resync != "" || usn == from {
+		return b, nil, nil
+	}
+	if tl := d.tombstoneLifetimeOn(ctx, c); now.Sub(fromTime) > tl {
+		b.Resync, b.Detail = dirgate.ResyncGap, fmt.Sprintf("the position is %s old, longer than the tombstone lifetime %s", now.Sub(fromTime).Round(time.Second), tl)
+		return b, nil, nil
+	}
+	var bad error
+	err = search(ctx, c, query{
+		base: nc, scope: goldap.ScopeWholeSubtree,
+		filter:   "(&(uSNChanged>=" + strconv.FormatUint(from+1, 10) + ")(uSNChanged<=" + strconv.FormatUint(usn, 10) + "))",
+		attrs:    changeAttrs,
+		controls: []goldap.Control{extendedDNString, goldap.NewControlMicrosoftShowDeleted()},
+		pageSize: d.cfg.PageSize,
+	}, func(e *goldap.Entry) error {
+		if len(changes) >= max {
+			return errBurst
+		}
+		ch, err := d.parseChange(e)
+		if err != nil {
+			bad = err
+			return errBurst
+		}
+		changes = append(changes, ch)
+		return nil
+	})
+	switch {
+	case bad != nil:
+		b.Resync, b.Detail = dirgate.ResyncUnparseable, bad.Error()
+		return b, nil, nil
+	case errors.Is(err, errBurst):
+		b.Resync, b.Detail = dirgate.ResyncBurst, fmt.Sprintf("more than %d objects changed between USN %d and %d", max, from, usn)
+		return b, nil, nil
+	case err != nil:
+		return dirgate.ChangeBatch{}, nil, err
+	}
+	return b, changes, nil
 }
 
 // errBurst stops a change search early.
@@ -286,6 +314,17 @@ func (d *Directory) primaryGroupGUID(ctx context.Context, rid int) (string, erro
 // tombstoneLifetime reads the forest's tombstoneLifetime (days) once; until it can be
 // read, and where it is not set, the shorter default applies.
 func (d *Directory) tombstoneLifetime(ctx context.Context) time.Duration {
+	tl := defaultTombstoneLifetime
+	_ = d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+		tl = d.tombstoneLifetimeOn(ctx, c)
+		return nil
+	})
+	return tl
+}
+
+// tombstoneLifetimeOn is tombstoneLifetime read on c, so that a change read needs
+// no second connection. The value is the forest's, the same on every DC.
+func (d *Directory) tombstoneLifetimeOn(ctx context.Context, c conn) time.Duration {
 	d.changes.mu.Lock()
 	tl := d.changes.tombstoneLifetime
 	d.changes.mu.Unlock()
@@ -293,20 +332,18 @@ func (d *Directory) tombstoneLifetime(ctx context.Context) time.Duration {
 		return tl
 	}
 	var cfgNC, days string
-	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
-		if err := search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
-			attrs: []string{"configurationNamingContext"}}, func(e *goldap.Entry) error {
-			cfgNC = e.GetAttributeValue("configurationNamingContext")
-			return nil
-		}); err != nil || cfgNC == "" {
-			return err
-		}
-		return search(ctx, c, query{base: "CN=Directory Service,CN=Windows NT,CN=Services," + cfgNC, scope: goldap.ScopeBaseObject,
+	err := search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"configurationNamingContext"}}, func(e *goldap.Entry) error {
+		cfgNC = e.GetAttributeValue("configurationNamingContext")
+		return nil
+	})
+	if err == nil && cfgNC != "" {
+		err = search(ctx, c, query{base: "CN=Directory Service,CN=Windows NT,CN=Services," + cfgNC, scope: goldap.ScopeBaseObject,
 			filter: "(objectClass=*)", attrs: []string{"tombstoneLifetime"}}, func(e *goldap.Entry) error {
 			days = e.GetAttributeValue("tombstoneLifetime")
 			return nil
 		})
-	})
+	}
 	if err != nil {
 		return defaultTombstoneLifetime // try again next time
 	}

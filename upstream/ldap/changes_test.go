@@ -101,8 +101,9 @@ func FuzzParseChange(f *testing.F) {
 
 // TestIntegrationReadChanges: against the DC, a member added shows as a change of
 // the group; the position's checks refuse another server, a restored database, a
-// USN that went backwards and a gap longer than the tombstone lifetime; a burst
-// beyond the bound is a resync, not a partial batch.
+// USN that went backwards and a gap longer than the tombstone lifetime; a position
+// from another DC with a mark for this one continues from the mark; a burst beyond
+// the bound is a resync, not a partial batch.
 func TestIntegrationReadChanges(t *testing.T) {
 	dc := sambatest.Env(t)
 	d := openDC(t, dcConfig(dc))
@@ -199,6 +200,16 @@ func TestIntegrationReadChanges(t *testing.T) {
 		if err != nil || b.Resync != c.want || len(b.Changes) != 0 {
 			t.Errorf("position %+v: resync %q (%s), %d changes, %v; want %q", c.pos, b.Resync, b.Detail, len(b.Changes), err, c.want)
 		}
+	}
+
+	// A position from another DC that keeps a mark for this one continues from the
+	// mark, and keeps the other DC's position as a mark in turn.
+	other := dirgate.ChangePosition{Source: "CN=NTDS Settings,CN=OTHER|" + inv, USN: 1 << 40, Time: pos.Time,
+		Marks: []dirgate.ChangeMark{{Source: pos.Source, USN: pos.USN, Time: pos.Time}}}
+	b, err = d.ReadChanges(ctx, other, 100000)
+	if err != nil || b.Resync != "" || b.Position.Source != pos.Source || b.Position.USN < pos.USN ||
+		len(b.Position.Marks) != 1 || b.Position.Marks[0].Source != other.Source || b.Position.Marks[0].USN != other.USN {
+		t.Fatalf("from another DC's position with a mark for this one: %q (%s) %+v %v", b.Resync, b.Detail, b.Position, err)
 	}
 
 	// A burst: more objects changed than the bound.
