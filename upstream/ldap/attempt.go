@@ -15,9 +15,9 @@ import (
 // controllers").
 //
 // A call is a series of attempts, each on one connection of one server. An attempt
-// that fails with a network error on a connection taken from the idle pool is tried
-// once more on a new connection to the same server (the idle one may simply have been
-// dropped by the server). Any other network error, a failed dial, an LDAP busy or
+// that fails with a network error on a connection taken from the idle pool, or on
+// the last server left, is tried once more on a new connection to the same server
+// (the idle one may simply have been dropped by the server). Any other network error, a failed dial, an LDAP busy or
 // unavailable answer, or an attempt that receives nothing for AttemptTimeout, marks
 // the server down and moves the call to the next candidate. Anything else the server
 // answers (found, not found, refused) is the call's answer.
@@ -199,8 +199,12 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			}
 			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)
 			var de *dialError
-			if r.a.reused && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 {
-				p.again = r.a.s // today's retry: the idle connection may just be stale
+			if !r.a.fresh && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 &&
+				(r.a.reused || p.next >= len(p.servers)) {
+				// Once more on a new connection to the same server: an idle connection
+				// may just have been dropped, and with no other server left this is
+				// the single-server adapter's one retry.
+				p.again = r.a.s
 			} else {
 				if r.a.stalled.Load() {
 					r.a.s.calls.stalled.Add(1)

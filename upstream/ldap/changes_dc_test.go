@@ -152,7 +152,9 @@ var fakeNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func newFakeDCDirectory(t *testing.T, s *fakeDCs) *Directory {
 	t.Helper()
 	cfg := Config{BaseDN: fakeDomain}.withDefaults()
-	d := newDirectory(cfg, dirgate.MustParseDN(cfg.BaseDN), newPool(cfg.PoolSize, cfg.IdleTimeout, s.dial))
+	// One server whose address leads to whichever DC the test routes it to.
+	d := newDirectory(cfg, dirgate.MustParseDN(cfg.BaseDN), []target{{url: "ldaps://dc:636", addr: "dc:636", implicitTLS: true}},
+		func(t target) *server { return &server{t: t, pool: newPool(cfg.PoolSize, cfg.IdleTimeout, s.dial)} })
 	d.now = func() time.Time { return fakeNow }
 	t.Cleanup(d.Close)
 	return d
