@@ -35,6 +35,8 @@ readonly SITE=Default-First-Site-Name
 # the join and samba-tool drs/dns talk DCE/RPC); drepl and kcc (replication and
 # its topology); kdc (DRS binds with Kerberos to the other DC's GUID SPN); dns
 # (the _msdcs zone that locates the other DC, and SRV discovery for tests).
+# OWNERS/NAMESPACE names the STATE_DIR whose pair made the namespace.
+readonly OWNERS=/run/dirgate-pair
 readonly SERVICES="ldap cldap rpc drepl kcc kdc dns"
 
 # ------------------------------------------------------------ configuration ---
@@ -84,6 +86,7 @@ net_down() {
     ip netns del "$(ns "$n")" 2>/dev/null || true
     ip link del "$(host_if "$n")" 2>/dev/null || true
     rm -rf "/etc/netns/$(ns "$n")"
+    rm -f "$OWNERS/$(ns "$n")"
   done
   ip link del "$BRIDGE" 2>/dev/null || true
 }
@@ -110,6 +113,8 @@ net_up() {
     # exec mounts /etc/netns/NS/resolv.conf over /etc/resolv.conf).
     m=$((3 - n))
     mkdir -p "/etc/netns/$(ns "$n")"
+    mkdir -p "$OWNERS"
+    echo "$STATE" >"$OWNERS/$(ns "$n")"
     printf 'nameserver %s\nnameserver %s\noptions timeout:1 attempts:1\n' "$(ip_of "$n")" "$(ip_of "$m")" \
       >"/etc/netns/$(ns "$n")/resolv.conf"
   done
@@ -191,7 +196,8 @@ join_dc2() {
 }
 
 check_forwarder() {
-  local f; f=$(testparm -s "$(dcdir "$1")/etc/smb.conf" --parameter-name="dns forwarder" 2>/dev/null)
+  # testparm exits 1 over the cache directory samba creates at its first start.
+  local f; f=$(testparm -s "$(dcdir "$1")/etc/smb.conf" --parameter-name="dns forwarder" 2>/dev/null) || true
   [[ $f == 127.0.0.1 ]] || die "DC$1: dns forwarder is '$f', want 127.0.0.1"
 }
 
@@ -246,15 +252,17 @@ spnupdate() {
 
 # dns_records: the DC locator's records for DC2 (provision made DC1's; the
 # join made dc2's A record and its GUID CNAME, not the SRV records).
+# Each samba-tool is mostly Python start-up: they run side by side.
 dns_records() {
-  local z rec
+  local rec pids=() pid
   for rec in "_ldap._tcp.dc" "_ldap._tcp.$SITE._sites.dc"; do
-    add_record 1 "_msdcs.$DOMAIN" "$rec" SRV "dc2.$DOMAIN 389 0 100"
+    add_record 1 "_msdcs.$DOMAIN" "$rec" SRV "dc2.$DOMAIN 389 0 100" & pids+=($!)
   done
   for rec in "_ldap._tcp" "_ldap._tcp.$SITE._sites"; do
-    add_record 1 "$DOMAIN" "$rec" SRV "dc2.$DOMAIN 389 0 100"
+    add_record 1 "$DOMAIN" "$rec" SRV "dc2.$DOMAIN 389 0 100" & pids+=($!)
   done
-  add_record 1 "$DOMAIN" dc2 A "$(ip_of 2)"
+  add_record 1 "$DOMAIN" dc2 A "$(ip_of 2)" & pids+=($!)
+  for pid in "${pids[@]}"; do wait "$pid" || die "adding DC2's DNS records failed"; done
 }
 add_record() { # add_record ON_DC ZONE NAME TYPE DATA; an existing record is fine
   local out
@@ -281,6 +289,38 @@ wait_replicated() {
   until on "$2" ldapsearch -LLL -s base -b "$1" dn >/dev/null 2>&1; do
     (( $(date +%s) < deadline )) || die "$1 did not reach DC$2 within 30s"
     sleep 0.1
+  done
+}
+
+# kcc_dc1: DC1 learns to pull from DC2 through its KCC; run it now rather
+# than wait for its next period. DS_BUSY means its periodic run is under way.
+kcc_dc1() {
+  local i
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    drs kcc "$(ip_of 1)" >>"$DIR/log/kcc.log" 2>&1 && return 0
+    sleep 1
+  done
+  tail -n 3 "$DIR/log/kcc.log" >&2; die "samba-tool drs kcc on DC1 failed 10 times"
+}
+
+seed_dc1() {
+  create_service_account
+  seed_ldif ldapadd "$SMOKE_DIR/smoke.ldif" smoke-seed
+  apply_post "$SMOKE_DIR/smoke-post.json" smoke-post
+}
+last_smoke_dn() { sed -n 's/^dn: //p' "$SMOKE_DIR/smoke.ldif" | tail -n 1; }
+
+declare -A BG=()
+bg() { # bg LABEL CMD...: run CMD in the background, timed; await LABEL collects it
+  local label=$1; shift
+  ( t0=$(now_ms); "$@"; echo "$label=$(since "$t0")ms" >"$DIR/log/$label.time" ) &
+  BG[$label]=$!
+}
+await() {
+  local label
+  for label; do
+    wait "${BG[$label]}" || die "$label failed (logs in $DIR/log)"
+    TIMINGS+=("$(cat "$DIR/log/$label.time")")
   done
 }
 
@@ -313,6 +353,21 @@ write_env() {
 
 # ---------------------------------------------------------------- commands ---
 
+# check_free refuses to take over namespaces or a subnet that a pair of
+# another STATE_DIR still uses (start cleans up only its own leftovers).
+check_free() {
+  local n owner
+  for n in 1 2; do
+    owner=$(cat "$OWNERS/$(ns "$n")" 2>/dev/null) || continue
+    if [[ $owner != "$STATE" && -f $owner/pair.conf ]]; then
+      die "namespace $(ns "$n") belongs to the pair in $owner: stop it (pair.sh stop $owner) or set DIRGATE_PAIR_NS_PREFIX and DIRGATE_PAIR_NET"
+    fi
+  done
+  if ip -4 -o addr show | grep -v " $BRIDGE " | grep -qF " inet $NET."; then
+    die "$NET.0/24 is already in use on this machine: set DIRGATE_PAIR_NET"
+  fi
+}
+
 cmd_stop_all() {
   local n
   if [[ -d $DIR ]]; then for n in 1 2; do stop_dc "$n"; done; fi
@@ -328,6 +383,7 @@ cmd_start_all() {
   mkdir -p "$STATE"
   STATE=$(cd "$STATE" && pwd)
   load_conf
+  check_free
   cmd_stop_all
   local sock="$DIR/dc1/private/ldap_priv/ldapi"
   ((${#sock} <= 107)) || die "STATE_DIR path too long for Samba's sockets ($sock): use a shorter one"
@@ -342,21 +398,24 @@ cmd_start_all() {
   timed provision provision_dc1
   check_forwarder 1
   timed start-dc1 start_dc 1
-  timed spnupdate-dc1 spnupdate 1
   LDAPS_URL=$(url_of 1)
-  timed service-account create_service_account
-  timed seed-smoke seed_ldif ldapadd "$SMOKE_DIR/smoke.ldif" smoke-seed
-  timed post-smoke apply_post "$SMOKE_DIR/smoke-post.json" smoke-post
+  # The seed goes to DC1 while DC2 joins (CPU waits less for Python start-up);
+  # what the join misses reaches DC2 by replication, checked at the end.
+  bg seed seed_dc1
+  timed spnupdate-dc1 spnupdate 1
   timed join join_dc2
   check_forwarder 2
+  bg dns dns_records
   timed start-dc2 start_dc 2
   timed spnupdate-dc2 spnupdate 2
-  timed dns dns_records
-  # DC1 learns to pull from DC2 through its KCC; run it now rather than wait.
-  timed kcc drs kcc "$(ip_of 1)" >>"$DIR/log/kcc.log" 2>&1
+  await seed dns
+  timed kcc kcc_dc1
   t1=$(now_ms)
-  replicate_to 2 1
-  replicate_to 1 2
+  bg pull-dc2 replicate_to 2 1
+  bg pull-dc1 replicate_to 1 2
+  await pull-dc2 pull-dc1
+  wait_replicated "$SVC_DN" 2
+  wait_replicated "$(last_smoke_dn)" 2
   TIMINGS+=("first-replication=$(since "$t1")ms")
   write_env
   TIMINGS+=("total=$(since "$t0")ms")
