@@ -10,7 +10,10 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,9 +76,56 @@ type Pair struct {
 // PairFromEnv returns the pair described by the environment. With none of
 // its variables set it skips the test, unless CI is true, where it fails it;
 // a partial or broken configuration always fails it.
+//
+// The test holds the pair alone until it ends: go test runs packages in
+// parallel, and one package killing a DC must not meet another package's test
+// that needs both. Tests of one package share the hold; they must not call
+// t.Parallel.
 func PairFromEnv(t testing.TB) Pair {
 	t.Helper()
-	return pairFrom(t, os.Getenv)
+	p := pairFrom(t, os.Getenv)
+	if p.StateDir != "" {
+		holdPair(t, p.StateDir)
+	}
+	return p
+}
+
+// The hold is an flock on STATE_DIR/lock, taken by the first test of this
+// process that asks and released when the last one ends.
+var pairHold struct {
+	sync.Mutex
+	count int
+	file  *os.File
+}
+
+func holdPair(t testing.TB, stateDir string) {
+	t.Helper()
+	pairHold.Lock()
+	defer pairHold.Unlock()
+	if pairHold.count == 0 {
+		f, err := os.OpenFile(filepath.Join(stateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			t.Fatalf("sambatest: hold the pair: %v", err)
+		}
+		start := time.Now()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			t.Fatalf("sambatest: hold the pair: flock: %v", err)
+		}
+		if waited := time.Since(start); waited > time.Second {
+			t.Logf("sambatest: waited %v for another package's test to release the pair", waited.Round(time.Millisecond))
+		}
+		pairHold.file = f
+	}
+	pairHold.count++
+	t.Cleanup(func() {
+		pairHold.Lock()
+		defer pairHold.Unlock()
+		if pairHold.count--; pairHold.count == 0 {
+			pairHold.file.Close() // releases the flock
+			pairHold.file = nil
+		}
+	})
 }
 
 func pairFrom(t testing.TB, getenv func(string) string) Pair {
