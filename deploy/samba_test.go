@@ -30,7 +30,9 @@ func TestSambaImageFollowsHarness(t *testing.T) {
 		}
 		return string(data)
 	}
-	dc := read(filepath.Join(repoRoot, "test/samba/dc.sh"))
+	// dc.sh sources lib.sh, which holds the settings and packages it shares with
+	// test/samba/pair.sh: the harness is both files.
+	dc := read(filepath.Join(repoRoot, "test/samba/dc.sh")) + "\n" + read(filepath.Join(repoRoot, "test/samba/lib.sh"))
 	entry := read("samba/entrypoint.sh")
 
 	dcVars, entryVars := shellVars(dc), shellVars(entry)

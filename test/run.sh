@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The one test command (make test, and CI through .ci/run): installs what the tests
-# need, checks formatting and vet, starts a throw-away Samba AD domain controller,
-# runs every Go test with the race detector against it, and always tears it down.
+# need, checks formatting and vet, starts a throw-away Samba AD domain controller
+# and a pair of replicating ones (test/samba/pair.sh), runs every Go test with the
+# race detector against them, and always tears them down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,10 +26,32 @@ echo "test: go vet"
 go vet ./...
 
 state=$(mktemp -d /tmp/dirgate-test.XXXXXX)
-cleanup() { bash test/samba/dc.sh stop "$state/samba" || true; rm -rf "$state"; }
+pair_pid=""
+cleanup() {
+  if [[ -n $pair_pid ]]; then kill -- "-$pair_pid" 2>/dev/null; wait "$pair_pid" 2>/dev/null; fi
+  bash test/samba/pair.sh stop "$state/pair" || true
+  bash test/samba/dc.sh stop "$state/samba" || true
+  rm -rf "$state"
+}
 trap cleanup EXIT
+# The two replicating DCs of test/samba/pair.sh (failover tests) start in the
+# background while the single DC starts: they live in network namespaces, so
+# their ports do not clash with the single DC's on 127.0.0.1. Their own namespace
+# prefix and subnet keep them apart from a pair started by make samba-pair-start.
+# setsid: a failure or Ctrl-C stops the whole start (its process group).
+mkdir -p "$state/pair"
+DIRGATE_PAIR_NS_PREFIX=dgtest DIRGATE_PAIR_NET=10.231.78 \
+  setsid bash test/samba/pair.sh start "$state/pair" >"$state/pair.log" 2>&1 &
+pair_pid=$!
 bash test/samba/dc.sh start "$state/samba"
 set -a; . "$state/samba/env"; set +a
+if ! wait "$pair_pid"; then
+  pair_pid=""
+  cat "$state/pair.log"; echo "test: pair.sh start failed"; exit 1
+fi
+pair_pid=""
+grep -F 'timings:' "$state/pair.log" || true
+set -a; . "$state/pair/env"; set +a
 
 echo "test: go test -race"
 # The fault and hostile-input suites run next, on their own (make test-faults), one
