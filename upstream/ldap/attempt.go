@@ -206,10 +206,8 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				// the single-server adapter's one retry.
 				p.again = r.a.s
 			} else {
-				if r.a.stalled.Load() {
-					r.a.s.calls.stalled.Add(1)
-				} else {
-					r.a.s.calls.failed.Add(1)
+				if !r.a.stalled.Load() {
+					r.a.s.calls.failed.Add(1) // a stall was counted when it was seen
 				}
 				d.markDown(r.a.s, r.err)
 			}
@@ -229,6 +227,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				continue
 			}
 			stalled := current
+			stalled.s.calls.stalled.Add(1)
 			if hedge {
 				// Keep it: the DC may only be slow. A probe tells.
 				d.probeSoon(stalled.s)
