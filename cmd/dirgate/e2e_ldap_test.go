@@ -140,9 +140,11 @@ func TestEndToEndLDAP(t *testing.T) {
 
 	// Upstream calls and the LDAP pool show on /metrics.
 	metrics := call(t, "GET", strings.TrimSuffix(base, "/restApi/api/directoryObjects/groupMembers")+"/metrics", "")
-	for _, want := range []string{`dirgate_ldap_pool_size 4`, `dirgate_ldap_dials_total`,
+	server := `server="` + dc.URL + `"`
+	for _, want := range []string{`dirgate_ldap_pool_size{` + server + `} 4`, `dirgate_ldap_dials_total{` + server,
+		`dirgate_ldap_server_up{` + server + `} 1`, `dirgate_ldap_server_requests_total{outcome="ok",` + server,
 		`dirgate_upstream_duration_seconds_count{operation="members",outcome="ok",upstream="ldap"}`,
-		`dirgate_upstream_breaker_state{upstream="ldap"} 0`} {
+		`dirgate_upstream_breaker_state{upstream="ldap"} 0`, `dirgate_upstream_breaker_state{` + server + `,upstream="ldap"} 0`} {
 		if !strings.Contains(string(metrics.body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

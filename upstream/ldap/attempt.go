@@ -37,6 +37,9 @@ type attempt struct {
 	n       int  // 0 for the first attempt of the call
 	reused  bool // ran on a connection from the idle pool
 	stalled atomic.Bool
+	// checked is closed when the health check started for this silent attempt
+	// ends (run's loop only).
+	checked chan struct{}
 	last    atomic.Int64 // UnixNano of the attempt's start or its last answer
 	cancel  context.CancelFunc
 }
@@ -106,6 +109,13 @@ func classify(ctx context.Context, a *attempt, err error, closing bool) kind {
 	}
 	return answered
 }
+
+// probePoll is how often a call waiting on a silent DC's health check looks at it.
+const probePoll = 50 * time.Millisecond
+
+// errStalled is why a silent attempt was given up: a timeout (504) if it was the
+// last.
+var errStalled = fmt.Errorf("the domain controller stopped answering: %w", context.DeadlineExceeded)
 
 // dialError marks an error of getting a connection: the server never saw the call.
 type dialError struct{ err error }
@@ -195,7 +205,8 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				return zero, fmt.Errorf("%w (%v)", ctx.Err(), r.err)
 			}
 			if r.a.stalled.Load() {
-				r.err = fmt.Errorf("no answer within %v (DIRGATE_LDAP_ATTEMPT_TIMEOUT): %w", d.cfg.AttemptTimeout, r.err)
+				r.err = fmt.Errorf("no answer within %v (DIRGATE_LDAP_ATTEMPT_TIMEOUT) and the health check failed: %w",
+					d.cfg.AttemptTimeout, errStalled)
 			}
 			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)
 			var de *dialError
@@ -227,17 +238,39 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				continue
 			}
 			stalled := current
-			stalled.s.calls.stalled.Add(1)
 			if hedge {
-				// Keep it: the DC may only be slow. A probe tells.
+				// Keep it: the DC may only be slow. A health check tells.
+				stalled.s.calls.stalled.Add(1)
 				d.probeSoon(stalled.s)
 				if start() {
 					timer.Reset(d.cfg.AttemptTimeout)
 				}
 				continue
 			}
-			stalled.stalled.Store(true)
-			stalled.cancel() // its result arrives as a failover
+			// Not hedged: a write is never sent to two DCs at once, and a slow read
+			// (an in-chain search sends nothing for seconds) must not be cut. A
+			// health check decides: a DC that fails it is marked down, and only then
+			// is the attempt given up.
+			switch {
+			case stalled.s.isDown():
+				stalled.s.calls.stalled.Add(1)
+				stalled.stalled.Store(true)
+				stalled.cancel() // its result arrives as a failover
+			case stalled.checked == nil:
+				stalled.checked = make(chan struct{})
+				go func(a *attempt) { d.probe(d.bgOr(ctx), a.s); close(a.checked) }(stalled)
+				timer.Reset(probePoll)
+			default:
+				select {
+				case <-stalled.checked:
+					// The DC passed: it is only slow. Wait another AttemptTimeout.
+					stalled.checked = nil
+					stalled.touch()
+					timer.Reset(d.cfg.AttemptTimeout)
+				default:
+					timer.Reset(probePoll)
+				}
+			}
 		case <-ctx.Done():
 			// Attempts end on their own (their contexts derive from ctx); their
 			// results go to the buffered channel.

@@ -111,13 +111,14 @@ func TestFailoverSilentDCReadIsHedged(t *testing.T) {
 	}
 }
 
-// TestFailoverSilentDCWriteMovesOn: a write to a silent DC is abandoned after
-// AttemptTimeout and sent to the next DC, which marks the silent one down; the retry
-// rules of a write hold (a 53 on the retry is the first attempt's work).
+// TestFailoverSilentDCWriteMovesOn: a write to a DC silent for AttemptTimeout makes
+// a health check of that DC; when it fails too, the DC is marked down and the write is
+// sent to the next DC (the retry rules of a write hold there).
 func TestFailoverSilentDCWriteMovesOn(t *testing.T) {
-	d, o1, o2 := twoDCs(t, Config{AttemptTimeout: 100 * time.Millisecond}, nil)
+	d, o1, o2 := twoDCs(t, Config{AttemptTimeout: 100 * time.Millisecond, DialTimeout: 200 * time.Millisecond}, nil)
 	g1, alice := byGUID(t, d, o1.g1.guid), byGUID(t, d, o1.alice.guid)
-	o1.srv.hangModify.Store(true)
+	o1.srv.hangModify.Store(true) // and its health check's search hangs too: packets dropped
+	o1.srv.hang.Store(true)
 	start := time.Now()
 	if err := d.RemoveMember(context.Background(), g1, alice); err != nil {
 		t.Fatalf("remove with DC1 silent: %v", err)

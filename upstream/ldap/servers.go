@@ -233,12 +233,17 @@ func (d *Directory) probe(ctx context.Context, s *server) {
 	s.mu.Unlock()
 }
 
+// bgOr is the background context, or ctx before start (tests).
+func (d *Directory) bgOr(ctx context.Context) context.Context {
+	if d.bg != nil {
+		return d.bg
+	}
+	return context.WithoutCancel(ctx)
+}
+
 // probeSoon probes s in the background, at once.
 func (d *Directory) probeSoon(s *server) {
-	if d.bg == nil {
-		return
-	}
-	go d.probe(d.bg, s)
+	go d.probe(d.bgOr(context.Background()), s)
 }
 
 // watch runs the background checks until Close.
