@@ -146,7 +146,13 @@ func TestEndToEndLDAP(t *testing.T) {
 		`dirgate_upstream_duration_seconds_count{operation="members",outcome="ok",upstream="ldap"}`,
 		`dirgate_upstream_breaker_state{upstream="ldap"} 0`, `dirgate_upstream_breaker_state{` + server + `,upstream="ldap"} 0`} {
 		if !strings.Contains(string(metrics.body), want) {
-			t.Errorf("/metrics lacks %s", want)
+			var near []string
+			for _, l := range strings.Split(string(metrics.body), "\n") {
+				if name, _, _ := strings.Cut(want, "{"); strings.HasPrefix(l, name) {
+					near = append(near, l)
+				}
+			}
+			t.Errorf("/metrics lacks %s; it has %q", want, near)
 		}
 	}
 

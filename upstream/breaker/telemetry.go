@@ -36,10 +36,14 @@ func newBreakerMetrics(d *Directory) *breakerMetrics {
 	m := otel.Meter(scope)
 	duration, _ := m.Float64Histogram("dirgate_upstream_duration", metric.WithUnit("s"),
 		metric.WithDescription("Upstream calls by upstream, operation and outcome (ok, no_change, or the dirgate error code: upstreamError, upstreamTimeout, upstreamUnavailable when the breaker refused, notFound, ...)."))
-	_, _ = stateGauge(m, metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
-		o.Observe(int64(d.State()), metric.WithAttributes(attribute.String("upstream", d.name)))
-		return nil
-	}))
+	// Registered apart from the instrument: a callback passed when the instrument is
+	// created is dropped if a per-server breaker created it first.
+	if g, err := stateGauge(m); err == nil {
+		_, _ = m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+			o.ObserveInt64(g, int64(d.State()), metric.WithAttributes(attribute.String("upstream", d.name)))
+			return nil
+		}, g)
+	}
 	return &breakerMetrics{duration: duration}
 }
 
