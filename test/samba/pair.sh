@@ -336,6 +336,7 @@ write_env() {
     echo "DIRGATE_TEST_PAIR_DC1_NAME=dc1.$DOMAIN"
     echo "DIRGATE_TEST_PAIR_DC2_NAME=dc2.$DOMAIN"
     echo "DIRGATE_TEST_PAIR_DNS=$(ip_of 1):53"
+    echo "DIRGATE_TEST_PAIR_DNS_SERVERS=$(q "$(ip_of 1):53 $(ip_of 2):53")"
     echo "DIRGATE_TEST_PAIR_DOMAIN=$DOMAIN"
     echo "DIRGATE_TEST_PAIR_SITE=$SITE"
     echo "DIRGATE_TEST_PAIR_BASE_DN=$(q "$BASE_DN")"
