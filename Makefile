@@ -18,7 +18,7 @@ run: ## serve the embedded demo directory on 127.0.0.1:8080 (prints demo tokens 
 	go run ./cmd/dirgate
 
 .PHONY: test
-test: ## every test: installs and starts what they need (Samba AD DC), gofmt, vet, go test -race
+test: ## every test: installs and starts what they need (Samba AD DCs), gofmt, vet, go test -race
 	bash test/run.sh
 
 .PHONY: test-unit

@@ -68,12 +68,16 @@ url_of() { echo "ldaps://$(ip_of "$1"):636"; }
 on() { local n=$1; shift; LDAPS_URL=$(url_of "$n") as_admin "$@"; }
 
 ensure_pair_tools() {
-  ensure_packages
-  local c
-  for c in ip tc samba_spnupdate; do
-    command -v "$c" >/dev/null 2>&1 || die "$c missing (iproute2, samba-ad-dc)"
-  done
   [[ $(id -u) == 0 ]] || die "network namespaces need root"
+  ensure_packages
+  if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
+    log "ip or tc missing; installing iproute2"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >&2 || die "apt-get install iproute2 failed"
+  fi
+  local c
+  for c in ip tc testparm samba_spnupdate; do
+    command -v "$c" >/dev/null 2>&1 || die "$c missing (iproute2, samba, samba-ad-dc)"
+  done
 }
 
 # ------------------------------------------------------------------ network ---
@@ -336,6 +340,7 @@ write_env() {
     echo "DIRGATE_TEST_PAIR_DC1_NAME=dc1.$DOMAIN"
     echo "DIRGATE_TEST_PAIR_DC2_NAME=dc2.$DOMAIN"
     echo "DIRGATE_TEST_PAIR_DNS=$(ip_of 1):53"
+    echo "DIRGATE_TEST_PAIR_DNS_SERVERS=$(q "$(ip_of 1):53 $(ip_of 2):53")"
     echo "DIRGATE_TEST_PAIR_DOMAIN=$DOMAIN"
     echo "DIRGATE_TEST_PAIR_SITE=$SITE"
     echo "DIRGATE_TEST_PAIR_BASE_DN=$(q "$BASE_DN")"

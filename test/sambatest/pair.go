@@ -30,6 +30,7 @@ const (
 	VarPairDC1Name           = "DIRGATE_TEST_PAIR_DC1_NAME"
 	VarPairDC2Name           = "DIRGATE_TEST_PAIR_DC2_NAME"
 	VarPairDNS               = "DIRGATE_TEST_PAIR_DNS"
+	VarPairDNSServers        = "DIRGATE_TEST_PAIR_DNS_SERVERS"
 	VarPairDomain            = "DIRGATE_TEST_PAIR_DOMAIN"
 	VarPairSite              = "DIRGATE_TEST_PAIR_SITE"
 	VarPairBaseDN            = "DIRGATE_TEST_PAIR_BASE_DN"
@@ -59,6 +60,7 @@ type Pair struct {
 	URLs          [2]string // ldaps://10.231.77.11:636, ldaps://10.231.77.12:636
 	Names         [2]string // dc1.corp.example.com, dc2.corp.example.com (in each certificate)
 	DNS           string    // host:port of DC1's DNS server, which serves the DC locator records
+	DNSServers    []string  // both DCs' DNS servers (DC1's, DC2's): each serves the same records
 	Domain        string    // corp.example.com
 	Site          string    // Default-First-Site-Name
 	BaseDN        string
@@ -159,6 +161,7 @@ func loadPair(getenv func(string) string) (Pair, error) {
 		URLs:       [2]string{getenv(VarPairDC1URL), getenv(VarPairDC2URL)},
 		Names:      [2]string{getenv(VarPairDC1Name), getenv(VarPairDC2Name)},
 		DNS:        getenv(VarPairDNS),
+		DNSServers: strings.Fields(getenv(VarPairDNSServers)),
 		Domain:     getenv(VarPairDomain),
 		Site:       getenv(VarPairSite),
 		BaseDN:     getenv(VarPairBaseDN),
@@ -175,8 +178,13 @@ func loadPair(getenv func(string) string) (Pair, error) {
 			errs = append(errs, fmt.Errorf("DC%d URL: %w", i+1, err))
 		}
 	}
-	if host, _, err := net.SplitHostPort(p.DNS); err != nil || !pairAddr(host) {
-		errs = append(errs, fmt.Errorf("%s=%q: want a private or loopback IP:port", VarPairDNS, p.DNS))
+	if len(p.DNSServers) == 0 {
+		p.DNSServers = []string{p.DNS}
+	}
+	for _, a := range append([]string{p.DNS}, p.DNSServers...) {
+		if host, _, err := net.SplitHostPort(a); err != nil || !pairAddr(host) {
+			errs = append(errs, fmt.Errorf("DNS server %q: want a private or loopback IP:port", a))
+		}
 	}
 	for _, v := range []struct{ name, dn string }{{VarPairBaseDN, p.BaseDN}, {VarPairBindDN, p.BindDN}, {VarPairAdminDN, p.AdminDN}} {
 		if _, err := ldap.ParseDN(v.dn); err != nil {
@@ -248,12 +256,16 @@ func (p Pair) DC(n int) DC {
 	}
 }
 
-// Resolver queries DC1's DNS server (Samba's internal DNS) only: the one that
-// serves _ldap._tcp.dc._msdcs.<Domain> with both DCs.
-func (p Pair) Resolver() *net.Resolver {
+// Resolver queries DC1's DNS server (Samba's internal DNS) only: it serves
+// _ldap._tcp.dc._msdcs.<Domain> with both DCs, and dc1/dc2.<Domain>.
+func (p Pair) Resolver() *net.Resolver { return ResolverAt(p.DNS) }
+
+// ResolverAt returns a resolver that sends every query to addr (host:port),
+// e.g. p.DNSServers[1], DC2's, to discover the DCs while DC1 is down.
+func ResolverAt(addr string) *net.Resolver {
 	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, network, p.DNS)
+		return d.DialContext(ctx, network, addr)
 	}}
 }
 

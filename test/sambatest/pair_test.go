@@ -44,30 +44,11 @@ func TestPair(t *testing.T) {
 		}
 	})
 
-	t.Run("SRV lookup through the pair's DNS returns both DCs", func(t *testing.T) {
-		r := p.Resolver()
+	t.Run("SRV lookup through either DC's DNS returns both DCs", func(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		for _, name := range []string{"dc._msdcs." + p.Domain, p.Site + "._sites.dc._msdcs." + p.Domain} {
-			_, srvs, err := r.LookupSRV(ctx, "ldap", "tcp", name)
-			if err != nil {
-				t.Fatalf("SRV _ldap._tcp.%s: %v", name, err)
-			}
-			var got []string
-			for _, s := range srvs {
-				got = append(got, fmt.Sprintf("%s:%d", strings.TrimSuffix(s.Target, "."), s.Port))
-			}
-			slices.Sort(got)
-			want := []string{p.Names[0] + ":389", p.Names[1] + ":389"}
-			if !slices.Equal(got, want) {
-				t.Errorf("SRV _ldap._tcp.%s = %v, want %v", name, got, want)
-			}
-		}
-		for n := 1; n <= 2; n++ {
-			addrs, err := r.LookupHost(ctx, p.Names[n-1])
-			if err != nil || !slices.Equal(addrs, []string{p.Host(n)}) {
-				t.Errorf("A %s = %v (%v), want [%s]", p.Names[n-1], addrs, err, p.Host(n))
-			}
+		for _, server := range p.DNSServers {
+			checkLocator(ctx, t, p, server)
 		}
 	})
 
@@ -133,6 +114,34 @@ func TestPair(t *testing.T) {
 		p.Start(t, 2)
 		waitDescription(t, p, 2, dn, "while DC2 was down", 30*time.Second)
 	})
+}
+
+// checkLocator asks the DNS server at server for the DC locator's SRV records
+// and the DCs' A records.
+func checkLocator(ctx context.Context, t *testing.T, p Pair, server string) {
+	t.Helper()
+	r := ResolverAt(server)
+	for _, name := range []string{"dc._msdcs." + p.Domain, p.Site + "._sites.dc._msdcs." + p.Domain} {
+		_, srvs, err := r.LookupSRV(ctx, "ldap", "tcp", name)
+		if err != nil {
+			t.Fatalf("%s: SRV _ldap._tcp.%s: %v", server, name, err)
+		}
+		var got []string
+		for _, s := range srvs {
+			got = append(got, fmt.Sprintf("%s:%d", strings.TrimSuffix(s.Target, "."), s.Port))
+		}
+		slices.Sort(got)
+		want := []string{p.Names[0] + ":389", p.Names[1] + ":389"}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: SRV _ldap._tcp.%s = %v, want %v", server, name, got, want)
+		}
+	}
+	for n := 1; n <= 2; n++ {
+		addrs, err := r.LookupHost(ctx, p.Names[n-1])
+		if err != nil || !slices.Equal(addrs, []string{p.Host(n)}) {
+			t.Errorf("%s: A %s = %v (%v), want [%s]", server, p.Names[n-1], addrs, err, p.Host(n))
+		}
+	}
 }
 
 func tlsHandshake(p Pair, n int, serverName string) error {
