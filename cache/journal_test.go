@@ -138,6 +138,21 @@ func TestJournalRoundTrip(t *testing.T) {
 	}
 }
 
+// TestJournalCluster: both of a group's keys carry its hash tag, so the scripts run
+// in a Redis Cluster, for groups whose keys live on different nodes.
+func TestJournalCluster(t *testing.T) {
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster}),
+		Timeout: 5 * time.Second, Lease: -1}
+	a, b := newInstance(t, demo(t), cfg).c.Journal(), newInstance(t, demo(t), cfg).c.Journal()
+	now := time.Now()
+	for i := range 8 { // their slots fall on all three nodes
+		w := write(testGUID(2, i), i%2 == 0, now)
+		w.Group = testGUID(1, 100+i)
+		record(t, a, w, time.Minute)
+		sameWrites(t, recent(t, b, w.Group), []dirgate.MembershipWrite{w})
+	}
+}
+
 // TestJournalNewestWins: of two writes of one member, the later At stays, whichever
 // instance records it last.
 func TestJournalNewestWins(t *testing.T) {
