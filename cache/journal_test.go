@@ -474,3 +474,50 @@ func FuzzJournalValue(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkJournal: a write recorded into a group's full journal (the script pops
+// the oldest), a read of a full journal (4,096 writes unsealed and parsed), and a
+// read of a journal of 10 writes.
+func BenchmarkJournal(b *testing.B) {
+	srv := redistest.Start(b)
+	cfg := Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{srv.Addr()}}), Timeout: 5 * time.Second, Lease: -1}
+	j := newInstance(b, demo(b), cfg).c.Journal()
+	t0 := time.Now()
+	for i := range dirgate.MaxMembershipWrites {
+		if err := j.Record(b.Context(), write(testGUID(3, i), false, t0.Add(time.Duration(i)*time.Microsecond)), time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		w := write(testGUID(3, i), false, t0)
+		w.Group = jGroup2
+		if err := j.Record(b.Context(), w, time.Hour); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("record", func(b *testing.B) {
+		i := dirgate.MaxMembershipWrites
+		for b.Loop() {
+			i++
+			if err := j.Record(b.Context(), write(testGUID(3, i), false, t0.Add(time.Duration(i)*time.Microsecond)), time.Hour); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("recent", func(b *testing.B) {
+		for b.Loop() {
+			ws, err := j.Recent(b.Context(), jGroup)
+			if err != nil || len(ws) != dirgate.MaxMembershipWrites {
+				b.Fatalf("%d writes, %v", len(ws), err)
+			}
+		}
+	})
+	b.Run("recent-10", func(b *testing.B) {
+		for b.Loop() {
+			ws, err := j.Recent(b.Context(), jGroup2)
+			if err != nil || len(ws) != 10 {
+				b.Fatalf("%d writes, %v", len(ws), err)
+			}
+		}
+	})
+}
