@@ -414,6 +414,23 @@ func TestJournalRedisDown(t *testing.T) {
 	})
 }
 
+// TestJournalErrorReply: a script Redis refuses (here: scripting renamed away) fails
+// the call without making the cache bypass Redis.
+func TestJournalErrorReply(t *testing.T) {
+	srv := redistest.Start(t, "--rename-command", "EVALSHA", "", "--rename-command", "EVAL", "")
+	in := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: -1})
+	j := in.c.Journal()
+	if err := j.Record(t.Context(), write(testGUID(2, 1), false, time.Now()), time.Minute); err == nil {
+		t.Fatal("Record succeeded without scripting")
+	}
+	if _, err := j.Recent(t.Context(), jGroup); err == nil {
+		t.Fatal("Recent succeeded without scripting")
+	}
+	if !in.c.health.ok(time.Now()) {
+		t.Error("an error reply made the cache bypass Redis")
+	}
+}
+
 // TestJournalValueRoundTrip: what Record stores parses back to the write.
 func TestJournalValueRoundTrip(t *testing.T) {
 	w := write(testGUID(2, 1), true, time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC))
