@@ -133,8 +133,8 @@ return out`)
 
 // Record remembers w for window: Recent returns it, on every instance sharing
 // Redis, until w.At plus window. Of two writes of one member, the one with the
-// later At stays (instances' clocks are assumed to agree within a fraction of a
-// window, as the change feed assumes). Beyond dirgate.MaxMembershipWrites members
+// later At stays (instances' clocks are assumed to agree to well within a window,
+// as the change feed's claims assume to within 5 s). Beyond dirgate.MaxMembershipWrites members
 // the oldest writes are forgotten. The error (invalid write, Redis unreachable
 // within the cache's timeout, or bypassed after a recent failure) is for the
 // caller to log: the write is then remembered in its own process only.
