@@ -27,6 +27,14 @@ func (k keys) ready() string { return k.prefix + "ready" }
 // version is the key of a group's (or object's) version token.
 func (k keys) version(guid string) string { return k.prefix + "{" + guid + "}:v" }
 
+// journal returns the keys of a group's remembered membership writes (journal.go):
+// a hash of sealed writes by member GUID, and a sorted set of the same members by
+// the time of their write, which orders them and bounds the hash.
+func (k keys) journal(guid string) (writes, order string) {
+	writes = k.prefix + "{" + guid + "}:w"
+	return writes, writes + ":at"
+}
+
 // listing returns the key and check string of a group's unfiltered listing.
 func (k keys) listing(guid string, indirect bool, props []string) (key, check string) {
 	var b strings.Builder
