@@ -209,6 +209,10 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	m.closers = append(m.closers, c.Close)
+	if j := c.Journal(); j != nil && m.ldap != nil {
+		// Replicas share the membership writes laid over listings from other DCs.
+		m.ldap.SetWriteJournal(j)
+	}
 	if rcfg.Configured() {
 		if c.Ready(ctx) == nil {
 			// Logged once at start; requests do not depend on it.
