@@ -137,6 +137,16 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 	}
 	results := make(chan result[T], 2*len(p.servers)+1)
 	running, started := 0, 0
+	if !hedge {
+		// f may write state its caller reads after run returns (do's callers do): no
+		// attempt may outlive the call. Cancelled, one ends at once.
+		defer func() {
+			cancel()
+			for ; running > 0; running-- {
+				<-results
+			}
+		}()
+	}
 	var lastErr error
 	var current *attempt
 	start := func() bool {

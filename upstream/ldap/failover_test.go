@@ -362,3 +362,25 @@ func slicesDelete(list []string, v string) []string {
 	}
 	return out
 }
+
+// TestNoAttemptOutlivesItsCall: a call that ends by its deadline while an attempt
+// still runs waits for that attempt, whose function may write what the caller reads
+// (the race detector sees it otherwise).
+func TestNoAttemptOutlivesItsCall(t *testing.T) {
+	o := newOrg()
+	d := o.dir(t, Config{})
+	o.srv.hang.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	n := 0
+	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+		err := search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)"}, func(*goldap.Entry) error { return nil })
+		time.Sleep(20 * time.Millisecond)
+		n++
+		return err
+	})
+	n++
+	if err == nil || n != 2 {
+		t.Errorf("err %v, n %d", err, n)
+	}
+}
