@@ -153,14 +153,15 @@ func (d *Directory) markDown(s *server, cause error) {
 	if !s.down {
 		s.down, s.since, s.backoff = true, now, minBackoff
 	}
-	s.reason = boundedReason(cause)
+	reason := boundedReason(cause)
+	s.reason = reason
 	if s.next.Before(now) || !was {
 		s.next = now.Add(s.backoff)
 	}
 	s.mu.Unlock()
 	s.pool.flushIdle()
 	if !was {
-		d.log().Warn("ldap: domain controller marked down; calls go to the next one", "server", s.t.url, "error", s.reason)
+		d.log().Warn("ldap: domain controller marked down; calls go to the next one", "server", s.t.url, "error", reason)
 	}
 }
 
