@@ -189,7 +189,10 @@ func (cl *cluster) feedFreshness(t *testing.T, what, group string, shows func([]
 
 // expectListed lists group on both replicas rounds times, cached (no properties)
 // and refilled (a properties set never asked for), and reports every listing that
-// lacks a member of want or shows one of gone.
+// lacks a member of want or shows one of gone. The writes were made through A: a
+// listing B refills from a DC that lacks them can only be corrected through the
+// write journal the replicas share in Redis (cache/journal.go); such failures are
+// marked [journal].
 func (cl *cluster) expectListed(t *testing.T, what, group string, want, gone []string, rounds int) {
 	t.Helper()
 	ctx := context.Background()
@@ -207,14 +210,18 @@ func (cl *cluster) expectListed(t *testing.T, what, group string, want, gone []s
 					continue
 				}
 				dns := listedDNs(r.Body)
+				mark := ""
+				if name == "B" {
+					mark = "[journal] "
+				}
 				for _, w := range want {
 					if !hasDN(dns, w) {
-						t.Errorf("%s: %s listing on %s (round %d, cache %s) lacks %s", what, kind, name, i, r.Cache(), w)
+						t.Errorf("%s%s: %s listing on %s (round %d, cache %s) lacks %s", mark, what, kind, name, i, r.Cache(), w)
 					}
 				}
 				for _, g := range gone {
 					if hasDN(dns, g) {
-						t.Errorf("%s: %s listing on %s (round %d, cache %s) shows %s again", what, kind, name, i, r.Cache(), g)
+						t.Errorf("%s%s: %s listing on %s (round %d, cache %s) shows %s again", mark, what, kind, name, i, r.Cache(), g)
 					}
 				}
 			}
