@@ -91,10 +91,17 @@ func startCluster(t *testing.T) *cluster {
 	cl := &cluster{pair: pair, tok: tok, c: child.NewClient()}
 	cl.a = child.Start(t, env)
 	cl.b = child.Start(t, env)
+	// The replicas run with the race detector when the tests do: a race found in
+	// them while DCs fail fails the test, with the report.
 	t.Cleanup(func() {
-		if t.Failed() {
-			for name, p := range map[string]*child.Program{"A": cl.a, "B": cl.b} {
-				_, stderr := p.Output(t)
+		for _, name := range []string{"A", "B"} {
+			p := cl.replicas()[name]
+			err := p.Stop()
+			_, stderr := p.Output(t)
+			if i := strings.Index(string(stderr), "WARNING: DATA RACE"); i >= 0 {
+				t.Errorf("replica %s (exit: %v) reported a data race:\n%s", name, err, stderr[i:min(len(stderr), i+6000)])
+			}
+			if t.Failed() {
 				t.Logf("replica %s log (warnings and errors):\n%s", name, interesting(stderr))
 			}
 		}
