@@ -14,7 +14,7 @@ import (
 
 // loadAfterFault is how long the load goes on after a fault was made: several
 // attempt timeouts, health checks and change-feed intervals.
-const loadAfterFault = 8 * time.Second
+const loadAfterFault = 6 * time.Second
 
 // feedBound bounds how long a change made directly on a DC may take to reach a
 // cached listing: docs/cache.md's bound (one change-feed interval, 1 s, plus the
@@ -38,13 +38,10 @@ const feedBound = 20 * time.Second
 func TestPreferredDCKilled(t *testing.T) {
 	cl := startCluster(t)
 	ctx := context.Background()
-	groups := []string{
-		tempGroup(t, cl.pair, "load one", smith, quoted, hashUser, contact, pc),
-		tempGroup(t, cl.pair, "load two", smith, zoe),
-	}
-	feed := tempGroup(t, cl.pair, "feed", smith, quoted)
-	writes := tempGroup(t, cl.pair, "writes", smith, quoted, contact)
-	warm(t, cl, append(groups[:len(groups):len(groups)], feed, writes)...)
+	all := newGroups(t, cl.pair, []string{"load one", smith, quoted, hashUser, contact, pc},
+		[]string{"load two", smith, zoe}, []string{"feed", smith, quoted}, []string{"writes", smith, quoted, contact})
+	groups, feed, writes := all[:2], all[2], all[3]
+	warm(t, cl, all...)
 
 	// 1. DC1 dies under load; a change is made on DC2 as soon as it is dead.
 	rec, at := underLoad(t, cl, groups, func() {
@@ -54,6 +51,11 @@ func TestPreferredDCKilled(t *testing.T) {
 			func(dns []string) bool { return hasDN(dns, zoe) })
 	}, loadAfterFault)
 	rec.check(t, "DC1 killed under load", at)
+	if sw, line := cl.feedSwitch(t, at); sw.IsZero() {
+		t.Error("the change feed never logged that it follows DC2 after DC1 was killed")
+	} else {
+		t.Logf("FIGURES change feed: follows DC2 %v after the kill began: %s", sw.Sub(at).Round(time.Millisecond), line)
+	}
 
 	// 2. With DC1 down.
 	cl.writesAcrossReplicas(t, writes, quoted, zoe)
@@ -105,15 +107,18 @@ func TestPreferredDCKilled(t *testing.T) {
 func TestPreferredDCLinkDown(t *testing.T) {
 	cl := startCluster(t)
 	ctx := context.Background()
-	groups := []string{
-		tempGroup(t, cl.pair, "link one", smith, quoted, hashUser, contact, pc),
-		tempGroup(t, cl.pair, "link two", smith, zoe),
-	}
-	writes := tempGroup(t, cl.pair, "link writes", smith, quoted, contact)
-	warm(t, cl, append(groups[:len(groups):len(groups)], writes)...)
+	all := newGroups(t, cl.pair, []string{"link one", smith, quoted, hashUser, contact, pc},
+		[]string{"link two", smith, zoe}, []string{"link writes", smith, quoted, contact})
+	groups, writes := all[:2], all[2]
+	warm(t, cl, all...)
 
 	rec, at := underLoad(t, cl, groups, func() { cl.pair.LinkDown(t, 1) }, loadAfterFault)
 	rec.check(t, "DC1's link down (packets dropped) under load", at)
+	if sw, line := cl.feedSwitch(t, at); sw.IsZero() {
+		t.Error("the change feed never logged that it follows DC2 after DC1's link went down")
+	} else {
+		t.Logf("FIGURES change feed: follows DC2 %v after DC1's link went down: %s", sw.Sub(at).Round(time.Millisecond), line)
+	}
 	cl.writesAcrossReplicas(t, writes, quoted, zoe)
 
 	cl.pair.LinkUp(t, 1)
@@ -247,7 +252,7 @@ func modifyLDIF(group, op, member string) string {
 func TestRemovalNotUndoneByFailover(t *testing.T) {
 	cl := startCluster(t)
 	ctx := context.Background()
-	group := tempGroup(t, cl.pair, "stranded", smith, quoted, contact)
+	group := newGroups(t, cl.pair, []string{"stranded", smith, quoted, contact})[0]
 	warm(t, cl, group)
 
 	cl.pair.PauseInbound(t, 2)

@@ -129,29 +129,36 @@ func (cl *cluster) replicas() map[string]*child.Program {
 	return map[string]*child.Program{"A": cl.a, "B": cl.b}
 }
 
-// tempGroup creates a group of the test's own in the smoke OU on DC1, waits until
-// DC2 holds it too (so that a fault on DC1 cannot strand it), and deletes it when
-// the test ends (after the pair is restored: cleanups run last-in first-out).
-func tempGroup(t *testing.T, pair sambatest.Pair, name string, members ...string) string {
+// newGroups creates groups of the test's own in the smoke OU on DC1 and waits
+// until DC2 holds them too (so that a fault on DC1 cannot strand them); they are
+// deleted when the test ends (after the pair is restored: cleanups run last-in
+// first-out). Each spec is a name followed by the members.
+func newGroups(t *testing.T, pair sambatest.Pair, specs ...[]string) []string {
 	t.Helper()
-	dc1 := pair.DC(1)
-	admin := dc1.DialAdmin(t)
-	dn := fmt.Sprintf("CN=failover %s %d,%s", goldap.EscapeDN(name), os.Getpid(), smokeOU)
-	_ = admin.Del(goldap.NewDelRequest(dn, nil)) // left over by a killed run
-	add := goldap.NewAddRequest(dn, nil)
-	add.Attribute("objectClass", []string{"top", "group"})
-	add.Attribute("member", members)
-	if err := admin.Add(add); err != nil {
-		t.Fatalf("create %s: %v", dn, err)
-	}
-	t.Cleanup(func() {
-		c := pair.DC(1).DialAdmin(t)
-		if err := c.Del(goldap.NewDelRequest(dn, nil)); err != nil && !goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject) {
-			t.Errorf("delete %s: %v", dn, err)
+	admin := pair.DC(1).DialAdmin(t)
+	var dns []string
+	for _, spec := range specs {
+		name, members := spec[0], spec[1:]
+		dn := fmt.Sprintf("CN=failover %s %d,%s", goldap.EscapeDN(name), os.Getpid(), smokeOU)
+		_ = admin.Del(goldap.NewDelRequest(dn, nil)) // left over by a killed run
+		add := goldap.NewAddRequest(dn, nil)
+		add.Attribute("objectClass", []string{"top", "group"})
+		add.Attribute("member", members)
+		if err := admin.Add(add); err != nil {
+			t.Fatalf("create %s: %v", dn, err)
 		}
-	})
-	waitOnDC(t, pair, 2, dn, members)
-	return dn
+		t.Cleanup(func() {
+			c := pair.DC(1).DialAdmin(t)
+			if err := c.Del(goldap.NewDelRequest(dn, nil)); err != nil && !goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject) {
+				t.Errorf("delete %s: %v", dn, err)
+			}
+		})
+		dns = append(dns, dn)
+	}
+	for i, dn := range dns {
+		waitOnDC(t, pair, 2, dn, specs[i][1:])
+	}
+	return dns
 }
 
 // waitOnDC waits until DC n's member values of group are want (as keys).
@@ -305,4 +312,29 @@ func serverCalls(ctx context.Context, p *child.Program, url string) (float64, er
 		}
 	}
 	return n, nil
+}
+
+// feedSwitch returns when the change feed, on whichever replica reads it, first
+// logged that it follows another DC after since ("cache: change feed follows
+// another DC", changefeed/feed.go), and the line; zero when none did.
+func (cl *cluster) feedSwitch(t *testing.T, since time.Time) (time.Time, string) {
+	t.Helper()
+	var first time.Time
+	var line string
+	for _, p := range cl.replicas() {
+		_, stderr := p.Output(t)
+		for _, l := range strings.Split(string(stderr), "\n") {
+			if !strings.Contains(l, "cache: change feed follows another DC") {
+				continue
+			}
+			var e struct{ Time time.Time }
+			if json.Unmarshal([]byte(l), &e) != nil || e.Time.Before(since) {
+				continue
+			}
+			if first.IsZero() || e.Time.Before(first) {
+				first, line = e.Time, l
+			}
+		}
+	}
+	return first, line
 }
