@@ -11,7 +11,8 @@
 # Needs samba (installed by dc.sh), redis-server and redis-cli (test/run.sh installs
 # them). Under CI=true a missing DC or Redis fails the tests instead of skipping them.
 # FAULTS_SOAK sets the soak's length (default 60s); the whole run takes about three
-# minutes on the 2-core machine.
+# minutes on the 2-core machine, plus about two and a half for test/failover when the
+# pair is there.
 
 FAULTS_SOAK ?= 60s
 # test/failover kills and cuts off the DCs of test/samba/pair.sh (it needs the pair's
