@@ -54,9 +54,9 @@ grep -F 'timings:' "$state/pair.log" || true
 set -a; . "$state/pair/env"; set +a
 
 echo "test: go test -race"
-# The fault and hostile-input suites run next, on their own (make test-faults), one
-# package at a time, against the same DC.
-mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy)
+# The fault, failover and hostile-input suites run next, on their own (make
+# test-faults), one package at a time, against the same DC and pair.
+mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover)
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
 
 echo "test: fault and hostile-input suites"
