@@ -50,15 +50,16 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 		return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonInvalidCredentials, Err: errors.New("empty password")}
 	}
 	start := time.Now()
-	dn, err := d.resolve(ctx, name)
+	acct, err := d.resolve(ctx, name)
 	if err != nil {
 		return dirgate.Identifier{}, err
 	}
+	dn := acct.dn
 	known := dn != ""
 	if !known {
 		dn = "CN=dirgate-no-such-account," + d.base.String()
 	}
-	c, err := d.userBind(ctx, dn, password)
+	c, err := d.userBind(ctx, dn, password, acct.server)
 	if err != nil {
 		if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultInvalidCredentials {
 			refusal := bindRefusal(err)
@@ -82,12 +83,19 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 		}
 		return dirgate.Identifier{}, wrap("sign-in bind", err)
 	}
-	defer c.Close()
+	_ = c.Close() // the bind was the proof; nothing more is read on it
 	if !known {
 		return dirgate.Identifier{}, &dirgate.SignInError{Reason: dirgate.ReasonInvalidCredentials,
 			Err: errors.New("the name resolves to no single account, yet the placeholder bind succeeded")}
 	}
-	return ownGUID(ctx, c, dn)
+	// The subject is the objectGUID the lookup read with the DN: the bind proved
+	// that DN's password. Reading it again on the user's own connection would be
+	// a call without failover after the proof was already in hand.
+	id, err := dirgate.ParseIdentifier(acct.guid)
+	if err != nil || id.Kind() != dirgate.KindGUID {
+		return dirgate.Identifier{}, dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("ldap: sign-in: the account's objectGUID is unreadable"))
+	}
+	return id, nil
 }
 
 // userBind binds as dn on a connection of its own, to the first server that takes
@@ -96,10 +104,17 @@ func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 // again, whatever happens: a refusal is the answer, and a connection that dies after
 // sending may or may not have cost the account one bad-password count on that DC,
 // but never a second one (docs/directory.md, "Several domain controllers").
-func (d *Directory) userBind(ctx context.Context, dn, password string) (conn, error) {
+func (d *Directory) userBind(ctx context.Context, dn, password, prefer string) (conn, error) {
 	servers := d.candidates()
 	if len(servers) == 0 {
 		return nil, unavailable(nil)
+	}
+	// The DC that just answered the lookup first: it is known to answer.
+	for i, s := range servers {
+		if s.t.url == prefer && i > 0 {
+			servers = append([]*server{s}, append(servers[:i:i], servers[i+1:]...)...)
+			break
+		}
 	}
 	var lastErr error
 	for _, s := range servers {
@@ -137,19 +152,20 @@ func bindRefusal(err error) error {
 // for none or several. AD names an account by UPN (explicit, or the implicit
 // sAMAccountName@dns-domain) or by DOMAIN\sAMAccountName. The search runs as the
 // service account and costs the same for known and unknown names.
-func (d *Directory) resolve(ctx context.Context, name dirgate.SignInName) (string, error) {
-	var dns []string
-	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
+func (d *Directory) resolve(ctx context.Context, name dirgate.SignInName) (account, error) {
+	// Hedged like a listing (attempt.go): a DC that falls silent costs the sign-in
+	// AttemptTimeout, and the bind then goes to the DC that answered.
+	found, err := run(ctx, d, true, true, func(ctx context.Context, c conn, _ int) (account, error) {
 		filters := []string{"(sAMAccountName=" + goldap.EscapeFilter(name.User) + ")"}
 		if name.DownLevel {
 			// DOMAIN\user of another (trusted) domain names no account here, even
 			// if this domain has a user of the same sAMAccountName.
 			nb, err := d.netbiosName(ctx, c)
 			if err != nil {
-				return err
+				return account{}, err
 			}
 			if !strings.EqualFold(name.Domain, nb) {
-				return nil
+				return account{server: servedBy(ctx)}, nil
 			}
 		} else {
 			upn := "(userPrincipalName=" + goldap.EscapeFilter(name.String()) + ")"
@@ -161,52 +177,45 @@ func (d *Directory) resolve(ctx context.Context, name dirgate.SignInName) (strin
 				filters = []string{upn}
 			}
 		}
+		var found []account
 		for _, f := range filters {
-			dns = dns[:0]
+			found = found[:0]
 			err := search(ctx, c, query{base: d.base.String(), scope: goldap.ScopeWholeSubtree,
-				filter: "(&(objectClass=user)" + f + ")", attrs: []string{"1.1"}},
+				filter: "(&(objectClass=user)" + f + ")", attrs: []string{"objectGUID"}},
 				func(e *goldap.Entry) error {
-					dns = append(dns, e.DN)
+					a := account{dn: e.DN}
+					if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
+						a.guid = dirgate.GUIDFromBytes(raw)
+					}
+					found = append(found, a)
 					return nil
 				})
-			if err != nil || len(dns) > 0 {
-				return err
+			if err != nil {
+				return account{}, err
+			}
+			if len(found) > 0 {
+				break
 			}
 		}
-		return nil
+		if len(found) != 1 {
+			return account{server: servedBy(ctx)}, nil // none or several: no single account
+		}
+		found[0].server = servedBy(ctx)
+		return found[0], nil
 	})
 	if err != nil {
 		var de *dirgate.Error
 		if errors.As(err, &de) {
-			return "", err // netbiosName's, already coded
+			return account{}, err // netbiosName's, already coded
 		}
-		return "", wrap("sign-in lookup", err)
+		return account{}, wrap("sign-in lookup", err)
 	}
-	if len(dns) != 1 {
-		return "", nil
-	}
-	return dns[0], nil
+	return found, nil
 }
 
-// ownGUID reads the objectGUID of the account that just bound as dn, as that user
-// (who may read its own entry): it is the subject of the caller's principal.
-func ownGUID(ctx context.Context, c conn, dn string) (dirgate.Identifier, error) {
-	var guid string
-	err := search(ctx, c, query{base: dn, scope: goldap.ScopeBaseObject, filter: "(objectClass=user)",
-		attrs: []string{"objectGUID"}}, func(e *goldap.Entry) error {
-		if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
-			guid = dirgate.GUIDFromBytes(raw)
-		}
-		return nil
-	})
-	if err != nil {
-		return dirgate.Identifier{}, wrap("sign-in lookup", err)
-	}
-	if guid == "" {
-		return dirgate.Identifier{}, dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("ldap: sign-in: the bound account's objectGUID is unreadable"))
-	}
-	return dirgate.ParseIdentifier(guid)
-}
+// account is what resolve found: the one account a name means (dn "" for none or
+// several), its objectGUID, and the server that answered.
+type account struct{ dn, guid, server string }
 
 // netbiosName reads the served domain's NetBIOS name from its crossRef in the
 // configuration partition, once (on a service connection).

@@ -29,8 +29,8 @@ func TestResolveBindsTheAccountUnderTheBase(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := d.resolve(context.Background(), n)
-		if err != nil || got != want {
+		acct, err := d.resolve(context.Background(), n)
+		if got := acct.dn; err != nil || got != want || (got != "") != (acct.guid != "") {
 			t.Errorf("%s: %q %v, want %q", name, got, err, want)
 		}
 	}
