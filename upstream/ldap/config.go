@@ -327,8 +327,6 @@ func resolverOf(r *net.Resolver) *net.Resolver {
 	return net.DefaultResolver
 }
 
-func (d *Directory) resolver() srvResolver { return resolverOf(d.cfg.Resolver) }
-
 func readPassword(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {

@@ -295,7 +295,7 @@ func (d *Directory) rediscoverSoon() {
 func (d *Directory) refreshTargets(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+d.cfg.AttemptTimeout)
 	defer cancel()
-	targets, err := discoverTargets(rctx, d.resolver(), d.cfg.Domain, d.cfg.Site)
+	targets, err := d.cfg.targets(rctx)
 	if err != nil {
 		return err
 	}
@@ -307,15 +307,17 @@ func (d *Directory) refreshTargets(ctx context.Context) error {
 func (d *Directory) setTargets(targets []target) {
 	d.srvMu.Lock()
 	defer d.srvMu.Unlock()
+	// A DC is the same server while its URL and address are (a DC whose address
+	// changed gets new connections).
 	old := map[string]*server{}
 	for _, s := range d.servers() {
-		old[s.t.url] = s
+		old[s.t.url+" "+s.t.addr] = s
 	}
 	list := make([]*server, 0, len(targets))
 	for _, t := range targets {
-		if s, ok := old[t.url]; ok {
+		if s, ok := old[t.url+" "+t.addr]; ok {
 			list = append(list, s)
-			delete(old, t.url)
+			delete(old, t.url+" "+t.addr)
 			continue
 		}
 		list = append(list, d.newServer(t))

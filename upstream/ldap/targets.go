@@ -273,5 +273,31 @@ func (c Config) targets(ctx context.Context) ([]target, error) {
 	if c.URL != "" {
 		return parseTargets(c.URL)
 	}
-	return discoverTargets(ctx, resolverOf(c.Resolver), c.Domain, c.Site)
+	r := resolverOf(c.Resolver)
+	targets, err := discoverTargets(ctx, r, c.Domain, c.Site)
+	if err != nil {
+		return nil, err
+	}
+	return pinAddrs(ctx, r, targets), nil
+}
+
+// pinAddrs resolves each discovered DC's name to its address once, at discovery:
+// in AD the DNS servers are often the DCs themselves, and a dial that had to ask a
+// dead DC's DNS for another DC's address would stall the failover. The certificate is
+// still verified against the name. A name that does not resolve now is left for the
+// dial to resolve.
+func pinAddrs(ctx context.Context, r *net.Resolver, targets []target) []target {
+	out := make([]target, len(targets))
+	for i, t := range targets {
+		out[i] = t
+		host, port, err := net.SplitHostPort(t.addr)
+		if err != nil || net.ParseIP(host) != nil {
+			continue
+		}
+		ips, err := r.LookupIPAddr(ctx, host)
+		if err == nil && len(ips) > 0 {
+			out[i].addr = net.JoinHostPort(ips[0].IP.String(), port)
+		}
+	}
+	return out
 }
