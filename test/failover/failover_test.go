@@ -44,8 +44,9 @@ func TestPreferredDCKilled(t *testing.T) {
 	warm(t, cl, all...)
 
 	// 1. DC1 dies under load; a change is made on DC2 as soon as it is dead.
-	rec, at := underLoad(t, cl, groups, func() {
+	rec, at := underLoad(t, cl, groups, func(made func()) {
 		cl.pair.Kill(t, 1)
+		made()
 		cl.pair.AdminModify(t, 2, modifyLDIF(feed, "add", zoe))
 		cl.feedFreshness(t, "a change made on DC2 just after DC1 was killed (the feed followed DC1)", feed,
 			func(dns []string) bool { return hasDN(dns, zoe) })
@@ -95,7 +96,7 @@ func TestPreferredDCKilled(t *testing.T) {
 	cl.feedFreshness(t, "a change made on DC2 while the feed follows DC1 again (replication included)", feed,
 		func(dns []string) bool { return hasDN(dns, smith) })
 
-	rec, at = underLoad(t, cl, groups, func() { cl.pair.Kill(t, 2) }, loadAfterFault)
+	rec, at = underLoad(t, cl, groups, func(made func()) { cl.pair.Kill(t, 2); made() }, loadAfterFault)
 	rec.check(t, "DC2 killed under load after DC1 came back", at)
 }
 
@@ -112,7 +113,7 @@ func TestPreferredDCLinkDown(t *testing.T) {
 	groups, writes := all[:2], all[2]
 	warm(t, cl, all...)
 
-	rec, at := underLoad(t, cl, groups, func() { cl.pair.LinkDown(t, 1) }, loadAfterFault)
+	rec, at := underLoad(t, cl, groups, func(made func()) { cl.pair.LinkDown(t, 1); made() }, loadAfterFault)
 	rec.check(t, "DC1's link down (packets dropped) under load", at)
 	if sw, line := cl.feedSwitch(t, at); sw.IsZero() {
 		t.Error("the change feed never logged that it follows DC2 after DC1's link went down")
