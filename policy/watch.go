@@ -116,12 +116,17 @@ func (a *Authorizer) watch(ctx context.Context, dir string, w *fsnotify.Watcher,
 	}
 }
 
-// Close stops watching the policy directory.
+// Close stops watching the policy directory and reporting dirgate_policy_broken.
 func (a *Authorizer) Close() error {
 	a.mu.Lock()
 	cancel, done := a.watchCancel, a.watchDone
 	a.watchCancel = nil
+	reg := a.brokenReg
+	a.brokenReg = nil
 	a.mu.Unlock()
+	if reg != nil {
+		_ = reg.Unregister()
+	}
 	if cancel != nil {
 		cancel()
 		<-done
