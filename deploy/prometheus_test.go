@@ -234,9 +234,9 @@ func TestAlertRules(t *testing.T) {
 func TestAlertRuleChecksCatchMistakes(t *testing.T) {
 	metrics := readDocumentedMetrics(t)
 	for _, tc := range []struct {
-		name  string
+		name   string
 		break_ func(*ruleCheckInputs)
-		want  string
+		want   string
 	}{
 		{"no severity", func(in *ruleCheckInputs) { delete(in.rules.Groups[0].Rules[0].Labels, "severity") }, "severity"},
 		{"no description", func(in *ruleCheckInputs) { delete(in.rules.Groups[0].Rules[1].Annotations, "description") }, "no description"},
