@@ -107,8 +107,9 @@ type Authorizer struct {
 	// broken is set while the directory does not load (dirgate_policy_broken); an
 	// atomic, so that a scrape never waits for a reload's compilation.
 	broken atomic.Bool
-	// brokenReg is the gauge's callback, unregistered by Close.
-	brokenReg metric.Registration
+	// stateReg is the callback of dirgate_policy_broken and _info, unregistered by
+	// Close.
+	stateReg metric.Registration
 
 	mu          sync.Mutex // serialises reloads and guards the fields below
 	lastErr     error
@@ -149,7 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 		return nil, fmt.Errorf("policy %s: %w", a.source(), err)
 	}
 	a.current.Store(v)
-	a.brokenReg = a.metrics.observeBroken(a)
+	a.stateReg = a.metrics.observeState(a)
 	if cfg.Candidate.Dir != "" {
 		maxNamed := 0 // without a decision log, differences are only counted
 		if a.dlog != nil {

@@ -45,8 +45,9 @@ func metricPoint(t *testing.T, r *sdkmetric.ManualReader, name string, attrs ...
 // TestPolicyBrokenMetrics: both reload outcomes exist from Open at 0 (Prometheus
 // sees no increase in a series that first appears at 1, so an alert on the first
 // failed reload would never fire: deploy/prometheus/alerts.yaml), and
-// dirgate_policy_broken is 1 exactly while the directory does not load. After
-// Close the gauge is no longer reported.
+// dirgate_policy_broken is 1 exactly while the directory does not load;
+// dirgate_policy_info names the revision in force, and only it. After Close the
+// gauges are no longer reported.
 func TestPolicyBrokenMetrics(t *testing.T) {
 	reader := newMetricReader(t)
 	dir := t.TempDir()
@@ -86,6 +87,12 @@ func TestPolicyBrokenMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("after the fix", 1, 1, 0)
+	if v, ok := metricPoint(t, reader, "dirgate_policy_info", attribute.String("revision", a.Revision())); !ok || v != 1 {
+		t.Errorf("dirgate_policy_info{revision=%q} = %d (present %v), want 1", a.Revision(), v, ok)
+	}
+	if n := revisionPoints(t, reader); n != 1 {
+		t.Errorf("dirgate_policy_info has %d series, want only the revision in force", n)
+	}
 
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
@@ -93,4 +100,22 @@ func TestPolicyBrokenMetrics(t *testing.T) {
 	if _, present := metricPoint(t, reader, "dirgate_policy_broken"); present {
 		t.Error("dirgate_policy_broken is still reported after Close")
 	}
+}
+
+// revisionPoints counts dirgate_policy_info's series.
+func revisionPoints(t *testing.T, r *sdkmetric.ManualReader) int {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if g, ok := m.Data.(metricdata.Gauge[int64]); ok && m.Name == "dirgate_policy_info" {
+				n += len(g.DataPoints)
+			}
+		}
+	}
+	return n
 }

@@ -15,7 +15,7 @@ func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/poli
 
 type policyMetrics struct {
 	decisions, reloads metric.Int64Counter
-	broken             metric.Int64ObservableGauge
+	broken, info       metric.Int64ObservableGauge
 }
 
 func newPolicyMetrics() policyMetrics {
@@ -31,12 +31,15 @@ func newPolicyMetrics() policyMetrics {
 	}
 	broken, _ := m.Int64ObservableGauge("dirgate_policy_broken",
 		metric.WithDescription("1 while the policy directory does not load (the last good policy is enforced), else 0."))
-	return policyMetrics{decisions: decisions, reloads: reloads, broken: broken}
+	info, _ := m.Int64ObservableGauge("dirgate_policy_info",
+		metric.WithDescription("1, labelled with the revision of the policy in force."))
+	return policyMetrics{decisions: decisions, reloads: reloads, broken: broken, info: info}
 }
 
-// observeBroken reports a's dirgate_policy_broken at every scrape until the
-// registration is unregistered (Close).
-func (pm policyMetrics) observeBroken(a *Authorizer) metric.Registration {
+// observeState reports a's dirgate_policy_broken and dirgate_policy_info at every
+// scrape until the registration is unregistered (Close). Observed rather than set,
+// so that only the revision in force has a series.
+func (pm policyMetrics) observeState(a *Authorizer) metric.Registration {
 	m := otel.Meter("github.com/dirgate/dirgate/policy")
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		var v int64
@@ -44,8 +47,11 @@ func (pm policyMetrics) observeBroken(a *Authorizer) metric.Registration {
 			v = 1
 		}
 		o.ObserveInt64(pm.broken, v)
+		if cur := a.current.Load(); cur != nil {
+			o.ObserveInt64(pm.info, 1, metric.WithAttributes(attribute.String("revision", cur.revision)))
+		}
 		return nil
-	}, pm.broken)
+	}, pm.broken, pm.info)
 	if err != nil {
 		return nil
 	}

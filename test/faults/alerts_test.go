@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,8 +227,8 @@ func (d *dashboardRun) run(t *testing.T, prom *promtest.Server, when string) {
 // rules scaled down in time (alertTimeScale), under a light load of listings and
 // refused sign-ins. For each fault — the DC stopped (both instances' proxies
 // refuse), Redis stopped (its proxy refuses), a policy that does not load (a broken
-// .rego in one instance's policy directory), the change feed stalled (the reader's
-// DC hangs) — the matching alert must become pending and firing through
+// .rego in one instance's policy directory), the change feed stalled (the DC hangs
+// while listings come from the cache) — the matching alert must become pending and firing through
 // Prometheus's HTTP API, and clear after the fault ends. Every dashboard query runs
 // against the same Prometheus during the faults without error, and each returns
 // data unless noDataHere says why this run cannot give it any.
@@ -258,6 +259,8 @@ func TestAlertsFireOnFaults(t *testing.T) {
 	// The load: cached and uncached listings on both instances, and refused
 	// sign-ins from an address of their own (they end up throttled: 429).
 	var loadWG sync.WaitGroup
+	var cold atomic.Bool // whether the load includes listings never cached
+	cold.Store(true)
 	c := child.NewClient()
 	loadWG.Add(2)
 	go func() {
@@ -265,7 +268,7 @@ func TestAlertsFireOnFaults(t *testing.T) {
 		Drive(ctx, 2, 0, func(ctx context.Context, i int) {
 			p := ins[i%2].p
 			extra := ""
-			if i%4 == 0 {
+			if i%4 == 0 && cold.Load() {
 				extra = child.PropsFor(i/4 + 1) // never cached: reaches the DC
 			}
 			c.Do(ctx, "GET", child.ListURL(p.Base, Groups[i%len(Groups)], extra), tok)
@@ -290,6 +293,8 @@ func TestAlertsFireOnFaults(t *testing.T) {
 		res, err := prom.Query(ctx, `sum(up{job="dirgate"})`)
 		return err == nil && len(res) == 1 && res[0].Value[1] == "2", fmt.Sprintf("%v %v", res, err)
 	})
+	// A change made in the directory, for the change feed's panels.
+	child.TempGroup(t, dc, "dirgate alerts feed", fixture.RegularDN)
 	dash := &dashboardRun{queries: dashboardQueries(t), data: map[string]bool{}}
 	var all []timings
 
@@ -315,30 +320,17 @@ func TestAlertsFireOnFaults(t *testing.T) {
 		rpx.SetMode(faultproxy.Pass)
 	}))
 
-	// The change feed stalled: the reader's DC hangs (the other instance and the
-	// listings it serves are unaffected); meanwhile, a policy that does not load on
-	// the other instance.
-	leader := -1
-	child.Eventually(t, 30*time.Second, "one instance reads the change feed", func() (bool, string) {
-		for i, in := range ins {
-			m, err := in.p.Metrics(ctx)
-			if err != nil {
-				return false, err.Error()
-			}
-			for k, v := range m {
-				if strings.HasPrefix(k, "dirgate_changefeed_leader") && v == 1 {
-					leader = i
-					return true, ""
-				}
-			}
-		}
-		return false, "no leader"
-	})
-	other := ins[1-leader]
+	// The change feed stalled: the DC hangs for both instances (whichever reads
+	// would hand over to the other if only its own DC hung), while listings are
+	// served from the cache only, so that no breaker opens; meanwhile, a policy that
+	// does not load on one instance.
+	cold.Store(false)
 	stallStart := time.Now()
-	ins[leader].dc.SetMode(faultproxy.Blackhole)
-	broken := filepath.Join(other.policyDir, "broken.rego")
-	all = append(all, w.faultCycle("DirgatePolicyBroken", other.target(), 60*time.Second, func() {
+	for _, in := range ins {
+		in.dc.SetMode(faultproxy.Blackhole)
+	}
+	broken := filepath.Join(ins[1].policyDir, "broken.rego")
+	all = append(all, w.faultCycle("DirgatePolicyBroken", ins[1].target(), 60*time.Second, func() {
 		if err := os.WriteFile(broken, []byte("package dirgate.authz\n\nallow if {\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +341,10 @@ func TestAlertsFireOnFaults(t *testing.T) {
 	}))
 	all = append(all, w.faultCycleFrom(stallStart, "DirgateChangeFeedStalled", "", 90*time.Second, func() {}, func() {
 		dash.run(t, prom, "the change feed stalled")
-		ins[leader].dc.SetMode(faultproxy.Pass)
+		for _, in := range ins {
+			in.dc.SetMode(faultproxy.Pass)
+		}
+		cold.Store(true)
 	}))
 	dash.run(t, prom, "after the faults")
 
