@@ -13,8 +13,12 @@ import (
 // reported from the cache's creation at 0, before any listing, so that Prometheus
 // sees the first bypass or stale answer as an increase.
 func TestListingStatusesStartAtZero(t *testing.T) {
-	r := sdkmetric.NewManualReader()
+	// Instruments made before any provider was installed (by caches other tests
+	// made) report to the first one installed: a throw-away provider takes that
+	// place, so that the reader below sees these instruments alone.
 	prev := otel.GetMeterProvider()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider())
+	r := sdkmetric.NewManualReader()
 	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)))
 	t.Cleanup(func() { otel.SetMeterProvider(prev) })
 	newCacheMetrics()

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -49,6 +50,10 @@ func metricPoint(t *testing.T, r *sdkmetric.ManualReader, name string, attrs ...
 // dirgate_policy_info names the revision in force, and only it. After Close the
 // gauges are no longer reported.
 func TestPolicyBrokenMetrics(t *testing.T) {
+	// Instruments made before any provider was installed (by Authorizers that other
+	// tests leave open) report to the first one installed: a throw-away provider
+	// takes that place, so that the reader below sees this test's Authorizer alone.
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider())
 	reader := newMetricReader(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "authz.rego")
