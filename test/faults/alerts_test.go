@@ -317,6 +317,10 @@ func TestAlertsFireOnFaults(t *testing.T) {
 		rpx.Cut()
 	}, func() {
 		dash.run(t, prom, "Redis stopped")
+		// The feed's lease lives in Redis: nobody reads (docs/operations.md).
+		if st := w.states("DirgateChangeFeedNoReader"); len(st) == 0 {
+			t.Error("DirgateChangeFeedNoReader is neither pending nor firing while Redis is stopped")
+		}
 		rpx.SetMode(faultproxy.Pass)
 	}))
 
