@@ -1,6 +1,8 @@
 package cache
 
 import (
+	"context"
+
 	"github.com/dirgate/dirgate"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -26,6 +28,12 @@ func newCacheMetrics() cacheMetrics {
 		metric.WithDescription("Listings requested from the cache, by how they were served: hit, miss, stale or bypass."))
 	leaseWait, _ := m.Float64Histogram("dirgate_cache_lease_wait", metric.WithUnit("s"),
 		metric.WithDescription("Time a removal or addition waited for every instance holding a lease to drop its trust in its first level."))
+	// Every status exists from start-up at 0: Prometheus sees no increase in a series
+	// that first appears at 1, so the alerts on bypass and stale
+	// (deploy/prometheus/alerts.yaml) would miss the start of an outage.
+	for _, o := range statusSets {
+		listings.Add(context.Background(), 0, o)
+	}
 	return cacheMetrics{listings: listings, leaseWait: leaseWait}
 }
 

@@ -104,6 +104,13 @@ type Authorizer struct {
 	// cand is the candidate policy in shadow; nil without one.
 	cand *candidate
 
+	// broken is set while the directory does not load (dirgate_policy_broken); an
+	// atomic, so that a scrape never waits for a reload's compilation.
+	broken atomic.Bool
+	// stateReg is the callback of dirgate_policy_broken and _info, unregistered by
+	// Close.
+	stateReg metric.Registration
+
 	mu          sync.Mutex // serialises reloads and guards the fields below
 	lastErr     error
 	lastErrAt   time.Time
@@ -143,6 +150,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 		return nil, fmt.Errorf("policy %s: %w", a.source(), err)
 	}
 	a.current.Store(v)
+	a.stateReg = a.metrics.observeState(a)
 	if cfg.Candidate.Dir != "" {
 		maxNamed := 0 // without a decision log, differences are only counted
 		if a.dlog != nil {
@@ -194,12 +202,14 @@ func (a *Authorizer) Reload(ctx context.Context) error {
 	v, err := a.load(ctx)
 	if err != nil {
 		a.lastErr, a.lastErrAt = err, a.now()
+		a.broken.Store(true)
 		a.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
 		a.logger.Error("policy reload failed; keeping the last good policy", "source", a.source(),
 			"revision", prev.revision, "err", err)
 		return fmt.Errorf("reload policy: %w", err)
 	}
 	a.lastErr = nil
+	a.broken.Store(false)
 	a.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "ok")))
 	if v != prev {
 		a.current.Store(v)

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"context"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -11,7 +13,10 @@ import (
 // (tests install several; a tracer taken at init would stay with the first).
 func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/policy") }
 
-type policyMetrics struct{ decisions, reloads metric.Int64Counter }
+type policyMetrics struct {
+	decisions, reloads metric.Int64Counter
+	broken, info       metric.Int64ObservableGauge
+}
 
 func newPolicyMetrics() policyMetrics {
 	m := otel.Meter("github.com/dirgate/dirgate/policy")
@@ -19,7 +24,38 @@ func newPolicyMetrics() policyMetrics {
 		metric.WithDescription("Per-object authorization decisions by action (view, remove, add) and decision (allow, deny)."))
 	reloads, _ := m.Int64Counter("dirgate_policy_reloads",
 		metric.WithDescription("Policy reloads by outcome (ok, failed); a failed reload keeps the last good policy."))
-	return policyMetrics{decisions: decisions, reloads: reloads}
+	// Both outcomes exist from start-up at 0: a series that first appears at 1 has no
+	// increase for Prometheus, so an alert on the first failure would never fire.
+	for _, o := range []string{"ok", "failed"} {
+		reloads.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", o)))
+	}
+	broken, _ := m.Int64ObservableGauge("dirgate_policy_broken",
+		metric.WithDescription("1 while the policy directory does not load (the last good policy is enforced), else 0."))
+	info, _ := m.Int64ObservableGauge("dirgate_policy_info",
+		metric.WithDescription("1, labelled with the revision of the policy in force."))
+	return policyMetrics{decisions: decisions, reloads: reloads, broken: broken, info: info}
+}
+
+// observeState reports a's dirgate_policy_broken and dirgate_policy_info at every
+// scrape until the registration is unregistered (Close). Observed rather than set,
+// so that only the revision in force has a series.
+func (pm policyMetrics) observeState(a *Authorizer) metric.Registration {
+	m := otel.Meter("github.com/dirgate/dirgate/policy")
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		var v int64
+		if a.broken.Load() {
+			v = 1
+		}
+		o.ObserveInt64(pm.broken, v)
+		if cur := a.current.Load(); cur != nil {
+			o.ObserveInt64(pm.info, 1, metric.WithAttributes(attribute.String("revision", cur.revision)))
+		}
+		return nil
+	}, pm.broken, pm.info)
+	if err != nil {
+		return nil
+	}
+	return reg
 }
 
 // The attributes of a listing's decision counts, built once rather than per listing.

@@ -116,12 +116,18 @@ func (a *Authorizer) watch(ctx context.Context, dir string, w *fsnotify.Watcher,
 	}
 }
 
-// Close stops watching the policy directory.
+// Close stops watching the policy directory and reporting dirgate_policy_broken
+// and dirgate_policy_info.
 func (a *Authorizer) Close() error {
 	a.mu.Lock()
 	cancel, done := a.watchCancel, a.watchDone
 	a.watchCancel = nil
+	reg := a.stateReg
+	a.stateReg = nil
 	a.mu.Unlock()
+	if reg != nil {
+		_ = reg.Unregister()
+	}
 	if cancel != nil {
 		cancel()
 		<-done

@@ -196,6 +196,12 @@ func (m *Main) Run(ctx context.Context) error {
 			m.ln.Close()
 			return err
 		}
+		reg, err := certs.registerMetrics()
+		if err != nil {
+			m.ln.Close()
+			return err
+		}
+		m.closers = append(m.closers, reg.Unregister)
 		m.ln, m.scheme = tls.NewListener(m.ln, certs.config()), "https"
 	}
 	m.srv = &http.Server{

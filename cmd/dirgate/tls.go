@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/dirgate/dirgate/internal/filewatch"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // certReloader serves the certificate of a key pair on disk, reloading it when either
@@ -36,8 +39,33 @@ func (r *certReloader) reload() error {
 	if err != nil {
 		return fmt.Errorf("tls: load %s and %s: %w", r.certFile, r.keyFile, err)
 	}
+	if c.Leaf == nil { // LoadX509KeyPair fills it since Go 1.23; kept for GODEBUG=x509keypairleaf=0
+		if c.Leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return fmt.Errorf("tls: parse %s: %w", r.certFile, err)
+		}
+	}
 	r.cert.Store(&c)
 	return nil
+}
+
+// registerMetrics reports the served certificate's expiry at every scrape, so that
+// a renewal shows at the next scrape after its reload, and an alert can warn before
+// the certificate expires (deploy/prometheus/alerts.yaml). The caller unregisters it.
+func (r *certReloader) registerMetrics() (metric.Registration, error) {
+	m := otel.Meter("github.com/dirgate/dirgate/cmd/dirgate")
+	expiry, err := m.Float64ObservableGauge("dirgate_tls_certificate_expiry_timestamp_seconds", metric.WithUnit("s"),
+		metric.WithDescription("When the served TLS certificate expires (its notAfter), in seconds since the Unix epoch."))
+	if err != nil {
+		return nil, fmt.Errorf("tls: certificate metric: %w", err)
+	}
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveFloat64(expiry, float64(r.cert.Load().Leaf.NotAfter.Unix()))
+		return nil
+	}, expiry)
+	if err != nil {
+		return nil, fmt.Errorf("tls: certificate metric: %w", err)
+	}
+	return reg, nil
 }
 
 // tls12Suites are the only cipher suites offered with TLS 1.2: ECDHE key exchange

@@ -51,12 +51,18 @@ func newTestCA(t *testing.T) *testCA {
 // keyFile, each replaced in one rename as a careful tool would.
 func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
 	t.Helper()
+	ca.issueUntil(t, serial, certFile, keyFile, time.Now().Add(time.Hour))
+}
+
+// issueUntil is issue with the certificate's notAfter.
+func (ca *testCA) issueUntil(t *testing.T, serial int64, certFile, keyFile string, notAfter time.Time) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "dirgate"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: notAfter,
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		KeyUsage: x509.KeyUsageDigitalSignature}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)

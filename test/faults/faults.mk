@@ -10,9 +10,10 @@
 #
 # Needs samba (installed by dc.sh), redis-server and redis-cli (test/run.sh installs
 # them). Under CI=true a missing DC or Redis fails the tests instead of skipping them.
-# FAULTS_SOAK sets the soak's length (default 60s); the whole run takes about three
-# minutes on the 2-core machine, plus about two and a half for test/failover when the
-# pair is there.
+# TestAlertsFireOnFaults also needs prometheus (Debian's package, installed by
+# test/run.sh; it adds about 1m45s). FAULTS_SOAK sets the soak's length (default
+# 60s); the whole run takes about five minutes on the 2-core machine, plus about a
+# minute and a half for test/failover when the pair is there.
 
 FAULTS_SOAK ?= 60s
 # test/failover kills and cuts off the DCs of test/samba/pair.sh (it needs the pair's
@@ -23,7 +24,7 @@ FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test
 FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -p 1 -timeout 20m -v $(FAULTS_PKGS)
 
 .PHONY: test-faults
-test-faults: ## fault and hostile-input tests: Redis and DC faults, slow upstream, soak, injections (~3 min)
+test-faults: ## fault and hostile-input tests: Redis and DC faults, alerts, slow upstream, soak, injections (~5 min)
 ifeq ($(DIRGATE_TEST_LDAP_URL),)
 	$(call with-samba,$(FAULTS_GO_TEST))
 else

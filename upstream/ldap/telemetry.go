@@ -19,7 +19,7 @@ func registerMetrics(d *Directory) metric.Registration {
 	size, _ := m.Int64ObservableGauge("dirgate_ldap_pool_size", metric.WithDescription("Most LDAP connections open at once per server (DIRGATE_LDAP_POOL_SIZE)."))
 	dials, _ := m.Int64ObservableCounter("dirgate_ldap_dials", metric.WithDescription("LDAP connections dialled (connect, TLS, bind), per server."))
 	failed, _ := m.Int64ObservableCounter("dirgate_ldap_dial_failures", metric.WithDescription("LDAP dials that failed, per server."))
-	up, _ := m.Int64ObservableGauge("dirgate_ldap_server_up", metric.WithDescription("1 while a domain controller takes calls, 0 while it is marked down (a failed call or health check) until a health check succeeds."))
+	up, _ := m.Int64ObservableGauge("dirgate_ldap_server_up", metric.WithDescription("1 while a domain controller takes calls, 0 while it is marked down (a failed call or health check, until a health check succeeds) or its circuit breaker is open."))
 	calls, _ := m.Int64ObservableCounter("dirgate_ldap_server_requests", metric.WithDescription("Attempts of LDAP calls per server by outcome: ok, answer (the server refused or found nothing: an answer all the same), failed (network error, busy, unavailable: the call went on to the next server), stalled (no answer within DIRGATE_LDAP_ATTEMPT_TIMEOUT), refused (its circuit breaker was open)."))
 	overlaid, _ := m.Int64ObservableCounter("dirgate_ldap_overlaid_members", metric.WithDescription("Members a listing read from one DC gained or lost because a write made through dirgate on another DC had not reached it yet."))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -33,7 +33,7 @@ func registerMetrics(d *Directory) metric.Registration {
 			o.ObserveInt64(dials, p.dials.Load(), at)
 			o.ObserveInt64(failed, p.dialFailures.Load(), at)
 			v := int64(1)
-			if s.isDown() {
+			if s.isDown() || s.brk != nil && s.brk.Open() {
 				v = 0
 			}
 			o.ObserveInt64(up, v, at)
