@@ -58,8 +58,8 @@ type figures struct {
 	// answered 502 or 504: by design the bind is never sent twice
 	// (docs/directory.md, "Several domain controllers").
 	inFlight int
-	max                 time.Duration
-	maxWhat             string
+	max      time.Duration
+	maxWhat  string
 	// lastSlow is the time from the fault to the end of the last answer slower
 	// than slowMark (0 when none was).
 	lastSlow time.Duration
