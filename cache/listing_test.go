@@ -17,6 +17,9 @@ var listedGroups = append([]string{fixture.WorkstationAdminsDN, fixture.ProjectA
 	fixture.MixedDN, fixture.AccountStatesDN, fixture.NewsletterDN, fixture.FinanceTeamDN, fixture.DomainUsersDN,
 	fixture.EscapedGroupDN}, fixture.ChainDNs...)
 
+// testTimeout bounds each Redis operation in tests of answers (sharedBackends).
+const testTimeout = time.Second
+
 // listOptions are the variants every group is listed with: direct and nested, without
 // properties and with properties of every syntax.
 var listOptions = []dirgate.ListOptions{
@@ -27,6 +30,9 @@ var listOptions = []dirgate.ListOptions{
 }
 
 // sharedBackends are the stores two instances can share, each started for the test.
+// Their tests are about answers, not timeouts: each Redis operation gets a second
+// (testTimeout) rather than the default 100 ms, which a loaded 2-core machine running
+// the whole suite sometimes exceeds, and a bypass would then fail a test of answers.
 func sharedBackends() []struct {
 	name string
 	cfg  func(t *testing.T) Config
@@ -36,13 +42,13 @@ func sharedBackends() []struct {
 		cfg  func(t *testing.T) Config
 	}{
 		{"redis", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})}
+			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})}
 		}},
 		{"redis-no-lease", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1}
+			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1}
 		}},
 		{"cluster", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})}
+			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})}
 		}},
 	}
 }

@@ -24,7 +24,7 @@ func TestSealedEntries(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
 	cfg := func(secret []byte, log *bytes.Buffer) Config {
-		c := Config{Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Secret: secret}
+		c := Config{Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Secret: secret, Timeout: testTimeout}
 		if log != nil {
 			c.Logger = slog.New(slog.NewTextHandler(log, nil))
 		}

@@ -49,8 +49,10 @@ trap cleanup EXIT
 # their ports do not clash with the single DC's on 127.0.0.1. Their own namespace
 # prefix and subnet keep them apart from a pair started by make samba-pair-start.
 # setsid: a failure or Ctrl-C stops the whole start (its process group).
+# DIRGATE_PAIR_FIXTURE=1: the pair holds the project fixture too, for the
+# conformance suite against two DCs (upstream/ldap TestConformancePair).
 mkdir -p "$state/pair"
-DIRGATE_PAIR_NS_PREFIX=dgtest DIRGATE_PAIR_NET=10.231.78 \
+DIRGATE_PAIR_FIXTURE=1 DIRGATE_PAIR_NS_PREFIX=dgtest DIRGATE_PAIR_NET=10.231.78 \
   setsid bash test/samba/pair.sh start "$state/pair" >"$state/pair.log" 2>&1 &
 pair_pid=$!
 bash test/samba/dc.sh start "$state/samba"

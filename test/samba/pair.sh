@@ -27,6 +27,12 @@ readonly SCRIPT_DIR
 # shellcheck source=test/samba/lib.sh
 . "$SCRIPT_DIR/lib.sh"
 readonly SMOKE_DIR="$SCRIPT_DIR/testdata"
+# DIRGATE_PAIR_FIXTURE=1 seeds the project fixture into DC1 too, for the conformance
+# suite against the two DCs (upstream/ldap TestConformancePair; test/run.sh sets it).
+# Off by default: the other pair tests need the smoke objects only, and the fixture
+# adds a minute or more.
+FIXTURE_DIR=$(realpath -m "${DIRGATE_SAMBA_FIXTURE_DIR:-$SCRIPT_DIR/../fixture/testdata}")
+readonly FIXTURE_DIR
 readonly START_TIMEOUT=${DIRGATE_SAMBA_START_TIMEOUT:-60}
 readonly DOMAIN=corp.example.com
 readonly SITE=Default-First-Site-Name
@@ -288,10 +294,10 @@ replicate_to() {
 }
 
 # wait_replicated DN ON_DC: until DC ON_DC holds DN (the smoke seed crossing).
-wait_replicated() {
-  local deadline=$(( $(date +%s) + 30 ))
+wait_replicated() { # wait_replicated DN ON_DC [SECONDS]
+  local deadline=$(( $(date +%s) + ${3:-30} ))
   until on "$2" ldapsearch -LLL -s base -b "$1" dn >/dev/null 2>&1; do
-    (( $(date +%s) < deadline )) || die "$1 did not reach DC$2 within 30s"
+    (( $(date +%s) < deadline )) || die "$1 did not reach DC$2 within ${3:-30}s"
     sleep 0.1
   done
 }
@@ -311,7 +317,14 @@ seed_dc1() {
   create_service_account
   seed_ldif ldapadd "$SMOKE_DIR/smoke.ldif" smoke-seed
   apply_post "$SMOKE_DIR/smoke-post.json" smoke-post
+  if pair_fixture; then
+    seed_ldif ldapadd "$FIXTURE_DIR/samba-seed.ldif" fixture-seed
+    if [[ -f $FIXTURE_DIR/samba-modify.ldif ]]; then seed_ldif ldapmodify "$FIXTURE_DIR/samba-modify.ldif" fixture-modify; fi
+    if [[ -f $FIXTURE_DIR/samba-post.json ]]; then apply_post "$FIXTURE_DIR/samba-post.json" fixture-post; fi
+  fi
 }
+pair_fixture() { [[ ${DIRGATE_PAIR_FIXTURE:-0} != 0 && -f $FIXTURE_DIR/samba-seed.ldif ]]; }
+last_fixture_dn() { sed -n 's/^dn: //p' "$FIXTURE_DIR/samba-seed.ldif" | tail -n 1; }
 last_smoke_dn() { sed -n 's/^dn: //p' "$SMOKE_DIR/smoke.ldif" | tail -n 1; }
 
 declare -A BG=()
@@ -352,6 +365,7 @@ write_env() {
     echo "DIRGATE_TEST_PAIR_NAMESPACES=$(q "$(ns 1) $(ns 2)")"
     echo "DIRGATE_TEST_PAIR_STATE_DIR=$(q "$STATE")"
     echo "DIRGATE_TEST_PAIR_SCRIPT=$(q "$SCRIPT_DIR/pair.sh")"
+    if pair_fixture; then echo "DIRGATE_TEST_PAIR_FIXTURE_DIR=$(q "$FIXTURE_DIR")"; fi
   } >"$tmp"
   mv "$tmp" "$STATE/env"
 }
@@ -421,6 +435,7 @@ cmd_start_all() {
   await pull-dc2 pull-dc1
   wait_replicated "$SVC_DN" 2
   wait_replicated "$(last_smoke_dn)" 2
+  if pair_fixture; then wait_replicated "$(last_fixture_dn)" 2 180; fi
   TIMINGS+=("first-replication=$(since "$t1")ms")
   write_env
   TIMINGS+=("total=$(since "$t0")ms")

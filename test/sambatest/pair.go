@@ -42,6 +42,8 @@ const (
 	VarPairNamespaces        = "DIRGATE_TEST_PAIR_NAMESPACES"
 	VarPairStateDir          = "DIRGATE_TEST_PAIR_STATE_DIR"
 	VarPairScript            = "DIRGATE_TEST_PAIR_SCRIPT"
+	// VarPairFixtureDir is set when DC1 was seeded with the project fixture too.
+	VarPairFixtureDir = "DIRGATE_TEST_PAIR_FIXTURE_DIR"
 )
 
 var pairRequired = []string{
@@ -73,6 +75,7 @@ type Pair struct {
 	Namespaces    []string // the DCs' network namespaces, informational
 	StateDir      string   // pair.sh's STATE_DIR
 	Script        string   // absolute path of pair.sh
+	FixtureDir    string   // the fixture DC1 was seeded with (both hold it); "" for the smoke objects only
 }
 
 // PairFromEnv returns the pair described by the environment. With none of
@@ -171,6 +174,7 @@ func loadPair(getenv func(string) string) (Pair, error) {
 		Namespaces: strings.Fields(getenv(VarPairNamespaces)),
 		StateDir:   getenv(VarPairStateDir),
 		Script:     getenv(VarPairScript),
+		FixtureDir: getenv(VarPairFixtureDir),
 	}
 	var errs []error
 	for i, u := range p.URLs {
@@ -252,7 +256,7 @@ func (p Pair) DC(n int) DC {
 		URL: p.URL(n), StartTLSURL: "ldap://" + net.JoinHostPort(p.Host(n), "389"),
 		BaseDN: p.BaseDN, BindDN: p.BindDN, Password: p.Password,
 		AdminDN: p.AdminDN, AdminPassword: p.AdminPassword,
-		CAFile: p.CAFile, CAPool: p.CAPool,
+		CAFile: p.CAFile, CAPool: p.CAPool, FixtureDir: p.FixtureDir,
 	}
 }
 

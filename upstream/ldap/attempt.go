@@ -243,6 +243,9 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				}
 			}
 		case <-timer.C:
+			if ctx.Err() != nil {
+				continue // the call is ending: ctx.Done decides
+			}
 			if idle := current.idle(); idle < d.cfg.AttemptTimeout {
 				timer.Reset(d.cfg.AttemptTimeout - idle)
 				continue

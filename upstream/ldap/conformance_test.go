@@ -29,3 +29,22 @@ func TestConformance(t *testing.T) {
 	var dir dirgate.Directory = breaker.New(d, breaker.Settings{Name: "ldap"})
 	conformance.Run(t, func(*testing.T) dirgate.Directory { return dir }, fixture.Large())
 }
+
+// TestConformancePair runs the same suite against the two replicating DCs of
+// test/samba/pair.sh, both named in the URL list as a deployment names its DCs. The
+// pair must hold the fixture: make test starts it so; by hand,
+// DIRGATE_PAIR_FIXTURE=1 bash test/samba/pair.sh start /tmp/dirgate-pair.
+func TestConformancePair(t *testing.T) {
+	pair := sambatest.PairFromEnv(t)
+	if pair.FixtureDir == "" {
+		t.Fatal("the pair was seeded without the fixture (test/fixture/testdata); the suite needs it")
+	}
+	dc := pair.DC(1)
+	d := openDC(t, pairConfig(pair))
+	t.Cleanup(func() {
+		addMember(t, dc, fixture.RemovalDN, fixture.RemoveTargetDN)
+		addMember(t, dc, fixture.ConcurrentRemovalDN, fixture.ConcurrentTargetDN)
+	})
+	var dir dirgate.Directory = breaker.New(d, breaker.Settings{Name: "ldap", TelemetryOnly: true})
+	conformance.Run(t, func(*testing.T) dirgate.Directory { return dir }, fixture.Large())
+}

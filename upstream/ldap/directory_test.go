@@ -548,7 +548,9 @@ func TestReadRetry(t *testing.T) {
 // connection is dropped.
 func TestContext(t *testing.T) {
 	o := newOrg()
-	d := o.dir(t, Config{RequestTimeout: 50e6})
+	// The attempt timeout above the request's: no hedge, no health check dials (the
+	// dial count below is the call's).
+	d := o.dir(t, Config{RequestTimeout: 50e6, AttemptTimeout: 60e9})
 	o.srv.hang.Store(true)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
