@@ -81,24 +81,31 @@ func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, 
 func (m *writes) add(w dirgate.MembershipWrite, window time.Duration, now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.groups == nil {
-		m.groups = map[string]map[string]*rememberedWrite{}
+	if len(m.groups) >= maxRememberedGroups && m.groups[w.Group] == nil {
+		m.expire(window, now)
 	}
-	g := m.groups[w.Group]
+	g := m.group(w.Group)
 	if g == nil {
-		if len(m.groups) >= maxRememberedGroups {
-			m.expire(window, now)
-		}
-		if len(m.groups) >= maxRememberedGroups {
-			return // the shared journal still has it
-		}
-		g = map[string]*rememberedWrite{}
-		m.groups[w.Group] = g
+		return // the shared journal still has it
 	}
 	if len(g) >= dirgate.MaxMembershipWrites && g[w.Member] == nil {
 		return
 	}
 	g[w.Member] = &rememberedWrite{w: w}
+}
+
+// group returns the writes remembered for a group, made if there is room for
+// another group (nil if not); the caller holds m.mu.
+func (m *writes) group(guid string) map[string]*rememberedWrite {
+	if m.groups == nil {
+		m.groups = map[string]map[string]*rememberedWrite{}
+	}
+	g := m.groups[guid]
+	if g == nil && len(m.groups) < maxRememberedGroups {
+		g = map[string]*rememberedWrite{}
+		m.groups[guid] = g
+	}
+	return g
 }
 
 // expire forgets writes older than window; the caller holds m.mu.
@@ -207,16 +214,9 @@ func (m *writes) pending(group, server string, window time.Duration, now time.Ti
 func (m *writes) hold(w dirgate.MembershipWrite, server string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.groups == nil {
-		m.groups = map[string]map[string]*rememberedWrite{}
-	}
-	g := m.groups[w.Group]
+	g := m.group(w.Group)
 	if g == nil {
-		if len(m.groups) >= maxRememberedGroups {
-			return
-		}
-		g = map[string]*rememberedWrite{}
-		m.groups[w.Group] = g
+		return
 	}
 	r := g[w.Member]
 	if r == nil || !r.w.At.Equal(w.At) {
