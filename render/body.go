@@ -78,8 +78,10 @@ type bodyKey struct {
 	sel     string
 }
 
-// NewBodyCache returns a cache of at most maxBytes of bodies. A body larger than a
-// quarter of the bound is rendered for its request and not kept.
+// NewBodyCache returns a cache of at most maxBytes of bodies. Any body within the
+// bound is kept, pushing out what it must: one that is not kept is rendered (and
+// compressed) again on every request, at a cost in proportion to its size. A body
+// larger than the bound is rendered for its request and not kept.
 func NewBodyCache(maxBytes int64) *BodyCache {
 	lru, _ := simplelru.NewLRU[bodyKey, *Body](math.MaxInt, nil) // the size is positive
 	return &BodyCache{maxBytes: maxBytes, lru: lru}
@@ -105,7 +107,7 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBu
 	// the first one stored wins. Their bytes are equal.
 	b := &Body{json: renderSelection(e, sel)}
 	size := int64(len(b.json) + len(keyBuf))
-	if size > c.maxBytes/4 {
+	if size > c.maxBytes {
 		return b
 	}
 	c.mu.Lock()

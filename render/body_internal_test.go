@@ -70,3 +70,33 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 		t.Errorf("a dropped body's variant changed the cache: %d bytes, %d bodies; want %d and 4", c.Bytes(), c.Len(), before)
 	}
 }
+
+// TestBodyCacheKeepsLargeBodies: a body larger than a quarter of the bound, but
+// within it, is kept and found again (issue 26: a body that is not kept is rendered
+// and compressed again on every request); one larger than the bound is not kept.
+func TestBodyCacheKeepsLargeBodies(t *testing.T) {
+	objs := make([]dirgate.Object, 200)
+	for i := range objs {
+		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
+	}
+	e, err := dirgate.EncodeListing(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := dirgate.NewSelection(len(objs))
+	for i := range objs {
+		all.Set(i)
+	}
+	var key [256]byte
+	size := int64(len(NewBodyCache(1<<20).body(e, all, key[:0]).JSON()) + len(all.AppendKey(nil)))
+	for _, tc := range []struct {
+		bound int64
+		kept  bool
+	}{{size * 4 / 3, true}, {size, true}, {size - 1, false}} {
+		c := NewBodyCache(tc.bound)
+		first := c.body(e, all, key[:0])
+		if kept := c.body(e, all, key[:0]) == first; kept != tc.kept || (c.Len() == 1) != tc.kept {
+			t.Errorf("bound %d for a body of %d bytes: kept %v (%d bodies), want %v", tc.bound, size, kept, c.Len(), tc.kept)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/render"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/upstream/memory"
+)
+
+// BenchmarkLargeCachedListing is a repeated cached listing of a generated group of n
+// members (docs/benchmarks.md, "Large cached listings"), as issue 26 measured it: the
+// memory upstream, the in-process store (no Redis), an allow-all policy, bodies kept
+// in a quarter of the cache's bound as cmd/dirgate keeps them. max-bytes=default is
+// DIRGATE_CACHE_MAX_BYTES's default (256 MiB), 64MiB a quarter of it. A listing whose
+// stored entry exceeds the in-process store's bound is not cached at all (every
+// request a miss): that case is skipped, not measured. The metric to compare across
+// sizes is ns/member: a flat line is no cliff.
+func BenchmarkLargeCachedListing(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds directories of up to 100,000 users")
+	}
+	sizes := []int{1000, 10000, 30000, 60000, 100000}
+	authz := allowAllAuthorizer(b)
+	for _, n := range sizes {
+		dir := generatedDirectory(b, n)
+		for _, mb := range []int64{0, 64 << 20} {
+			name := "default"
+			if mb != 0 {
+				name = fmt.Sprintf("%dMiB", mb>>20)
+			}
+			h := inProcessHandler(b, dir, authz, mb)
+			target := api + "?group=" + url.QueryEscape(generatedGroupDN)
+			for _, coding := range []string{"identity", "gzip"} {
+				b.Run(fmt.Sprintf("members=%d/max-bytes=%s/coding=%s", n, name, coding), func(b *testing.B) {
+					r, _ := http.NewRequest(http.MethodGet, target, nil)
+					r.Header.Set(proxy.HeaderToken, "all")
+					r.Header.Set("Accept-Encoding", coding)
+					w := &discardWriter{h: http.Header{}}
+					h.ServeHTTP(w, r) // fills the cache and the body
+					if w.code != http.StatusOK {
+						b.Fatalf("status %d", w.code)
+					}
+					if h.ServeHTTP(w, r); w.h.Get(proxy.CacheHeader) != "hit" {
+						b.Skipf("not cached (cache %q): the entry exceeds the store's bound", w.h.Get(proxy.CacheHeader))
+					}
+					for b.Loop() {
+						w = &discardWriter{h: http.Header{}}
+						h.ServeHTTP(w, r)
+						if w.code != http.StatusOK || w.h.Get(proxy.CacheHeader) != "hit" {
+							b.Fatalf("status %d, cache %q", w.code, w.h.Get(proxy.CacheHeader))
+						}
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/member")
+					b.ReportMetric(float64(w.bytes), "body-bytes")
+				})
+			}
+		}
+	}
+}
+
+// generatedDirectory is the large fixture in the memory upstream with n more users
+// under OU=Staff, all of them the direct members of generatedGroupDN.
+func generatedDirectory(tb testing.TB, n int) *memory.Directory {
+	tb.Helper()
+	var b bytes.Buffer
+	b.Write(fixture.Export(fixture.Large()))
+	sid := func(rid uint32) string {
+		// S-1-5-21-1-2-3-rid, a domain of its own beside the fixture's.
+		s := []byte{1, 5, 0, 0, 0, 0, 0, 5}
+		for _, a := range []uint32{21, 1, 2, 3, rid} {
+			s = binary.LittleEndian.AppendUint32(s, a)
+		}
+		return base64.StdEncoding.EncodeToString(s)
+	}
+	guid := func(i int) string {
+		h := sha256.Sum256(fmt.Appendf(nil, "generated %d", i))
+		return base64.StdEncoding.EncodeToString(h[:16])
+	}
+	dns := make([]string, n)
+	for i := range n {
+		cn := fmt.Sprintf("Generated User %06d", i)
+		sam := fmt.Sprintf("gen.user%06d", i)
+		dns[i] = "CN=" + cn + "," + fixture.StaffOU
+		fmt.Fprintf(&b, "\ndn: %s\nobjectClass: top\nobjectClass: person\nobjectClass: organizationalPerson\nobjectClass: user\n"+
+			"cn: %s\nsn: User %06d\ngivenName: Generated\ndisplayName: %s\ntitle: Clerk\ndepartment: Operations\n"+
+			"telephoneNumber: +1 555 %07d\nmail: %s@corp.example.com\nuserPrincipalName: %s@corp.example.com\n"+
+			"sAMAccountName: %s\nsAMAccountType: 805306368\nuserAccountControl: 512\nprimaryGroupID: 513\n"+
+			"accountExpires: 9223372036854775807\npwdLastSet: 157156717500000000\nwhenCreated: 20240304092230.0Z\n"+
+			"whenChanged: 20240304112230.0Z\nuSNCreated: %d\nuSNChanged: %d\nobjectGUID:: %s\nobjectSid:: %s\n",
+			dns[i], cn, i, cn, i, sam, sam, sam, 100000+2*i, 100001+2*i, guid(i), sid(uint32(100000+i)))
+	}
+	fmt.Fprintf(&b, "\ndn: %s\nobjectClass: top\nobjectClass: group\ncn: Generated Staff\nsAMAccountName: Generated Staff\n"+
+		"sAMAccountType: 268435456\ngroupType: -2147483640\nobjectGUID:: %s\nobjectSid:: %s\n",
+		generatedGroupDN, guid(-1), sid(99999))
+	for _, dn := range dns {
+		fmt.Fprintf(&b, "member: %s\n", dn)
+	}
+	dir, err := memory.Load(fmt.Sprintf("generated%d", n), b.Bytes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+const generatedGroupDN = "CN=Generated Staff," + fixture.GroupsOU
+
+// allowAllAuthorizer is a policy allowing every caller everything.
+func allowAllAuthorizer(tb testing.TB) *policy.Authorizer {
+	tb.Helper()
+	d := tb.TempDir()
+	if err := os.WriteFile(filepath.Join(d, "authz.rego"), []byte("package dirgate.authz\n\nallow if true\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: quiet, DecisionLog: io.Discard})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { authz.Close() })
+	return authz
+}
+
+// inProcessHandler is the API as cmd/dirgate wires it without Redis: the in-process
+// store and first level bounded by maxBytes (0: the default), bodies by a quarter of
+// it, and the token "all" for the administrator.
+func inProcessHandler(tb testing.TB, dir dirgate.Directory, authz dirgate.Authorizer, maxBytes int64) http.Handler {
+	tb.Helper()
+	ctx := context.Background()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := cache.Config{Logger: quiet, MaxBytes: maxBytes}.Open(ctx, dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	if maxBytes == 0 {
+		maxBytes = cache.DefaultMaxBytes
+	}
+	svc := &dirgate.MemberService{Dir: c, Listings: c, Authz: authz}
+	p, err := svc.Principal(ctx, dirgate.MustParseIdentifier(fixture.DemoAdminDN))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := proxy.New(proxy.Config{Authenticator: tokenAuth{"all": p}, Service: svc,
+		Bodies: render.NewLister(svc, render.NewBodyCache(maxBytes/4)), Logger: quiet})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
