@@ -17,18 +17,19 @@ import (
 // A call is a series of attempts, each on one connection of one server. An attempt
 // that fails with a network error on a connection taken from the idle pool, or on
 // the last server left, is tried once more on a new connection to the same server
-// (the idle one may simply have been dropped by the server). Any other network error, a failed dial, an LDAP busy or
-// unavailable answer, or an attempt that receives nothing for AttemptTimeout, marks
-// the server down and moves the call to the next candidate. Anything else the server
-// answers (found, not found, refused) is the call's answer.
+// (the idle one may simply have been dropped by the server). Any other network
+// error, a failed dial, or an LDAP busy or unavailable answer marks the server down
+// and moves the call to the next candidate. Anything else the server answers (found,
+// not found, refused) is the call's answer.
 //
 // A DC that silently drops packets would hold an attempt until the request deadline;
-// AttemptTimeout bounds the wait for each answer instead. For reads (hedged), the
-// silent attempt keeps running and a second one starts on the next DC: whichever
-// answers first is the answer, so a DC that is only slow (a large listing it computes
-// before sending the first entry) costs nothing but a duplicate query, and the slow DC
-// is probed rather than marked down. Other calls abandon the silent attempt, which
-// mark the server down.
+// AttemptTimeout bounds how long a call waits on silence instead (every answer the
+// DC sends restarts it). Reads are hedged: the silent attempt keeps running, a second
+// one starts on the next DC, whichever answers first is the answer, and the silent DC
+// gets a health check. Other calls (writes are never sent to two DCs at once) ask a
+// health check and wait for it: a DC that fails it is marked down and the attempt is
+// given up for the next DC; one that passes is only slow (an in-chain search sends
+// nothing for seconds), and the call waits on.
 
 // attempt is one try of a call on one server.
 type attempt struct {
