@@ -77,31 +77,47 @@ func Env(t testing.TB) DC {
 func envFrom(t testing.TB, getenv func(string) string) DC {
 	t.Helper()
 	dc, err := load(getenv)
-	switch {
-	case err == nil:
-		return dc
-	case errors.Is(err, ErrNotConfigured):
-		ci.SkipOrFailFrom(t, getenv, fmt.Sprintf("sambatest: %v; start one with: bash test/samba/dc.sh start /tmp/dgs && set -a && . /tmp/dgs/env && set +a (or: make test, which CI runs)", err))
-	default:
-		t.Fatalf("sambatest: %v", err)
+	if err != nil {
+		unusable(t, getenv, err, "bash test/samba/dc.sh start /tmp/dgs && set -a && . /tmp/dgs/env && set +a (or: make test, which CI runs)")
 	}
-	return DC{}
+	return dc
+}
+
+// unusable ends a test whose server the environment does not describe: skipped
+// when nothing is set (failed under CI=true), failed when the description is
+// broken. start is the command that starts the server.
+func unusable(t testing.TB, getenv func(string) string, err error, start string) {
+	t.Helper()
+	if errors.Is(err, ErrNotConfigured) {
+		ci.SkipOrFailFrom(t, getenv, fmt.Sprintf("sambatest: %v; start one with: %s", err, start))
+		return
+	}
+	t.Fatalf("sambatest: %v", err)
+}
+
+// unset checks that every one of names is set: ErrNotConfigured when none is (no
+// server), an error naming the missing ones when some are. what names the env file.
+func unset(getenv func(string) string, names []string, what string) error {
+	var missing []string
+	for _, name := range names {
+		if getenv(name) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) == len(names) {
+		return fmt.Errorf("load %s: %w (%s and others unset)", what, ErrNotConfigured, names[0])
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("load %s: incomplete configuration, unset: %s", what, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 // load reads and checks every variable, so a misconfiguration surfaces as one
 // clear error instead of a dial failure deep inside some test.
 func load(getenv func(string) string) (DC, error) {
-	var missing []string
-	for _, name := range required {
-		if getenv(name) == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) == len(required) {
-		return DC{}, fmt.Errorf("load env: %w (%s and others unset)", ErrNotConfigured, VarURL)
-	}
-	if len(missing) > 0 {
-		return DC{}, fmt.Errorf("load env: incomplete configuration, unset: %s", strings.Join(missing, ", "))
+	if err := unset(getenv, required, "env"); err != nil {
+		return DC{}, err
 	}
 	dc := DC{
 		URL:         getenv(VarURL),

@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/ci"
 	"github.com/go-ldap/ldap/v3"
 )
 
@@ -136,29 +135,15 @@ func holdPair(t testing.TB, stateDir string) {
 func pairFrom(t testing.TB, getenv func(string) string) Pair {
 	t.Helper()
 	p, err := loadPair(getenv)
-	switch {
-	case err == nil:
-		return p
-	case errors.Is(err, ErrNotConfigured):
-		ci.SkipOrFailFrom(t, getenv, fmt.Sprintf("sambatest: %v; start one with: bash test/samba/pair.sh start /tmp/dirgate-pair && set -a && . /tmp/dirgate-pair/env && set +a (or: make test)", err))
-	default:
-		t.Fatalf("sambatest: %v", err)
+	if err != nil {
+		unusable(t, getenv, err, "bash test/samba/pair.sh start /tmp/dirgate-pair && set -a && . /tmp/dirgate-pair/env && set +a (or: make test)")
 	}
-	return Pair{}
+	return p
 }
 
 func loadPair(getenv func(string) string) (Pair, error) {
-	var missing []string
-	for _, name := range pairRequired {
-		if getenv(name) == "" {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) == len(pairRequired) {
-		return Pair{}, fmt.Errorf("load pair env: %w (%s and others unset)", ErrNotConfigured, VarPairDC1URL)
-	}
-	if len(missing) > 0 {
-		return Pair{}, fmt.Errorf("load pair env: incomplete configuration, unset: %s", strings.Join(missing, ", "))
+	if err := unset(getenv, pairRequired, "pair env"); err != nil {
+		return Pair{}, err
 	}
 	p := Pair{
 		URLs:       [2]string{getenv(VarPairDC1URL), getenv(VarPairDC2URL)},
