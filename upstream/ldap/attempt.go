@@ -201,7 +201,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			switch classify(ctx, r.a, r.err, r.closing) {
 			case answered:
 				if r.a.s.isDown() {
-					d.markUp(r.a.s, "") // it answered: as good as a health check
+					d.markUp(r.a.s) // it answered: as good as a health check
 				}
 				if r.err == nil {
 					r.a.s.calls.ok.Add(1)

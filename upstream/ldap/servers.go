@@ -55,7 +55,6 @@ type server struct {
 	next     time.Time // when the background check probes it next
 	backoff  time.Duration
 	probing  bool
-	identity string // dsServiceName, as the last probe read it
 
 	calls serverCalls
 }
@@ -65,7 +64,7 @@ type serverCalls struct {
 	ok, answer, failed, stalled, refused atomic.Int64
 }
 
-// status is a server's state as /readyz and the metrics report it.
+// ServerStatus is a server's state as /readyz and the metrics report it.
 type ServerStatus struct {
 	// URL names the server (scheme://host:port), the metrics' server label.
 	URL string `json:"url"`
@@ -166,13 +165,10 @@ func (d *Directory) markDown(s *server, cause error) {
 }
 
 // markUp puts s back into rotation after a successful probe.
-func (d *Directory) markUp(s *server, identity string) {
+func (d *Directory) markUp(s *server) {
 	s.mu.Lock()
 	was := s.down
 	s.down, s.reason, s.backoff = false, "", 0
-	if identity != "" {
-		s.identity = identity
-	}
 	s.next = d.now().Add(d.cfg.HealthInterval)
 	since := s.since
 	s.mu.Unlock()
@@ -223,7 +219,7 @@ func (d *Directory) probe(ctx context.Context, s *server) {
 			err = errors.New("the rootDSE has no dsServiceName: not a domain controller")
 		}
 		if err == nil {
-			d.markUp(s, name)
+			d.markUp(s)
 			return
 		}
 	}

@@ -41,8 +41,9 @@ var dataCodeRE = regexp.MustCompile(`(?i)\bdata ([0-9a-fA-F]{1,8})\b`)
 // resolves a typed UPN forest-wide, so bob@domain may name an account outside the
 // base while dirgate's lookup finds another bob inside it. A name that resolves to
 // no single account still costs one bind (of a DN no account has) and is refused
-// like a wrong password. The bind is never retried, whatever the error: every
-// failed bind counts toward the account's lockout.
+// like a wrong password. A bind that was sent is never sent again, whatever the
+// error: every failed bind counts toward the account's lockout (userBind says when
+// another DC is tried). The principal's subject is the objectGUID the lookup read.
 func (d *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, password string) (dirgate.Identifier, error) {
 	if password == "" {
 		// An LDAP simple bind with a name and no password is an anonymous bind that
