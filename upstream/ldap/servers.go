@@ -48,13 +48,13 @@ type server struct {
 	user dialer
 	brk  Breaker
 
-	mu       sync.Mutex
-	down     bool
-	reason   string    // why it was marked down, for /readyz and the log
-	since    time.Time // when it was marked down
-	next     time.Time // when the background check probes it next
-	backoff  time.Duration
-	probing  bool
+	mu      sync.Mutex
+	down    bool
+	reason  string    // why it was marked down, for /readyz and the log
+	since   time.Time // when it was marked down
+	next    time.Time // when the background check probes it next
+	backoff time.Duration
+	probing bool
 
 	calls serverCalls
 }
