@@ -39,6 +39,10 @@ type Breaker interface {
 // minBackoff is the first wait before a server marked down is probed again.
 const minBackoff = time.Second
 
+// minRediscovery is the shortest time between two DNS discoveries asked for because
+// no known DC was up.
+const minRediscovery = 10 * time.Second
+
 // server is one domain controller.
 type server struct {
 	t    target
@@ -254,7 +258,11 @@ func (d *Directory) watch(ctx context.Context) {
 			return
 		case <-tick.C:
 		case <-d.rediscover:
-			lastDiscovery = time.Time{}
+			// Every known DC failed: resolve again now, but not more often than
+			// minRediscovery while calls keep finding none up.
+			if d.now().Sub(lastDiscovery) >= minRediscovery {
+				lastDiscovery = time.Time{}
+			}
 		}
 		now := d.now()
 		if d.cfg.Domain != "" && now.Sub(lastDiscovery) >= d.cfg.DiscoveryInterval {
