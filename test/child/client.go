@@ -53,6 +53,21 @@ type Result struct {
 // Cache returns the X-Dirgate-Cache header ("" when absent).
 func (r Result) Cache() string { return r.Header.Get("X-Dirgate-Cache") }
 
+// DNs returns the DNs of a listing body (nil if it is not one).
+func (r Result) DNs() []string {
+	var objs []struct {
+		DN string `json:"dn"`
+	}
+	if json.Unmarshal(r.Body, &objs) != nil {
+		return nil
+	}
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.DN
+	}
+	return out
+}
+
 func (r Result) String() string {
 	if r.Err != nil {
 		return "transport error: " + r.Err.Error()

@@ -163,13 +163,13 @@ func (cl *cluster) writesAcrossReplicas(t *testing.T, group, gone, added string)
 	if r := cl.remove(ctx, cl.a, group, gone); r.Status != 200 {
 		t.Errorf("removal through A: %s", r)
 	}
-	if r := cl.list(ctx, cl.b, group, ""); r.Status != 200 || hasDN(listedDNs(r.Body), gone) {
+	if r := cl.list(ctx, cl.b, group, ""); r.Status != 200 || hasDN(r.DNs(), gone) {
 		t.Errorf("B's next listing after A removed %s: %s", gone, r)
 	}
 	if r := cl.add(ctx, cl.a, group, added); r.Status != 200 {
 		t.Errorf("addition through A: %s", r)
 	}
-	if r := cl.list(ctx, cl.b, group, ""); r.Status != 200 || !hasDN(listedDNs(r.Body), added) {
+	if r := cl.list(ctx, cl.b, group, ""); r.Status != 200 || !hasDN(r.DNs(), added) {
 		t.Errorf("B's next listing after A added %s: %s", added, r)
 	}
 	t.Logf("sign-in on A used on B, removal and addition on A listed on B: %v", time.Since(start).Round(time.Millisecond))
@@ -186,7 +186,7 @@ func (cl *cluster) feedFreshness(t *testing.T, what, group string, shows func([]
 		p := cl.replicas()[name]
 		child.Eventually(t, feedBound, what+": replica "+name+"'s listing shows it", func() (bool, string) {
 			r := cl.list(ctx, p, group, "")
-			return r.Status == 200 && shows(listedDNs(r.Body)), r.Cache() + " " + r.String()
+			return r.Status == 200 && shows(r.DNs()), r.Cache() + " " + r.String()
 		})
 		took = append(took, fmt.Sprintf("%s %v", name, time.Since(start).Round(time.Millisecond)))
 	}
@@ -215,7 +215,7 @@ func (cl *cluster) expectListed(t *testing.T, what, group string, want, gone []s
 					t.Errorf("%s: %s listing on %s: %s", what, kind, name, r)
 					continue
 				}
-				dns := listedDNs(r.Body)
+				dns := r.DNs()
 				mark := ""
 				if name == "B" {
 					mark = "[journal] "

@@ -212,21 +212,6 @@ func hasDN(list []string, dn string) bool {
 	return false
 }
 
-// listedDNs returns the DNs of a listing body (nil if it is not one).
-func listedDNs(body []byte) []string {
-	var objs []struct {
-		DN string `json:"dn"`
-	}
-	if json.Unmarshal(body, &objs) != nil {
-		return nil
-	}
-	out := make([]string, len(objs))
-	for i, o := range objs {
-		out[i] = o.DN
-	}
-	return out
-}
-
 // list lists group on p; extra is appended to the query ("&properties=…" makes a
 // listing the cache never saw).
 func (cl *cluster) list(ctx context.Context, p *child.Program, group, extra string) child.Result {

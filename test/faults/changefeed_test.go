@@ -41,7 +41,7 @@ func TestChangeFeedAcrossDCOutage(t *testing.T) {
 
 	took := child.Eventually(t, 30*time.Second, "the change made during the outage reaches the listing", func() (bool, string) {
 		r := c.Do(ctx, "GET", u, tok)
-		got := listedDNs(r.Body)
+		got := r.DNs()
 		return r.Status == 200 && containsFold(got, fixture.DisabledDN) && !containsFold(got, fixture.RegularDN), r.Cache() + " " + r.String()
 	})
 	t.Logf("the listing followed the change %v after the DC came back", took.Round(time.Millisecond))

@@ -2,7 +2,6 @@ package faults
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -15,21 +14,6 @@ import (
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
 )
-
-// listedDNs returns the DNs of a listing body (nil if it is not one).
-func listedDNs(body []byte) []string {
-	var objs []struct {
-		DN string `json:"dn"`
-	}
-	if json.Unmarshal(body, &objs) != nil {
-		return nil
-	}
-	out := make([]string, len(objs))
-	for i, o := range objs {
-		out[i] = o.DN
-	}
-	return out
-}
 
 func containsFold(list []string, s string) bool {
 	for _, v := range list {
@@ -115,9 +99,9 @@ func testRedisFault(t *testing.T, name string, down, up func(*redistest.Server, 
 			switch {
 			case r.Status != 200:
 				why = "listing failed"
-			case u == urls[0] && removedAt.Load() != 0 && start > removedAt.Load() && containsFold(listedDNs(r.Body), fixture.RegularDN):
+			case u == urls[0] && removedAt.Load() != 0 && start > removedAt.Load() && containsFold(r.DNs(), fixture.RegularDN):
 				why = "the removed member is still listed"
-			case u == urls[0] && addedAt.Load() != 0 && start > addedAt.Load() && !containsFold(listedDNs(r.Body), fixture.DisabledDN):
+			case u == urls[0] && addedAt.Load() != 0 && start > addedAt.Load() && !containsFold(r.DNs(), fixture.DisabledDN):
 				why = "the added member is not listed"
 			}
 			ph.tallies[phase].Add(r, why)

@@ -94,7 +94,7 @@ func TestSoak(t *testing.T) {
 			return child.ListURL(p.Base, Groups[i%len(Groups)], "&includeIndirect=true&properties=mail,description")
 		}, check: wantStatus(200)},
 		{name: "size-limited listing", url: func(i int) string { return child.ListURL(p.Base, fixture.AllStaffDN, "&sizeLimit=2") }, check: func(r child.Result) string {
-			if r.Status != 200 || len(listedDNs(r.Body)) != 2 {
+			if r.Status != 200 || len(r.DNs()) != 2 {
 				return "want 200 with 2 objects"
 			}
 			return ""
