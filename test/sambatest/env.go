@@ -136,25 +136,37 @@ func load(getenv func(string) string) (DC, error) {
 	if err := checkURL(dc.StartTLSURL, "ldap"); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", VarStartTLSURL, err))
 	}
-	for _, v := range []struct{ name, dn string }{{VarBaseDN, dc.BaseDN}, {VarBindDN, dc.BindDN}, {VarAdminDN, dc.AdminDN}} {
-		if _, err := ldap.ParseDN(v.dn); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", v.name, err))
-		}
-	}
-	var err error
-	if dc.Password, err = readPassword(getenv(VarPasswordFile)); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", VarPasswordFile, err))
-	}
-	if dc.AdminPassword, err = readPassword(getenv(VarAdminPasswordFile)); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", VarAdminPasswordFile, err))
-	}
-	if dc.CAPool, err = readCAPool(dc.CAFile); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", VarCAFile, err))
-	}
+	errs = append(errs, readAccounts(getenv, accountVars{VarBaseDN, VarBindDN, VarAdminDN, VarPasswordFile, VarAdminPasswordFile, VarCAFile},
+		&dc.Password, &dc.AdminPassword, &dc.CAPool)...)
 	if err := errors.Join(errs...); err != nil {
 		return DC{}, fmt.Errorf("load env: %w", err)
 	}
 	return dc, nil
+}
+
+// accountVars name the variables of a DC's accounts and CA in an env file.
+type accountVars struct{ baseDN, bindDN, adminDN, passwordFile, adminPasswordFile, caFile string }
+
+// readAccounts checks the DNs and reads the password and CA files that both env
+// files (the single DC's and the pair's) name, into password, adminPassword and pool.
+func readAccounts(getenv func(string) string, v accountVars, password, adminPassword *string, pool **x509.CertPool) []error {
+	var errs []error
+	for _, name := range []string{v.baseDN, v.bindDN, v.adminDN} {
+		if _, err := ldap.ParseDN(getenv(name)); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	var err error
+	if *password, err = readPassword(getenv(v.passwordFile)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", v.passwordFile, err))
+	}
+	if *adminPassword, err = readPassword(getenv(v.adminPasswordFile)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", v.adminPasswordFile, err))
+	}
+	if *pool, err = readCAPool(getenv(v.caFile)); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", v.caFile, err))
+	}
+	return errs
 }
 
 // checkURL accepts only the expected scheme and a loopback host with a port:

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/go-ldap/ldap/v3"
 )
 
 // Environment variable names: the contract with test/samba/pair.sh, which
@@ -175,21 +173,8 @@ func loadPair(getenv func(string) string) (Pair, error) {
 			errs = append(errs, fmt.Errorf("DNS server %q: want a private or loopback IP:port", a))
 		}
 	}
-	for _, v := range []struct{ name, dn string }{{VarPairBaseDN, p.BaseDN}, {VarPairBindDN, p.BindDN}, {VarPairAdminDN, p.AdminDN}} {
-		if _, err := ldap.ParseDN(v.dn); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", v.name, err))
-		}
-	}
-	var err error
-	if p.Password, err = readPassword(getenv(VarPairPasswordFile)); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", VarPairPasswordFile, err))
-	}
-	if p.AdminPassword, err = readPassword(getenv(VarPairAdminPasswordFile)); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", VarPairAdminPasswordFile, err))
-	}
-	if p.CAPool, err = readCAPool(p.CAFile); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", VarPairCAFile, err))
-	}
+	errs = append(errs, readAccounts(getenv, accountVars{VarPairBaseDN, VarPairBindDN, VarPairAdminDN, VarPairPasswordFile, VarPairAdminPasswordFile, VarPairCAFile},
+		&p.Password, &p.AdminPassword, &p.CAPool)...)
 	if err := errors.Join(errs...); err != nil {
 		return Pair{}, fmt.Errorf("load pair env: %w", err)
 	}
