@@ -73,10 +73,10 @@ func (h *History) Subscribe() <-chan struct{} {
 	return ch
 }
 
-// onConnect is the clients' OnConnect hook: it reads the server's replication state
-// on the new connection. It never fails the connection: a server that refuses INFO
-// leaves failovers undetected (logged once).
-func (h *History) onConnect(ctx context.Context, cn *redis.Conn) error {
+// OnConnect is the clients' OnConnect hook (Config.History installs it): it reads
+// the server's replication state on the new connection. It never fails the
+// connection: a server that refuses INFO leaves failovers undetected (logged once).
+func (h *History) OnConnect(ctx context.Context, cn *redis.Conn) error {
 	info, err := cn.Info(ctx, "replication").Result()
 	if err != nil {
 		if strings.Contains(err.Error(), "NOPERM") && !h.infoRefused.Swap(true) {

@@ -202,7 +202,7 @@ func (c Config) options(timeout time.Duration) (*redis.UniversalOptions, error) 
 		DisableIdentity:       true,
 	}
 	if c.History != nil {
-		o.OnConnect = c.History.onConnect
+		o.OnConnect = c.History.OnConnect
 	}
 	var err error
 	if o.Password, err = readSecret(c.PasswordFile); err != nil {
