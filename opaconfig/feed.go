@@ -134,9 +134,23 @@ func (f *feed) errors() []error {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if st := f.statuses[n]; st.Code != "" || st.Message != "" {
-			errs = append(errs, fmt.Errorf("bundle %s: %s", n, st.Message))
+		st := f.statuses[n]
+		if st.Code == "" && st.Message == "" {
+			continue
 		}
+		msg := st.Message
+		if st.HTTPCode != "" {
+			msg += " (HTTP " + string(st.HTTPCode) + ")"
+		}
+		// The compiler's errors (bounded: a bundle may hold many).
+		for i, e := range st.Errors {
+			if i == 5 {
+				msg += fmt.Sprintf("; and %d more", len(st.Errors)-i)
+				break
+			}
+			msg += "; " + e.Error()
+		}
+		errs = append(errs, fmt.Errorf("bundle %s: %s", n, msg))
 	}
 	return errs
 }
