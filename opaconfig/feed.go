@@ -217,6 +217,11 @@ func (f *feed) deliver(ctx context.Context) {
 	errs := f.errors()
 	revs := f.revisions()
 	f.setInfo(revs)
+	for _, n := range f.bundles.NotActivated() {
+		if _, ok := revs[n]; !ok {
+			errs = append(errs, fmt.Errorf("bundle %s: not activated yet", n))
+		}
+	}
 	snap, err := readSnapshot(ctx, f.manager.Store, revs)
 	if err != nil {
 		errs = append(errs, err)

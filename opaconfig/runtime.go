@@ -29,6 +29,11 @@ import (
 // DefaultStartWait is Config.StartWait's default.
 const DefaultStartWait = time.Minute
 
+// candidateWait bounds the wait at Open for the candidate bundle, which does not
+// hold the gateway back: one that has not arrived by then is reported (Ready) and
+// compared once it arrives.
+const candidateWait = 10 * time.Second
+
 // Config is the Runtime's factory.
 type Config struct {
 	// File is the OPA configuration file (YAML or JSON).
@@ -135,10 +140,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 			r.active.stop(ctx)
 			return nil, fmt.Errorf("opa config: %w", err)
 		}
-		// The candidate never holds the gateway back: it starts with whatever
-		// arrived by then (maybe nothing, which the policy reports as a candidate
-		// that does not load), and follows the service from there.
-		r.candidate, err = openFeed(ctx, "candidate", raw, cfg.ID, cfg.Logger, 0, false, nil)
+		// The candidate starts with whatever arrived by candidateWait (maybe
+		// nothing, which the policy reports as a candidate that does not load),
+		// and follows the service from there.
+		r.candidate, err = openFeed(ctx, "candidate", raw, cfg.ID, cfg.Logger, min(cfg.StartWait, candidateWait), false, nil)
 		if err != nil {
 			r.active.stop(ctx)
 			return nil, err
