@@ -77,8 +77,16 @@ func parseFile(b []byte) (*file, error) {
 		errs = append(errs, errors.New(`opa config: dirgate does not take decision_logs.plugin (OPA plugins are not built in)`))
 	}
 	bundles, _ := raw["bundles"].(map[string]any)
-	for name := range bundles {
+	for name, b := range bundles {
 		f.bundles = append(f.bundles, name)
+		if b, _ := b.(map[string]any); b != nil && b["trigger"] == "manual" {
+			errs = append(errs, fmt.Errorf(`opa config: bundle %s: trigger "manual": nothing in dirgate triggers a download`, name))
+		}
+	}
+	if dl, ok := raw["decision_logs"].(map[string]any); ok {
+		if rep, _ := dl["reporting"].(map[string]any); rep != nil && rep["trigger"] == "manual" {
+			errs = append(errs, errors.New(`opa config: decision_logs: trigger "manual": nothing in dirgate triggers an upload`))
+		}
 	}
 	sort.Strings(f.bundles)
 	if len(f.bundles) == 0 {

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/plugins"
+	"github.com/open-policy-agent/opa/v1/plugins/bundle"
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 	"github.com/open-policy-agent/opa/v1/plugins/status"
 )
@@ -126,7 +127,10 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 				return fmt.Errorf("opa config: status: %w", err)
 			}
 			if scfg != nil {
-				m.Register(status.Name, status.New(scfg, m))
+				sp := status.New(scfg, m)
+				m.Register(status.Name, sp)
+				// As opa run wires them: the bundles' state goes into the reports.
+				bundle.Lookup(m).RegisterBulkListener(status.Name, sp.BulkUpdateBundleStatus)
 			}
 		}
 		return nil
