@@ -71,3 +71,36 @@ func TestPolicyCommandsTakeBundles(t *testing.T) {
 		t.Errorf("policy eval on a bundle: %v %s, want the bundle's policy to allow", err, out.String())
 	}
 }
+
+// bundleOfDir packs a policy directory into a bundle file.
+func bundleOfDir(t *testing.T, dir string) string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = string(b)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return writeBundle(t, files)
+}
+
+// TestPolicyDiffTakesBundles: `dirgate policy diff` compares a bundle file as it
+// compares the directory it was built from.
+func TestPolicyDiffTakesBundles(t *testing.T) {
+	b := bundleOfDir(t, candidatePolicy(t))
+	mixed := "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"policy", "diff", "--subject", hugo, "--group", mixed, "", b}, noEnv, &stdout, &stderr); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "2 decisions differ") || !strings.Contains(stdout.String(), "CN=Daisy Vargas") {
+		t.Errorf("policy diff against a bundle printed\n%s", stdout.String())
+	}
+}
