@@ -92,7 +92,7 @@ func parseFile(b []byte) (*file, error) {
 	if len(f.bundles) == 0 {
 		errs = append(errs, errors.New(`opa config: "bundles" names no bundle; the policy comes from the bundles`))
 	}
-	return f, errors.Join(errs...)
+	return f, errors.Join(errs...) // f is returned with its errors, for CheckFile
 }
 
 // managerConfig returns the configuration of one plugin manager: the services,
@@ -143,4 +143,14 @@ func (f *file) decisionLogs() (section map[string]any, upload, console bool) {
 	// OPA uploads to the first service when none is named, unless console is set.
 	upload = hasService || (!console && (len(services) > 0 || len(list) > 0))
 	return section, upload, console
+}
+
+// CheckFile reads an OPA configuration file as Open does, without starting
+// anything: the start-up errors it would give, and the keys it would ignore.
+func CheckFile(path string) (ignored []string, err error) {
+	f, err := readFile(path)
+	if f != nil {
+		ignored = f.ignored
+	}
+	return ignored, err
 }
