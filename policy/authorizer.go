@@ -1,6 +1,7 @@
 // Package policy decides, in Rego, what each caller may view and remove: it
-// implements dirgate.Authorizer over a policy directory (OPA bundle layout) that
-// defines data.dirgate.authz.allow, reloads it when it changes, keeps the last good
+// implements dirgate.Authorizer over a policy directory (OPA bundle layout), or
+// files in that layout delivered from elsewhere (external.go), that defines
+// data.dirgate.authz.allow, reloads it when it changes, keeps the last good
 // version when an edit does not compile, and writes a decision log.
 // docs/policy.md is the contract for policy authors.
 package policy
