@@ -38,7 +38,6 @@ type feed struct {
 	name    string // "policy" or "candidate", for logs
 	manager *plugins.Manager
 	bundles *bundle.Plugin
-	logger  *slog.Logger
 	// signal wakes the delivery loop after a bundle status changed; statuses are
 	// read under mu.
 	signal chan struct{}
@@ -58,7 +57,7 @@ type feed struct {
 // and waits until every bundle is activated, from the service or from disk
 // (persist), or until wait passes, which is an error when required.
 func openFeed(ctx context.Context, name string, raw []byte, id string, logger *slog.Logger, wait time.Duration, required bool, extra func(*plugins.Manager) error) (*feed, error) {
-	ol := newOPALogger(logger)
+	ol := newOPALogger(logger.With("policy", name))
 	m, err := plugins.New(raw, id, inmem.New(), plugins.Logger(ol), plugins.ConsoleLogger(ol))
 	if err != nil {
 		return nil, fmt.Errorf("opa config: %w", err)
@@ -72,7 +71,7 @@ func openFeed(ctx context.Context, name string, raw []byte, id string, logger *s
 	if err != nil {
 		return nil, fmt.Errorf("opa config: bundles: %w", err)
 	}
-	f := &feed{name: name, manager: m, bundles: bundle.New(bcfg, m), logger: logger.With("policy", name),
+	f := &feed{name: name, manager: m, bundles: bundle.New(bcfg, m),
 		signal: make(chan struct{}, 1), done: make(chan struct{})}
 	m.Register(bundle.Name, f.bundles)
 	if extra != nil {
@@ -109,8 +108,11 @@ func openFeed(ctx context.Context, name string, raw []byte, id string, logger *s
 			break
 		}
 		m.Stop(context.Background())
-		return nil, fmt.Errorf("opa config: no %s bundle %s activated within %s: %w", name, strings.Join(missing, ", "), wait,
-			errors.Join(append(f.errors(), ctx.Err())...))
+		err := fmt.Errorf("opa config: no %s bundle %s activated within %s", name, strings.Join(missing, ", "), wait)
+		if why := errors.Join(append(f.errors(), ctx.Err())...); why != nil {
+			err = fmt.Errorf("%w: %w", err, why)
+		}
+		return nil, err
 	}
 	revs := f.revisions()
 	snap, err := readSnapshot(ctx, m.Store, revs)
