@@ -4,6 +4,8 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -203,3 +205,36 @@ func TestDecisionBufferBound(t *testing.T) {
 	}
 	t.Logf("received %d, dropped %d of %d with a bound of %d events", got, dropped, n, bound)
 }
+
+// TestDecisionQueueBound: lines that find dirgate's queue to OPA's plugin full are
+// dropped, never waited for, and counted (here before Attach starts the queue's
+// reader, so that the queue stays full).
+func TestDecisionQueueBound(t *testing.T) {
+	s := newSigner(t)
+	srv := newBundleServer(t)
+	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
+	rcv := newLogReceiver(t)
+	cfg := logConfig(bundleConfig(srv.URL, &s, t.TempDir()), rcv.URL, 100)
+	rt, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, cfg), Logger: quietLogger(),
+		StartWait: 30 * time.Second, DecisionQueue: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	w := rt.DecisionLog()
+	for i := range 5 {
+		fmt.Fprintf(w, `{"decision_id":"d%d","path":"dirgate/authz/allow","time":"2025-01-02T03:04:05Z","input":{},"result":{}}`+"\n", i)
+	}
+	if got := rt.Dropped()["queue_full"]; got != 3 {
+		t.Errorf("queue_full = %d, want 3 of 5 lines with a queue of 2", got)
+	}
+	if err := rt.Attach(context.Background(), nopPolicy{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the queued events", func() bool { return len(rcv.received()) == 2 })
+}
+
+type nopPolicy struct{}
+
+func (nopPolicy) Replace(context.Context, fs.FS) error { return nil }
+func (nopPolicy) Refuse(context.Context, error)        {}

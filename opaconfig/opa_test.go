@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -14,7 +13,6 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -336,6 +334,3 @@ func freeAddr(t *testing.T) string {
 	l.Close()
 	return addr
 }
-
-var _ = fs.ValidPath
-var _ = context.Background
