@@ -2,8 +2,10 @@ package main
 
 import (
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -143,3 +145,37 @@ func mustReadBundle(t *testing.T) []byte {
 	}
 	return b
 }
+
+// TestOPAConsoleDecisions: decision_logs.console writes dirgate's decision line on
+// stdout even with DIRGATE_DECISION_LOG off, and no service is needed for it.
+func TestOPAConsoleDecisions(t *testing.T) {
+	bundle := mustReadBundle(t)
+	bundles := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(bundle) }))
+	t.Cleanup(bundles.Close)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "opa.yaml")
+	cfg := fmt.Sprintf("services:\n  b: {url: %q}\nbundles:\n  authz: {service: b, resource: authz.tar.gz}\ndecision_logs:\n  console: true\npersistence_directory: %q\n",
+		bundles.URL, filepath.Join(dir, "opa"))
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--opa-config-file", cfgFile,
+		"--decision-log", "off", "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout syncBuffer
+	m := NewMain(c, &stdout, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	listAs(t, "http://"+m.Addr()+"/restApi/api/directoryObjects/groupMembers", "demo-helpdesk", "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com", "")
+	// The demo's banner comes first; the decision line is the last line.
+	out := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	var line map[string]any
+	if err := json.Unmarshal([]byte(out[len(out)-1]), &line); err != nil || line["path"] != "dirgate/authz/allow" {
+		t.Errorf("stdout %q (%v), want a decision line last", stdout.String(), err)
+	}
+}
+
