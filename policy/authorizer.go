@@ -1,6 +1,7 @@
 // Package policy decides, in Rego, what each caller may view and remove: it
-// implements dirgate.Authorizer over a policy directory (OPA bundle layout) that
-// defines data.dirgate.authz.allow, reloads it when it changes, keeps the last good
+// implements dirgate.Authorizer over a policy directory (OPA bundle layout), or
+// files in that layout delivered from elsewhere (external.go), that defines
+// data.dirgate.authz.allow, reloads it when it changes, keeps the last good
 // version when an edit does not compile, and writes a decision log.
 // docs/policy.md is the contract for policy authors.
 package policy
@@ -34,8 +35,14 @@ const (
 // Config is the Authorizer's factory.
 type Config struct {
 	// Dir is the policy directory: *.rego modules and data.json / data.yaml files
-	// in OPA's bundle layout. Empty means the bundled policy (package rego).
+	// in OPA's bundle layout. Empty means the bundled policy (package rego), unless
+	// Files is set.
 	Dir string
+	// Files, when set instead of Dir, is a policy delivered from elsewhere, in the
+	// directory's layout (OPA bundles: external.go); Source names it. Replace
+	// swaps it for the next delivery.
+	Files  fs.FS
+	Source string
 	// Logger receives reloads, load failures and evaluation errors. nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -80,6 +87,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("policy: PlanCacheSize must not be negative"))
 	}
 	errs = append(errs, c.Candidate.validate()...)
+	if c.Dir != "" && c.Files != nil {
+		errs = append(errs, errors.New("policy: a policy directory and delivered files are exclusive"))
+	}
 	if c.Dir != "" {
 		if st, err := os.Stat(c.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("policy: directory: %w", err))
@@ -136,6 +146,8 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	a.fsys = bundled.FS
 	if cfg.Dir != "" {
 		a.fsys = os.DirFS(cfg.Dir)
+	} else if cfg.Files != nil {
+		a.fsys = cfg.Files
 	}
 	if cfg.DecisionLog != nil {
 		var masks []Mask
@@ -151,7 +163,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	}
 	a.current.Store(v)
 	a.stateReg = a.metrics.observeState(a)
-	if cfg.Candidate.Dir != "" {
+	if cfg.Candidate.Dir != "" || cfg.Candidate.Files != nil {
 		maxNamed := 0 // without a decision log, differences are only counted
 		if a.dlog != nil {
 			maxNamed = max(a.dlog.maxDenied, 0)
@@ -164,10 +176,13 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 }
 
 func (a *Authorizer) source() string {
-	if a.cfg.Dir == "" {
-		return "bundled"
+	switch {
+	case a.cfg.Dir != "":
+		return a.cfg.Dir
+	case a.cfg.Files != nil:
+		return a.cfg.Source
 	}
-	return a.cfg.Dir
+	return "bundled"
 }
 
 func (a *Authorizer) load(ctx context.Context) (*version, error) {
@@ -198,14 +213,15 @@ func loadVersion(ctx context.Context, fsys fs.FS, cur *version, planCacheSize in
 func (a *Authorizer) Reload(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.reload(ctx)
+}
+
+// reload is Reload with a.mu held.
+func (a *Authorizer) reload(ctx context.Context) error {
 	prev := a.current.Load()
 	v, err := a.load(ctx)
 	if err != nil {
-		a.lastErr, a.lastErrAt = err, a.now()
-		a.broken.Store(true)
-		a.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
-		a.logger.Error("policy reload failed; keeping the last good policy", "source", a.source(),
-			"revision", prev.revision, "err", err)
+		a.failed(ctx, prev, err)
 		return fmt.Errorf("reload policy: %w", err)
 	}
 	a.lastErr = nil
@@ -219,9 +235,18 @@ func (a *Authorizer) Reload(ctx context.Context) error {
 	return nil
 }
 
+// failed records a reload that brought no usable policy, with a.mu held.
+func (a *Authorizer) failed(ctx context.Context, prev *version, err error) {
+	a.lastErr, a.lastErrAt = err, a.now()
+	a.broken.Store(true)
+	a.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
+	a.logger.Error("policy reload failed; keeping the last good policy", "source", a.source(),
+		"revision", prev.revision, "err", err)
+}
+
 // Status describes the policy in force.
 type Status struct {
-	Source    string    `json:"source"` // the directory, or "bundled"
+	Source    string    `json:"source"` // the directory, "bundled", or Config.Source
 	Revision  string    `json:"revision"`
 	LoadedAt  time.Time `json:"loadedAt"`
 	Modules   int       `json:"modules"`
@@ -252,8 +277,12 @@ func (a *Authorizer) Status() Status {
 func (a *Authorizer) Ready() error {
 	st := a.Status()
 	if st.LastError != "" {
-		return fmt.Errorf("the policy directory does not load since %s; still enforcing revision %s (see the log)",
-			st.LastErrorAt.UTC().Format(time.RFC3339), st.Revision)
+		what := "the policy directory does not load"
+		if a.cfg.Files != nil {
+			what = "no new policy loads from " + a.cfg.Source
+		}
+		return fmt.Errorf("%s since %s; still enforcing revision %s (see the log)",
+			what, st.LastErrorAt.UTC().Format(time.RFC3339), st.Revision)
 	}
 	return nil
 }

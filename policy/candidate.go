@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -24,8 +25,13 @@ import (
 // decisions are made beside the active policy's, counted and logged where they
 // differ, and never used to answer (docs/policy.md, "Trying a change in shadow").
 type CandidateConfig struct {
-	// Dir is the candidate's directory, in the active policy's layout. Empty: none.
+	// Dir is the candidate's directory, in the active policy's layout. Empty: none,
+	// unless Files is set.
 	Dir string
+	// Files, when set instead of Dir, is a candidate delivered from elsewhere (OPA
+	// bundles: external.go); Source names it. ReplaceCandidate swaps it.
+	Files  fs.FS
+	Source string
 	// Sample is the fraction of requests the candidate also decides. 0 means 1 (every
 	// request); negative means none (the candidate is loaded, for the decisions API,
 	// but decides no request).
@@ -48,6 +54,9 @@ func (c CandidateConfig) validate() []error {
 	if c.Budget < 0 {
 		errs = append(errs, errors.New("policy: candidate budget must not be negative"))
 	}
+	if c.Dir != "" && c.Files != nil {
+		errs = append(errs, errors.New("policy: a candidate directory and delivered files are exclusive"))
+	}
 	if c.Dir != "" {
 		if st, err := os.Stat(c.Dir); err != nil {
 			errs = append(errs, fmt.Errorf("policy: candidate directory: %w", err))
@@ -63,6 +72,8 @@ func (c CandidateConfig) validate() []error {
 // the active policy alone answers, so a broken candidate cannot affect an answer.
 type candidate struct {
 	cfg CandidateConfig
+	// fsys is the candidate's files; replaced under mu (ReplaceCandidate).
+	fsys fs.FS
 	// maxNamed bounds the GUIDs a decision line names (the decision log's bound).
 	maxNamed int
 	logger   *slog.Logger
@@ -95,9 +106,20 @@ func newCandidateMetrics() candidateMetrics {
 }
 
 func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logger *slog.Logger, now func() time.Time, planCacheSize int) *candidate {
-	c := &candidate{cfg: cfg, maxNamed: maxNamed, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, metrics: newCandidateMetrics()}
+	c := &candidate{cfg: cfg, fsys: cfg.Files, maxNamed: maxNamed, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, metrics: newCandidateMetrics()}
+	if c.fsys == nil {
+		c.fsys = os.DirFS(cfg.Dir)
+	}
 	c.reload(ctx)
 	return c
+}
+
+// source names the candidate in logs and its status.
+func (c *candidate) source() string {
+	if c.cfg.Dir != "" {
+		return c.cfg.Dir
+	}
+	return c.cfg.Source
 }
 
 // reload reads the candidate's directory again; a failure keeps the previous
@@ -105,13 +127,15 @@ func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logge
 func (c *candidate) reload(ctx context.Context) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.reloadLocked(ctx)
+}
+
+// reloadLocked is reload with c.mu held.
+func (c *candidate) reloadLocked(ctx context.Context) {
 	prev := c.current.Load()
-	v, err := loadVersion(ctx, os.DirFS(c.cfg.Dir), prev, c.size, c.now)
+	v, err := loadVersion(ctx, c.fsys, prev, c.size, c.now)
 	if err != nil {
-		c.lastErr, c.lastErrAt = err, c.now()
-		c.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
-		c.metrics.broken.Record(ctx, 1)
-		c.logger.Error("candidate policy does not load; answers are unaffected", "source", c.cfg.Dir, "err", err)
+		c.failedLoad(ctx, err)
 		return
 	}
 	c.lastErr = nil
@@ -122,8 +146,17 @@ func (c *candidate) reload(ctx context.Context) {
 		v.planBudget = c.budgetOf()
 		v.plans.retryAfter = candidatePlanRetry
 		c.current.Store(v)
-		c.logger.Info("candidate policy loaded", "source", c.cfg.Dir, "revision", v.revision, "modules", v.files)
+		c.logger.Info("candidate policy loaded", "source", c.source(), "revision", v.revision, "modules", v.files)
 	}
+}
+
+// failedLoad records a load of the candidate that brought no usable policy, with
+// c.mu held.
+func (c *candidate) failedLoad(ctx context.Context, err error) {
+	c.lastErr, c.lastErrAt = err, c.now()
+	c.metrics.reloads.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", "failed")))
+	c.metrics.broken.Record(ctx, 1)
+	c.logger.Error("candidate policy does not load; answers are unaffected", "source", c.source(), "err", err)
 }
 
 // sampled returns the candidate version when this request is to be compared.
@@ -295,7 +328,7 @@ func (a *Authorizer) CandidateStatus() CandidateStatus {
 	if c == nil {
 		return CandidateStatus{}
 	}
-	st := CandidateStatus{Source: c.cfg.Dir}
+	st := CandidateStatus{Source: c.source()}
 	if v := c.current.Load(); v != nil {
 		st.Revision = v.revision
 	}

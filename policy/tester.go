@@ -40,6 +40,12 @@ func RunTests(ctx context.Context, dir string, opts TestOptions, w io.Writer) (T
 	if dir != "" {
 		fsys = os.DirFS(dir)
 	}
+	return RunTestsFS(ctx, fsys, opts, w)
+}
+
+// RunTestsFS is RunTests over files in a policy directory's layout (a bundle's:
+// opaconfig.ReadBundleFile).
+func RunTestsFS(ctx context.Context, fsys fs.FS, opts TestOptions, w io.Writer) (TestSummary, error) {
 	src, err := readSource(fsys, loadOptions{tests: true})
 	if err != nil {
 		return TestSummary{}, err

@@ -53,7 +53,7 @@ func (a *Authorizer) Watch(ctx context.Context) error {
 			return err
 		}
 	}
-	if a.cand != nil {
+	if a.cand != nil && a.cand.cfg.Dir != "" {
 		if err := start(a.cand.cfg.Dir, a.cand.reload); err != nil {
 			stop()
 			return err

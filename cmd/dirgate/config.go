@@ -98,7 +98,9 @@ type Config struct {
 	ChangeFeedInterval        time.Duration
 
 	PolicyDir             string
+	OPAConfigFile         string
 	PolicyCandidateDir    string
+	PolicyCandidateBundle string
 	PolicyCandidateSample float64
 	PolicyDrafts          bool
 	DecisionLog           string
@@ -181,6 +183,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ChangeFeedInterval, "changefeed-interval", time.Second, "how often the change feed reads the directory")
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
+	fs.StringVar(&c.OPAConfigFile, "opa-config-file", "", "an OPA configuration file (opa run --config-file's): the policy comes from its bundles, decisions go to its decision_logs service (docs/policy.md); exclusive with policy-dir")
+	fs.StringVar(&c.PolicyCandidateBundle, "policy-candidate-bundle", "", "the name of a bundle of opa-config-file that is a candidate policy, evaluated in shadow like policy-candidate-dir")
 	fs.StringVar(&c.PolicyCandidateDir, "policy-candidate-dir", "", "a candidate policy directory evaluated in shadow beside the active one, watched and reloaded; differences are counted and logged, answers never change (docs/policy.md)")
 	fs.Float64Var(&c.PolicyCandidateSample, "policy-candidate-sample", 1, "fraction of requests also decided by the candidate policy (0 to 1)")
 	fs.BoolVar(&c.PolicyDrafts, "policy-drafts", false, "let callers allowed to explain try a draft policy (POST to the decisions API); off by default because OPA cannot bound a draft's memory (docs/policy.md)")
@@ -367,6 +371,15 @@ func (c *Config) Validate() error {
 	}
 	if _, err := c.trustedProxies(); err != nil {
 		bad("trusted-proxies", "%v", err)
+	}
+	if c.OPAConfigFile != "" && c.PolicyDir != "" {
+		bad("opa-config-file", "and policy-dir are exclusive: the policy comes from one or the other")
+	}
+	if c.PolicyCandidateBundle != "" && c.OPAConfigFile == "" {
+		bad("policy-candidate-bundle", "names a bundle of opa-config-file, which is not set")
+	}
+	if c.PolicyCandidateBundle != "" && c.PolicyCandidateDir != "" {
+		bad("policy-candidate-bundle", "and policy-candidate-dir are exclusive")
 	}
 	if !(c.PolicyCandidateSample >= 0 && c.PolicyCandidateSample <= 1) { // refuses NaN too
 		bad("policy-candidate-sample", "must be between 0 and 1")

@@ -240,3 +240,27 @@ func TestConfigLDAPDomainControllers(t *testing.T) {
 		})
 	}
 }
+
+// TestConfigOPAConfigFile: the policy comes from the bundles or from a directory,
+// never both; a candidate bundle needs the file, and excludes a candidate
+// directory.
+func TestConfigOPAConfigFile(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"--opa-config-file", "opa.yaml"}, ""},
+		{[]string{"--opa-config-file", "opa.yaml", "--policy-candidate-bundle", "next"}, ""},
+		{[]string{"--opa-config-file", "opa.yaml", "--policy-dir", "p"}, "opa-config-file"},
+		{[]string{"--policy-candidate-bundle", "next"}, "policy-candidate-bundle"},
+		{[]string{"--opa-config-file", "opa.yaml", "--policy-candidate-bundle", "next", "--policy-candidate-dir", "c"}, "policy-candidate-bundle"},
+	} {
+		_, err := LoadConfig(c.args, env(nil), &bytes.Buffer{})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v: %v", c.args, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v: err = %v, want it to name %s", c.args, err, c.want)
+		}
+	}
+}

@@ -20,7 +20,8 @@ const maxEvalInput = 8 << 20
 const policyUsage = `Usage:
   dirgate policy test [-v] [--run REGEX] [DIR]
       run the Rego unit tests (*_test.rego) of a policy directory, as opa test does;
-      exits non-zero when a test fails. DIR defaults to the bundled policy.
+      exits non-zero when a test fails. DIR defaults to the bundled policy. Here and
+      below, DIR may also be a bundle file (opa build's .tar.gz).
   dirgate policy eval --input FILE [DIR]
       evaluate data.dirgate.authz.allow for one input document (docs/policy.md) with
       the gateway's engine and print the decision as JSON. DIR defaults to the
@@ -86,7 +87,17 @@ func policyTest(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	sum, err := policy.RunTests(ctx, dir, policy.TestOptions{Verbose: *verbose, Run: *run}, stdout)
+	pdir, files, err := policyArg(dir)
+	if err != nil {
+		return fmt.Errorf("policy test: %w", err)
+	}
+	opts := policy.TestOptions{Verbose: *verbose, Run: *run}
+	var sum policy.TestSummary
+	if files != nil {
+		sum, err = policy.RunTestsFS(ctx, files, opts, stdout)
+	} else {
+		sum, err = policy.RunTests(ctx, pdir, opts, stdout)
+	}
 	if err != nil {
 		return fmt.Errorf("policy test: %w", err)
 	}
@@ -120,7 +131,12 @@ func policyEval(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	authz, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: logger})
+	pcfg, err := policyConfigOf(dir)
+	if err != nil {
+		return fmt.Errorf("policy eval: %w", err)
+	}
+	pcfg.Logger = logger
+	authz, err := policy.Open(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("policy eval: %w", err)
 	}

@@ -54,8 +54,15 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 		return fmt.Errorf("policy diff: %w", err)
 	}
 	svc := &dirgate.MemberService{Dir: dir}
-	authz, err := policy.Open(ctx, policy.Config{Dir: fs.Arg(0), Logger: m.Logger,
-		Candidate: policy.CandidateConfig{Dir: fs.Arg(1), Sample: -1}, Schema: m.schema})
+	pcfg, err := policyConfigOf(fs.Arg(0))
+	if err != nil {
+		return fmt.Errorf("policy diff: %w", err)
+	}
+	if pcfg.Candidate, err = candidateConfigOf(fs.Arg(1)); err != nil {
+		return fmt.Errorf("policy diff: %w", err)
+	}
+	pcfg.Logger, pcfg.Candidate.Sample, pcfg.Schema = m.Logger, -1, m.schema
+	authz, err := policy.Open(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}

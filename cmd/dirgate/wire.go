@@ -10,6 +10,7 @@ import (
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/changefeed"
+	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/breaker"
@@ -154,9 +155,15 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	if sample == 0 {
 		sample = -1 // the setting's 0 names none; the package's 0 is its default
 	}
-	authz, err := policy.Open(ctx, policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
-		DecisionLog: dlog, DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
-		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema})
+	pcfg := policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
+		DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
+		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema}
+	rt, err := m.openBundles(ctx, &pcfg, &dlog)
+	if err != nil {
+		return err
+	}
+	pcfg.DecisionLog = dlog
+	authz, err := policy.Open(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
@@ -164,12 +171,21 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	if err := authz.Watch(ctx); err != nil {
 		return fmt.Errorf("policy: %w", err)
 	}
+	if rt != nil {
+		var cand opaconfig.Policy
+		if m.Config.PolicyCandidateBundle != "" {
+			cand = opaconfig.CandidateOf(authz)
+		}
+		if err := rt.Attach(ctx, authz, cand); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+	}
 	svc.Authz = authz
 	m.signInPolicy = authz
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
 	m.ready.add("policy", func(context.Context) error { return authz.Ready() })
-	if m.Config.PolicyCandidateDir != "" {
+	if m.Config.PolicyCandidateDir != "" || m.Config.PolicyCandidateBundle != "" {
 		m.ready.add("policyCandidate", func(context.Context) error { return authz.CandidateReady() })
 	}
 	return nil

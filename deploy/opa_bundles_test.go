@@ -1,0 +1,185 @@
+package deploy
+
+import (
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dirgate/dirgate/opaconfig"
+)
+
+const opaComponent = "kubernetes/components/opa-bundles"
+
+// TestOPABundlesConfig: the component's OPA configuration is one dirgate starts
+// with, every key of it acted on.
+func TestOPABundlesConfig(t *testing.T) {
+	ignored, err := opaconfig.CheckFile(filepath.Join(opaComponent, "opa.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ignored) > 0 {
+		t.Errorf("opa.yaml has keys dirgate ignores: %v", ignored)
+	}
+}
+
+// TestOPABundlesComponentBuilds builds an overlay with the component through real
+// kustomize, where kubectl is installed, and checks the Deployment it makes: the
+// OPA configuration file mounted where DIRGATE_OPA_CONFIG_FILE says, no policy
+// directory left (the two are exclusive), the persistence directory writable, and
+// egress open to the services' ports.
+func TestOPABundlesComponentBuilds(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed: the component is built with real kustomize only where it is")
+	}
+	b := loadRepoBundle(t)
+	root := t.TempDir()
+	base := filepath.Join(root, "kubernetes")
+	copyTree(t, kubeDir, base)
+	for _, rel := range b.examples {
+		data, err := os.ReadFile(filepath.Join(base, rel+".example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(base, rel), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay := filepath.Join(root, "overlay")
+	if err := os.Mkdir(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kust := "resources:\n  - ../kubernetes\ncomponents:\n  - ../kubernetes/components/opa-bundles\n"
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", overlay).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	docs, err := splitDocuments(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dep *appsv1.Deployment
+	configMaps := map[string]*corev1.ConfigMap{}
+	var egressPorts []int32
+	for _, doc := range docs {
+		var meta struct{ Kind string }
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		switch meta.Kind {
+		case "Deployment":
+			d := &appsv1.Deployment{}
+			if err := yaml.UnmarshalStrict(doc, d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Name == "dirgate" {
+				dep = d
+			}
+		case "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			if err := yaml.UnmarshalStrict(doc, cm); err != nil {
+				t.Fatal(err)
+			}
+			configMaps[cm.Name] = cm
+		case "NetworkPolicy":
+			np := &networkingv1.NetworkPolicy{}
+			if err := yaml.UnmarshalStrict(doc, np); err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range np.Spec.Egress {
+				for _, p := range e.Ports {
+					egressPorts = append(egressPorts, p.Port.IntVal)
+				}
+			}
+		}
+	}
+	if dep == nil {
+		t.Fatal("no dirgate Deployment")
+	}
+	for name := range configMaps {
+		if name == "dirgate-policy" {
+			t.Error("the dirgate-policy ConfigMap is still generated")
+		}
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	env := map[string]string{}
+	for _, e := range c.Env {
+		env[e.Name] = e.Value
+	}
+	if _, ok := env["DIRGATE_POLICY_DIR"]; ok {
+		t.Error("DIRGATE_POLICY_DIR is still set: it excludes DIRGATE_OPA_CONFIG_FILE")
+	}
+	file := env["DIRGATE_OPA_CONFIG_FILE"]
+	volumes := map[string]corev1.Volume{}
+	for _, v := range dep.Spec.Template.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	if _, ok := volumes["policy"]; ok {
+		t.Error("the policy volume is still mounted")
+	}
+	mounted := func(dir string) (corev1.VolumeMount, bool) {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath == dir {
+				return m, true
+			}
+		}
+		return corev1.VolumeMount{}, false
+	}
+	m, ok := mounted(path.Dir(file))
+	if !ok || volumes[m.Name].ConfigMap == nil {
+		t.Fatalf("DIRGATE_OPA_CONFIG_FILE=%q is not on a mounted ConfigMap", file)
+	}
+	var cm *corev1.ConfigMap
+	for name, x := range configMaps {
+		if strings.HasPrefix(name, "dirgate-opa-") && volumes[m.Name].ConfigMap.Name == name {
+			cm = x
+		}
+	}
+	if cm == nil {
+		t.Fatalf("the mounted ConfigMap %s is not the generated dirgate-opa", volumes[m.Name].ConfigMap.Name)
+	}
+	raw, ok := cm.Data[path.Base(file)]
+	if !ok {
+		t.Fatalf("ConfigMap %s has no %s", cm.Name, path.Base(file))
+	}
+	var cfg struct {
+		Services             map[string]struct{ URL string }
+		PersistenceDirectory string `json:"persistence_directory"`
+	}
+	if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if pm, ok := mounted(cfg.PersistenceDirectory); !ok || pm.ReadOnly || volumes[pm.Name].EmptyDir == nil {
+		t.Errorf("persistence_directory %s is not a writable emptyDir (the root file system is read-only)", cfg.PersistenceDirectory)
+	}
+	for name, s := range cfg.Services {
+		u, err := url.Parse(s.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := u.Port()
+		if port == "" {
+			port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+		}
+		found := false
+		for _, p := range egressPorts {
+			found = found || port == strconv.Itoa(int(p))
+		}
+		if !found {
+			t.Errorf("service %s (%s): port %s is not open to egress", name, s.URL, port)
+		}
+	}
+}
