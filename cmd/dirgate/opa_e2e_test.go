@@ -178,4 +178,3 @@ func TestOPAConsoleDecisions(t *testing.T) {
 		t.Errorf("stdout %q (%v), want a decision line last", stdout.String(), err)
 	}
 }
-
