@@ -127,3 +127,30 @@ func inProcessHandler(tb testing.TB, dir dirgate.Directory, authz dirgate.Author
 	}
 	return h
 }
+
+// BenchmarkLargeFirstListing is the first listing of a generated group of 10,000
+// members (docs/benchmarks.md, "Large listings"): a cache miss, read from the memory
+// upstream, encoded, stored, decided and written, each iteration on a new cache.
+// ns/member is the figure issue 26 bounds (10 µs).
+func BenchmarkLargeFirstListing(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds a directory of 10,000 users")
+	}
+	const n = 10000
+	dir := generatedDirectory(b, n)
+	authz := allowAllAuthorizer(b)
+	target := api + "?group=" + url.QueryEscape(generatedGroupDN)
+	for b.Loop() {
+		b.StopTimer()
+		h := inProcessHandler(b, dir, authz, 0)
+		r, _ := http.NewRequest(http.MethodGet, target, nil)
+		r.Header.Set(proxy.HeaderToken, "all")
+		w := &discardWriter{h: http.Header{}}
+		b.StartTimer()
+		h.ServeHTTP(w, r)
+		if w.code != http.StatusOK || w.h.Get(proxy.CacheHeader) != "miss" {
+			b.Fatalf("status %d, cache %q", w.code, w.h.Get(proxy.CacheHeader))
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/member")
+}
