@@ -79,10 +79,13 @@ func runLarge(ctx context.Context, o options, stdout io.Writer) error {
 	var sizes []sizeResult
 	var reports []*load.Report
 	var wls []load.Workload
+	var failed error
 	for _, n := range o.members {
 		res, reps, ws, err := runSize(ctx, &o, work, policyDir, n, stdout)
 		if err != nil {
-			return fmt.Errorf("%d members: %w", n, err)
+			// The sizes measured so far are still written.
+			failed = fmt.Errorf("%d members: %w", n, err)
+			break
 		}
 		sizes = append(sizes, res)
 		reports = append(reports, reps...)
@@ -115,6 +118,9 @@ func runLarge(ctx context.Context, o options, stdout io.Writer) error {
 		if err := os.WriteFile(o.jsonFile, b, 0o644); err != nil {
 			return err
 		}
+	}
+	if failed != nil {
+		return failed
 	}
 	for _, s := range sums {
 		if s.Wrong > 0 || s.Errors > 0 {
@@ -156,6 +162,9 @@ func runSize(ctx context.Context, o *options, work, policyDir string, n int, std
 	export = nil
 	runtime.GC() // the reference's directory is garbage now: it must not weigh on the runs
 
+	// Loading takes about 0.1 s per thousand members on a busy machine: ten times that
+	// before giving up.
+	o.startTimeout = time.Duration(n) * time.Millisecond
 	settings := map[string]string{"DIRGATE_UPSTREAM": "memory", "DIRGATE_MEMORY_LDIF": ldif}
 	for k, v := range o.dirgateEnv {
 		settings[k] = v

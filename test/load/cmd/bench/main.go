@@ -74,6 +74,8 @@ type options struct {
 	// members, when set, runs the large listings instead (large.go), in encodings.
 	members   []int
 	encodings []string
+	// startTimeout, when set, bounds a dirgate's start instead of startTimeout.
+	startTimeout time.Duration
 }
 
 // targetB names the second dirgate's runs.
