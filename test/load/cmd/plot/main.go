@@ -5,7 +5,7 @@
 //	                      bare server writing the same bytes, one line per coding
 //	large-cpu-member.png  the same per member: a flat line is no cliff
 //	large-memory.png      dirgate's resident memory against members (loaded, after
-//	                      serving, peak), beside the export's and the body's size
+//	                      serving), beside the export's and the body's size
 //
 // Each argument is LABEL=FILE; the label names the run in the legends (e.g. the
 // cache bound it ran with). The memory figure is drawn from the first run.
@@ -140,7 +140,9 @@ func cpu(path string, runs []*run, perMember bool) error {
 		p.Title.Text = "Server CPU per cached listing"
 		p.Y.Label.Text = "µs of server CPU per request"
 	}
-	p.Legend.Top, p.Legend.Left = true, true
+	// Bottom left for CPU per member (the lines fall to the right), top left for
+	// CPU per request (they rise).
+	p.Legend.Top, p.Legend.Left = !perMember, true
 	scale := func(v float64, n int) float64 {
 		if perMember {
 			return 1000 * v / float64(n)
@@ -193,19 +195,18 @@ func mem(path string, r *run) error {
 	p.Y.Label.Text = "MB"
 	p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
-	p.Legend.Top, p.Legend.Left = true, true
+	p.Legend.Top, p.Legend.Left = false, false // the lower right is empty
 	sizes := slices.Clone(r.Sizes)
 	series := []struct {
 		name string
 		v    func(i int) float64
 	}{
-		{"RSS after serving (peak)", func(i int) float64 { return sizes[i].Served.Peak }},
 		{"RSS after serving", func(i int) float64 { return sizes[i].Served.RSS }},
 		{"RSS with the export loaded", func(i int) float64 { return sizes[i].Loaded.RSS }},
 		{"LDIF export", func(i int) float64 { return sizes[i].LDIFBytes }},
 		{"body (identity)", func(i int) float64 { return sizes[i].Bodies["identity"] }},
 	}
-	palette := []color.Color{color.Black, codingColor["identity"], codingColor["zstd"], color.Gray{Y: 0x80}, codingColor["gzip"]}
+	palette := []color.Color{codingColor["identity"], codingColor["zstd"], color.Gray{Y: 0x80}, codingColor["gzip"]}
 	for j, s := range series {
 		var xys plotter.XYs
 		for i := range sizes {
