@@ -73,6 +73,9 @@ type BodyCache struct {
 	// bytes) until another such body takes its place or its listing is collected.
 	big    *Body
 	bigKey bodyKey
+	// watched are the listings whose collection drops the body beside the bound
+	// (runtime.AddCleanup), each registered once while it lives.
+	watched map[weak.Pointer[dirgate.EncodedListing]]struct{}
 }
 
 // bodyKey holds the listing weakly: a listing evicted from its cache is not kept
@@ -135,7 +138,13 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBu
 	if size > c.maxBytes {
 		// Its variants are not counted either (b.cache stays nil).
 		c.big, c.bigKey = b, k
-		runtime.AddCleanup(e, c.dropBig, b)
+		if _, ok := c.watched[wp]; !ok {
+			if c.watched == nil {
+				c.watched = map[weak.Pointer[dirgate.EncodedListing]]struct{}{}
+			}
+			c.watched[wp] = struct{}{}
+			runtime.AddCleanup(e, c.dropBig, wp)
+		}
 		return b
 	}
 	b.cache, b.size, b.kept = c, size, true
@@ -145,12 +154,13 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBu
 	return b
 }
 
-// dropBig forgets b, the body kept beside the bound, once its listing is collected:
-// no request can find it any more.
-func (c *BodyCache) dropBig(b *Body) {
+// dropBig forgets the body kept beside the bound if it was rendered from the
+// listing wp, which has been collected: no request can find it any more.
+func (c *BodyCache) dropBig(wp weak.Pointer[dirgate.EncodedListing]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.big == b {
+	delete(c.watched, wp)
+	if c.bigKey.listing == wp {
 		c.big, c.bigKey = nil, bodyKey{}
 	}
 }

@@ -110,19 +110,33 @@ func TestBodyCacheBeyondBound(t *testing.T) {
 	if c.body(e2, all2, key[:0]) != big2 || c.body(e, all, key[:0]) == big || c.body(e, one, key[:0]) != small {
 		t.Fatal("a second big body did not take the first one's place alone")
 	}
-	runtime.KeepAlive(e)
+	// Big bodies of one listing in turn (two callers' views) are each rendered
+	// again, and watch their listing once.
+	most := all.Clone()
+	most.Limit(150)
+	for range 5 {
+		c.body(e, all, key[:0])
+		c.body(e, most, key[:0])
+	}
+	c.body(e2, all2, key[:0])
+	if n := len(c.watched); n != 2 {
+		t.Errorf("%d listings watched, want 2", n)
+	}
+	defer runtime.KeepAlive(e) // watched to the end
 	e2 = nil
 	for range 100 {
 		runtime.GC()
 		c.mu.Lock()
-		gone := c.big != big2
+		gone, watched := c.big == nil, len(c.watched)
 		c.mu.Unlock()
-		if gone {
+		if gone && watched == 1 {
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	t.Error("the big body outlived its listing")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Errorf("the big body outlived its listing (%v), or its listing is still watched (%d watched)", c.big != nil, len(c.watched))
 }
 
 // listingOf is an encoded listing of n objects and the selection of all of them.
