@@ -23,6 +23,7 @@ type Body struct {
 	cache    *BodyCache // accounts the variants' bytes; nil when the body is not shared
 	size     int64      // bytes accounted to it while kept; guarded by cache.mu
 	kept     bool       // whether cache still keeps it; guarded by cache.mu
+	key      bodyKey    // what cache keeps it under; guarded by cache.mu
 }
 
 type variant struct {
@@ -137,21 +138,27 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBu
 	}
 	if size > c.maxBytes {
 		// Its variants are not counted either (b.cache stays nil).
-		c.big, c.bigKey = b, k
-		if _, ok := c.watched[wp]; !ok {
-			if c.watched == nil {
-				c.watched = map[weak.Pointer[dirgate.EncodedListing]]struct{}{}
-			}
-			c.watched[wp] = struct{}{}
-			runtime.AddCleanup(e, c.dropBig, wp)
-		}
+		c.keepBig(b, k, e)
 		return b
 	}
-	b.cache, b.size, b.kept = c, size, true
+	b.cache, b.size, b.kept, b.key = c, size, true, k
 	c.lru.Add(k, b)
 	c.bytes += size
 	c.evict()
 	return b
+}
+
+// keepBig keeps b, rendered from e, beside the bound under k, in place of the body
+// kept there, until another takes its place or e is collected.
+func (c *BodyCache) keepBig(b *Body, k bodyKey, e *dirgate.EncodedListing) {
+	c.big, c.bigKey = b, k
+	if _, ok := c.watched[k.listing]; !ok {
+		if c.watched == nil {
+			c.watched = map[weak.Pointer[dirgate.EncodedListing]]struct{}{}
+		}
+		c.watched[k.listing] = struct{}{}
+		runtime.AddCleanup(e, c.dropBig, k.listing)
+	}
 }
 
 // dropBig forgets the body kept beside the bound if it was rendered from the
@@ -177,6 +184,17 @@ func (c *BodyCache) grow(b *Body, n int) {
 	}
 	b.size += int64(n)
 	c.bytes += int64(n)
+	if b.size > c.maxBytes {
+		// Its variants took it beyond the whole bound: evicted, it would be rendered
+		// and compressed again by every request. It is kept beside the bound instead,
+		// its bytes no longer counted, as if it had been larger from the start.
+		c.lru.Remove(b.key)
+		c.bytes -= b.size
+		b.kept = false
+		if e := b.key.listing.Value(); e != nil {
+			c.keepBig(b, b.key, e)
+		}
+	}
 	c.evict()
 }
 

@@ -156,3 +156,22 @@ func listingOf(t *testing.T, n int) (*dirgate.EncodedListing, dirgate.Selection)
 	}
 	return e, all
 }
+
+// A body within the bound that its compressed forms take beyond it is kept beside the
+// bound, not dropped: dropped, it would be rendered and compressed again by every
+// request.
+func TestBodyCacheVariantBeyondBound(t *testing.T) {
+	e, all := listingOf(t, 200)
+	var key [256]byte
+	size := int64(len(NewBodyCache(1<<20).body(e, all, key[:0]).JSON()) + len(all.AppendKey(nil)))
+	c := NewBodyCache(size + 10)
+	b := c.body(e, all, key[:0])
+	if c.Bytes() != size {
+		t.Fatalf("%d bytes kept, want %d", c.Bytes(), size)
+	}
+	b.Variant("twice", func(j []byte) []byte { return append(append([]byte{}, j...), j...) })
+	if c.body(e, all, key[:0]) != b || c.Len() != 1 || c.Bytes() != 0 {
+		t.Errorf("after its variant: found again %v, %d bodies, %d bytes counted; want true, 1, 0", c.body(e, all, key[:0]) == b, c.Len(), c.Bytes())
+	}
+	runtime.KeepAlive(e)
+}
