@@ -203,3 +203,16 @@ func BenchmarkDecode1000(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEncode1000 encodes a 1,000-object listing with its JSON encodings, what
+// every fill pays before it stores (issue 26: a first listing's cost per member).
+func BenchmarkEncode1000(b *testing.B) {
+	d := newBenchDir(1000)
+	objs, _ := d.Members(b.Context(), d.group, benchProps)
+	el, _ := dirgate.EncodeListing(objs)
+	e := &entry{check: "x"}
+	b.SetBytes(int64(len(encodeEntry(e, objs, el.Fragments()))))
+	for b.Loop() {
+		encodeEntry(e, objs, el.Fragments())
+	}
+}

@@ -28,7 +28,8 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// maxValueBytes bounds one stored entry; larger listings are served but not cached.
+// maxValueBytes bounds one entry stored in Redis; larger listings are served but not
+// cached. The in-process store has only its own bound (DIRGATE_CACHE_MAX_BYTES).
 const maxValueBytes = 64 << 20
 
 // Cache is a dirgate.Directory and dirgate.Lister with a cache in front of dir.

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -149,4 +150,43 @@ func FuzzDecodeEntry(f *testing.F) {
 			t.Fatal("re-encoded entry differs")
 		}
 	})
+}
+
+// TestEntrySize: encodeEntry's buffer is sized exactly (entrySize), for objects of
+// every shape: lengths and numbers of one to several varint bytes, negative numbers,
+// nil and empty properties, times before 1970.
+func TestEntrySize(t *testing.T) {
+	long := string(make([]byte, 300))
+	objs := append(demoObjects(t),
+		dirgate.Object{GUID: long, DN: long + long, ObjectTypeCode: -1 << 40, DirectoryType: 1 << 20, PrimaryGroupID: -513,
+			Properties: map[string][]string{long: make([]string, 200), "nil": nil, "empty": {}}},
+		dirgate.Object{Properties: map[string][]string{}},
+		dirgate.Object{AccountStatus: &dirgate.AccountStatus{ExpirationDate: dirgate.NewTimestamp(time.Date(1601, 1, 1, 0, 0, 0, 999999999, time.UTC))},
+			PasswordStatus: &dirgate.PasswordStatus{ExpirationStatus: -3}},
+	)
+	many := make(map[string][]string, 200)
+	for i := range 200 {
+		many[fmt.Sprint(i)] = []string{long}
+	}
+	objs = append(objs, dirgate.Object{Properties: many})
+	el, err := dirgate.EncodeListing(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := make([]dep, 130)
+	for i := range deps {
+		deps[i] = dep{fmt.Sprint(i), long}
+	}
+	for _, e := range []*entry{{}, {check: long, filled: time.Unix(-1e10, 5), fresh: time.Unix(1e10, 0), deps: deps}} {
+		for _, frags := range [][]string{el.Fragments(), nil} {
+			if got, want := len(encodeEntry(e, objs, frags)), entrySize(e, objs, frags); got != want {
+				t.Errorf("encoded %d bytes, sized %d (fragments %v, %d deps)", got, want, frags != nil, len(e.deps))
+			}
+			for i := range objs {
+				if got, want := len(appendObject(nil, &objs[i])), objectSize(&objs[i]); got != want {
+					t.Fatalf("object %d: appended %d bytes, sized %d", i, got, want)
+				}
+			}
+		}
+	}
 }

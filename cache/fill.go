@@ -394,7 +394,7 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
 	}
 	complete = rec != nil && !rec.broken
-	if !complete || len(blob) > maxValueBytes || !c.put(ctx, req, e, blob) {
+	if !complete || c.store.shared() && len(blob) > maxValueBytes || !c.put(ctx, req, e, blob) {
 		return e, false, complete, nil
 	}
 	c.l1add(req, e, gen)

@@ -10,12 +10,20 @@ import (
 // (docs/benchmarks.md, "Cost calibration"), so hot listings are decoded once per
 // instance. Entries are immutable; whether one may still be served is decided by the
 // cache (versions, freshness), not here.
+//
+// Beside the bound it keeps one entry larger than the whole bound (big), the most
+// recently added such one. Serving a listing needs it decoded anyway: not kept, it
+// would be decoded again by every request, each holding its own copy while it
+// writes (issue 26: 90 ms a request for 100,000 members, and a new listing that no
+// rendered body or remembered decision is keyed by). Kept, every request shares one.
+// So the first level holds at most its bound plus its largest listing.
 type firstLevel struct {
 	mu       sync.Mutex
 	items    map[string]*list.Element
 	lru      list.List // of *l1Item, most recently used first
 	bytes    int64
 	maxBytes int64
+	big      *l1Item // an entry larger than maxBytes, not counted in bytes; nil if none
 }
 
 type l1Item struct {
@@ -32,6 +40,9 @@ func (l *firstLevel) get(key string) *entry {
 	defer l.mu.Unlock()
 	el, ok := l.items[key]
 	if !ok {
+		if l.big != nil && l.big.key == key {
+			return l.big.e
+		}
 		return nil
 	}
 	l.lru.MoveToFront(el)
@@ -40,18 +51,22 @@ func (l *firstLevel) get(key string) *entry {
 
 // add keeps e under key, replacing what was there. Any entry within the bound is
 // kept, pushing out what it must: one that is not kept is decoded again on every
-// request, at a cost in proportion to its size (issue 26: 90 ms a request for
-// 100,000 members), whereas what it pushes out costs one decode each when next
-// used. Only an entry bigger than the whole bound is not kept.
+// request, at a cost in proportion to its size, whereas what it pushes out costs one
+// decode each when next used. An entry bigger than the whole bound takes the place
+// of the one kept beside the bound, leaving the others where they are.
 func (l *firstLevel) add(key string, e *entry) {
 	size := int64(e.size + len(key))
-	if size > l.maxBytes {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if el, ok := l.items[key]; ok {
 		l.removeElement(el)
+	}
+	if l.big != nil && l.big.key == key {
+		l.big = nil
+	}
+	if size > l.maxBytes {
+		l.big = &l1Item{key: key, e: e}
+		return
 	}
 	for l.bytes+size > l.maxBytes && l.lru.Len() > 0 {
 		l.removeElement(l.lru.Back())
@@ -67,6 +82,9 @@ func (l *firstLevel) remove(key string, e *entry) {
 	if el, ok := l.items[key]; ok && el.Value.(*l1Item).e == e {
 		l.removeElement(el)
 	}
+	if l.big != nil && l.big.key == key && l.big.e == e {
+		l.big = nil
+	}
 }
 
 // drop removes every entry for which match holds (the change feed's dropped
@@ -79,6 +97,9 @@ func (l *firstLevel) drop(match func(key string, e *entry) bool) {
 			l.removeElement(el)
 		}
 	}
+	if l.big != nil && match(l.big.key, l.big.e) {
+		l.big = nil
+	}
 }
 
 func (l *firstLevel) removeElement(el *list.Element) {
@@ -90,5 +111,9 @@ func (l *firstLevel) removeElement(el *list.Element) {
 func (l *firstLevel) len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.lru.Len()
+	n := l.lru.Len()
+	if l.big != nil {
+		n++
+	}
+	return n
 }

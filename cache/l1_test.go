@@ -8,10 +8,10 @@ import (
 )
 
 // TestLargeEntryStaysDecoded: an entry larger than a quarter of the first level's
-// bound, but within it, is kept decoded: every hit is served the very listing the
-// first one decoded, not a listing decoded again from the store (issue 26: that
-// decode was the cost of a hit on a large listing, and a new listing also misses
-// every rendered body keyed by it). An entry larger than the whole bound is not kept.
+// bound, within it or beyond it, is kept decoded: every hit is served the very
+// listing the first one decoded, not a listing decoded again from the store (issue
+// 26: that decode was the cost of a hit on a large listing, and a new listing also
+// misses every rendered body keyed by it).
 func TestLargeEntryStaysDecoded(t *testing.T) {
 	dir := demo(t)
 	group := fixture.DomainUsersDN
@@ -39,10 +39,10 @@ func TestLargeEntryStaysDecoded(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		maxBytes int64
-		kept     bool
 	}{
-		{"three quarters of the bound", size * 4 / 3, true},
-		{"over the bound", size - 1, false},
+		{"three quarters of the bound", size * 4 / 3},
+		{"over the bound", size - 1},
+		{"far over the bound", size / 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// The in-process store, bounded alike, keeps the stored value: it is
@@ -51,13 +51,50 @@ func TestLargeEntryStaysDecoded(t *testing.T) {
 			first, _ := listing(in)
 			for range 3 {
 				again, st := listing(in)
-				if tc.kept && (again != first || st != dirgate.CacheHit) {
+				if again != first || st != dirgate.CacheHit {
 					t.Fatalf("hit served another decoded listing (cache %s): decoded again from the store", st)
-				}
-				if !tc.kept && again == first {
-					t.Fatal("an entry over the bound was kept")
 				}
 			}
 		})
+	}
+}
+
+// TestFirstLevelBeyondBound: one entry larger than the bound is kept beside the
+// bounded entries, not counted in their bytes and pushing none of them out; a second
+// one takes its place; remove and drop reach it.
+func TestFirstLevelBeyondBound(t *testing.T) {
+	l := newFirstLevel(100)
+	small := func(n int) *entry { return &entry{size: n} }
+	a, b := small(40), small(40)
+	l.add("a", a)
+	l.add("b", b)
+	big1, big2 := small(500), small(300)
+	l.add("big1", big1)
+	if l.get("a") != a || l.get("b") != b || l.get("big1") != big1 || l.bytes != 82 || l.len() != 3 {
+		t.Fatalf("after the first big entry: a %v, b %v, big %v, %d bytes, %d entries", l.get("a") == a, l.get("b") == b, l.get("big1") == big1, l.bytes, l.len())
+	}
+	l.add("big2", big2)
+	if l.get("big1") != nil || l.get("big2") != big2 || l.get("a") != a || l.len() != 3 {
+		t.Fatal("a second big entry did not take the first one's place alone")
+	}
+	// The same key, now within the bound, leaves the place beside it.
+	c := small(10)
+	l.add("big2", c)
+	if l.get("big2") != c || l.big != nil || l.len() != 3 {
+		t.Fatal("a key that shrank stayed beside the bound")
+	}
+	l.add("big1", big1)
+	l.remove("big1", big2) // another entry: not removed
+	if l.get("big1") != big1 {
+		t.Fatal("remove of another entry dropped the big one")
+	}
+	l.remove("big1", big1)
+	if l.get("big1") != nil {
+		t.Fatal("remove left the big entry")
+	}
+	l.add("big1", big1)
+	l.drop(func(key string, e *entry) bool { return e.size > 100 })
+	if l.get("big1") != nil || l.get("a") != a {
+		t.Fatal("drop did not reach the big entry, or reached another")
 	}
 }

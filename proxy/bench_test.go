@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/cache"
@@ -37,14 +38,20 @@ func (w *discardWriter) Write(b []byte) (int, error) { w.bytes += len(b); return
 // "half" (a caller who may view about half of All Staff with policyWithRole).
 func cachedHandler(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer, addr, prefix string) http.Handler {
 	b.Helper()
+	return cachedHandlerTimeout(b, dir, authz, addr, prefix, cache.DefaultTimeout)
+}
+
+// cachedHandlerTimeout is cachedHandler with another DIRGATE_REDIS_TIMEOUT.
+func cachedHandlerTimeout(b testing.TB, dir dirgate.Directory, authz dirgate.Authorizer, addr, prefix string, timeout time.Duration) http.Handler {
+	b.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	client, err := redisconn.Config{Addrs: []string{addr}, Metrics: true}.Open(cache.DefaultTimeout) // as cmd/dirgate opens it
+	client, err := redisconn.Config{Addrs: []string{addr}, Metrics: true}.Open(timeout) // as cmd/dirgate opens it
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { client.Close() })
-	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: client, KeyPrefix: prefix}.Open(ctx, dir)
+	c, err := cache.Config{Logger: quiet, Secret: []byte("the proxy benchmarks secret, 32+ bytes"), Redis: client, KeyPrefix: prefix, Timeout: timeout}.Open(ctx, dir)
 	if err != nil {
 		b.Fatal(err)
 	}

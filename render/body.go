@@ -2,6 +2,7 @@ package render
 
 import (
 	"math"
+	"runtime"
 	"sync"
 	"unsafe"
 	"weak"
@@ -22,6 +23,7 @@ type Body struct {
 	cache    *BodyCache // accounts the variants' bytes; nil when the body is not shared
 	size     int64      // bytes accounted to it while kept; guarded by cache.mu
 	kept     bool       // whether cache still keeps it; guarded by cache.mu
+	key      bodyKey    // what cache keeps it under; guarded by cache.mu
 }
 
 type variant struct {
@@ -68,6 +70,13 @@ type BodyCache struct {
 	maxBytes int64
 	bytes    int64
 	lru      *simplelru.LRU[bodyKey, *Body] // unbounded in count: the bound is in bytes
+	// big is one body larger than the whole bound, kept beside it (not counted in
+	// bytes) until another such body takes its place or its listing is collected.
+	big    *Body
+	bigKey bodyKey
+	// watched are the listings whose collection drops the body beside the bound
+	// (runtime.AddCleanup), each registered once while it lives.
+	watched map[weak.Pointer[dirgate.EncodedListing]]struct{}
 }
 
 // bodyKey holds the listing weakly: a listing evicted from its cache is not kept
@@ -78,10 +87,15 @@ type bodyKey struct {
 	sel     string
 }
 
-// NewBodyCache returns a cache of at most maxBytes of bodies. Any body within the
-// bound is kept, pushing out what it must: one that is not kept is rendered (and
-// compressed) again on every request, at a cost in proportion to its size. A body
-// larger than the bound is rendered for its request and not kept.
+// NewBodyCache returns a cache of at most maxBytes of bodies, plus one larger than
+// that. Any body within the bound is kept, pushing out what it must: one that is not
+// kept is rendered (and compressed) again on every request, at a cost in proportion
+// to its size (issue 26: 175 ms a request for 100,000 members, gzip more). A body
+// larger than the whole bound takes the place kept beside the bound, leaving the
+// others where they are: every request for that listing would otherwise hold a copy
+// of its own, so keeping one shared body costs less memory under concurrent callers,
+// not more. It stays until another such body takes its place or its listing is
+// collected.
 func NewBodyCache(maxBytes int64) *BodyCache {
 	lru, _ := simplelru.NewLRU[bodyKey, *Body](math.MaxInt, nil) // the size is positive
 	return &BodyCache{maxBytes: maxBytes, lru: lru}
@@ -98,7 +112,13 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBu
 	c.mu.Lock()
 	// Looked up by a string over keyBuf: Get keeps no key, and a copy would cost an
 	// allocation per request.
-	if b, ok := c.lru.Get(bodyKey{wp, unsafe.String(unsafe.SliceData(keyBuf), len(keyBuf))}); ok {
+	lookup := bodyKey{wp, unsafe.String(unsafe.SliceData(keyBuf), len(keyBuf))}
+	if b, ok := c.lru.Get(lookup); ok {
+		c.mu.Unlock()
+		return b
+	}
+	if c.big != nil && c.bigKey == lookup {
+		b := c.big
 		c.mu.Unlock()
 		return b
 	}
@@ -107,20 +127,49 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection, keyBu
 	// the first one stored wins. Their bytes are equal.
 	b := &Body{json: renderSelection(e, sel)}
 	size := int64(len(b.json) + len(keyBuf))
-	if size > c.maxBytes {
-		return b
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := bodyKey{wp, string(keyBuf)}
 	if kept, ok := c.lru.Get(k); ok {
 		return kept
 	}
-	b.cache, b.size, b.kept = c, size, true
+	if c.big != nil && c.bigKey == k {
+		return c.big
+	}
+	if size > c.maxBytes {
+		// Its variants are not counted either (b.cache stays nil).
+		c.keepBig(b, k, e)
+		return b
+	}
+	b.cache, b.size, b.kept, b.key = c, size, true, k
 	c.lru.Add(k, b)
 	c.bytes += size
 	c.evict()
 	return b
+}
+
+// keepBig keeps b, rendered from e, beside the bound under k, in place of the body
+// kept there, until another takes its place or e is collected.
+func (c *BodyCache) keepBig(b *Body, k bodyKey, e *dirgate.EncodedListing) {
+	c.big, c.bigKey = b, k
+	if _, ok := c.watched[k.listing]; !ok {
+		if c.watched == nil {
+			c.watched = map[weak.Pointer[dirgate.EncodedListing]]struct{}{}
+		}
+		c.watched[k.listing] = struct{}{}
+		runtime.AddCleanup(e, c.dropBig, k.listing)
+	}
+}
+
+// dropBig forgets the body kept beside the bound if it was rendered from the
+// listing wp, which has been collected: no request can find it any more.
+func (c *BodyCache) dropBig(wp weak.Pointer[dirgate.EncodedListing]) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.watched, wp)
+	if c.bigKey.listing == wp {
+		c.big, c.bigKey = nil, bodyKey{}
+	}
 }
 
 // grow accounts n more bytes to b while it is kept.
@@ -135,6 +184,17 @@ func (c *BodyCache) grow(b *Body, n int) {
 	}
 	b.size += int64(n)
 	c.bytes += int64(n)
+	if b.size > c.maxBytes {
+		// Its variants took it beyond the whole bound: evicted, it would be rendered
+		// and compressed again by every request. It is kept beside the bound instead,
+		// its bytes no longer counted, as if it had been larger from the start.
+		c.lru.Remove(b.key)
+		c.bytes -= b.size
+		b.kept = false
+		if e := b.key.listing.Value(); e != nil {
+			c.keepBig(b, b.key, e)
+		}
+	}
 	c.evict()
 }
 
@@ -149,14 +209,17 @@ func (c *BodyCache) evict() {
 	}
 }
 
-// Len is the number of bodies kept.
+// Len is the number of bodies kept, the one beside the bound included.
 func (c *BodyCache) Len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.big != nil {
+		return c.lru.Len() + 1
+	}
 	return c.lru.Len()
 }
 
-// Bytes is the size of the bodies kept, their variants included.
+// Bytes is the size of the bodies kept within the bound, their variants included.
 func (c *BodyCache) Bytes() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()

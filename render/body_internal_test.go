@@ -2,7 +2,9 @@ package render
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 )
@@ -71,11 +73,76 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 	}
 }
 
-// TestBodyCacheKeepsLargeBodies: a body larger than a quarter of the bound, but
-// within it, is kept and found again (issue 26: a body that is not kept is rendered
-// and compressed again on every request); one larger than the bound is not kept.
+// TestBodyCacheKeepsLargeBodies: a body larger than a quarter of the bound, within
+// it or beyond it, is kept and found again (issue 26: a body that is not kept is
+// rendered and compressed again on every request). One beyond the bound is kept
+// beside it, not counted in its bytes.
 func TestBodyCacheKeepsLargeBodies(t *testing.T) {
-	objs := make([]dirgate.Object, 200)
+	e, all := listingOf(t, 200)
+	var key [256]byte
+	size := int64(len(NewBodyCache(1<<20).body(e, all, key[:0]).JSON()) + len(all.AppendKey(nil)))
+	for _, tc := range []struct {
+		bound, bytes int64
+	}{{size * 4 / 3, size}, {size, size}, {size - 1, 0}, {1, 0}} {
+		c := NewBodyCache(tc.bound)
+		first := c.body(e, all, key[:0])
+		if c.body(e, all, key[:0]) != first || c.Len() != 1 || c.Bytes() != tc.bytes {
+			t.Errorf("bound %d for a body of %d bytes: not found again, or %d bodies of %d bytes kept (want 1 of %d)", tc.bound, size, c.Len(), c.Bytes(), tc.bytes)
+		}
+	}
+}
+
+// A body beyond the bound pushes none of the bounded ones out; another one beyond it
+// takes its place; it is forgotten once its listing is collected.
+func TestBodyCacheBeyondBound(t *testing.T) {
+	e, all := listingOf(t, 200)
+	var key [256]byte
+	one := dirgate.NewSelection(200)
+	one.Set(0)
+	c := NewBodyCache(1024)
+	small := c.body(e, one, key[:0])
+	big := c.body(e, all, key[:0])
+	if c.body(e, one, key[:0]) != small || c.body(e, all, key[:0]) != big || c.Len() != 2 {
+		t.Fatal("the big body pushed a small one out, or was not kept")
+	}
+	e2, all2 := listingOf(t, 150)
+	big2 := c.body(e2, all2, key[:0])
+	if c.body(e2, all2, key[:0]) != big2 || c.body(e, all, key[:0]) == big || c.body(e, one, key[:0]) != small {
+		t.Fatal("a second big body did not take the first one's place alone")
+	}
+	// Big bodies of one listing in turn (two callers' views) are each rendered
+	// again, and watch their listing once.
+	most := all.Clone()
+	most.Limit(150)
+	for range 5 {
+		c.body(e, all, key[:0])
+		c.body(e, most, key[:0])
+	}
+	c.body(e2, all2, key[:0])
+	if n := len(c.watched); n != 2 {
+		t.Errorf("%d listings watched, want 2", n)
+	}
+	defer runtime.KeepAlive(e) // watched to the end
+	e2 = nil
+	for range 100 {
+		runtime.GC()
+		c.mu.Lock()
+		gone, watched := c.big == nil, len(c.watched)
+		c.mu.Unlock()
+		if gone && watched == 1 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t.Errorf("the big body outlived its listing (%v), or its listing is still watched (%d watched)", c.big != nil, len(c.watched))
+}
+
+// listingOf is an encoded listing of n objects and the selection of all of them.
+func listingOf(t *testing.T, n int) (*dirgate.EncodedListing, dirgate.Selection) {
+	t.Helper()
+	objs := make([]dirgate.Object, n)
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
@@ -87,16 +154,24 @@ func TestBodyCacheKeepsLargeBodies(t *testing.T) {
 	for i := range objs {
 		all.Set(i)
 	}
+	return e, all
+}
+
+// A body within the bound that its compressed forms take beyond it is kept beside the
+// bound, not dropped: dropped, it would be rendered and compressed again by every
+// request.
+func TestBodyCacheVariantBeyondBound(t *testing.T) {
+	e, all := listingOf(t, 200)
 	var key [256]byte
 	size := int64(len(NewBodyCache(1<<20).body(e, all, key[:0]).JSON()) + len(all.AppendKey(nil)))
-	for _, tc := range []struct {
-		bound int64
-		kept  bool
-	}{{size * 4 / 3, true}, {size, true}, {size - 1, false}} {
-		c := NewBodyCache(tc.bound)
-		first := c.body(e, all, key[:0])
-		if kept := c.body(e, all, key[:0]) == first; kept != tc.kept || (c.Len() == 1) != tc.kept {
-			t.Errorf("bound %d for a body of %d bytes: kept %v (%d bodies), want %v", tc.bound, size, kept, c.Len(), tc.kept)
-		}
+	c := NewBodyCache(size + 10)
+	b := c.body(e, all, key[:0])
+	if c.Bytes() != size {
+		t.Fatalf("%d bytes kept, want %d", c.Bytes(), size)
 	}
+	b.Variant("twice", func(j []byte) []byte { return append(append([]byte{}, j...), j...) })
+	if c.body(e, all, key[:0]) != b || c.Len() != 1 || c.Bytes() != 0 {
+		t.Errorf("after its variant: found again %v, %d bodies, %d bytes counted; want true, 1, 0", c.body(e, all, key[:0]) == b, c.Len(), c.Bytes())
+	}
+	runtime.KeepAlive(e)
 }

@@ -15,7 +15,7 @@ type benchKey int
 // BenchmarkHistogramExemplarFilter is one histogram measurement in a request-like
 // context (eight values deep) with the SDK's default exemplar filter and with the
 // always_off filter Setup installs when no spans are exported (docs/benchmarks.md,
-// "Fifth round").
+// "Component figures").
 func BenchmarkHistogramExemplarFilter(b *testing.B) {
 	ctx := context.Background()
 	for i := range 8 {

@@ -73,3 +73,54 @@ func cpuSnapshot(procs []Process) ([]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// ProcessCPUTime is the user plus system time pid has used so far (0: this
+// process), at /proc's resolution of 10 ms.
+func ProcessCPUTime(pid int) (time.Duration, error) { return readCPU(pid) }
+
+// Memory is a process's resident memory, from /proc/<pid>/status.
+type Memory struct {
+	RSS  int64 `json:"rssBytes"`  // VmRSS: resident now
+	Peak int64 `json:"peakBytes"` // VmHWM: the most it has been resident
+}
+
+// ReadMemory reads pid's resident memory (0: this process).
+func ReadMemory(pid int) (Memory, error) {
+	path := "/proc/self/status"
+	if pid > 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/status"
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return Memory{}, fmt.Errorf("load: memory: %w", err)
+	}
+	var m Memory
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		k, v, ok := bytes.Cut(line, []byte(":"))
+		if !ok {
+			continue
+		}
+		var dst *int64
+		switch string(k) {
+		case "VmRSS":
+			dst = &m.RSS
+		case "VmHWM":
+			dst = &m.Peak
+		default:
+			continue
+		}
+		f := bytes.Fields(v) // "1234 kB"
+		if len(f) != 2 || string(f[1]) != "kB" {
+			return Memory{}, fmt.Errorf("load: memory: %s: %q", path, line)
+		}
+		n, err := strconv.ParseInt(string(f[0]), 10, 64)
+		if err != nil {
+			return Memory{}, fmt.Errorf("load: memory: %s: %q", path, line)
+		}
+		*dst = n << 10
+	}
+	if m.RSS == 0 {
+		return Memory{}, fmt.Errorf("load: memory: %s has no VmRSS", path)
+	}
+	return m, nil
+}

@@ -18,6 +18,12 @@
 //	set -a; . /tmp/dgs/env; set +a
 //	go run ./test/load/cmd/bench -concurrency 32 -duration 10s -repeat 5
 //
+// With -members, it measures large listings on the memory upstream instead (no DC,
+// no Redis; large.go): a generated export of each size, dirgate against the bare
+// server in each coding, dirgate's memory and first listing:
+//
+//	go run ./test/load/cmd/bench -members 1k,10k,100k -concurrency 1 -duration 3s -json large.json
+//
 // docs/benchmarks.md has the figures and what they mean.
 package main
 
@@ -65,6 +71,11 @@ type options struct {
 	// one run: its own binary (default: the first's) and settings (after the first's).
 	binB string
 	envB map[string]string
+	// members, when set, runs the large listings instead (large.go), in encodings.
+	members   []int
+	encodings []string
+	// startTimeout, when set, bounds a dirgate's start instead of startTimeout.
+	startTimeout time.Duration
 }
 
 // targetB names the second dirgate's runs.
@@ -107,8 +118,25 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.jsonFile, "json", "", "also write every report and the summary to this file as JSON")
 	fs.StringVar(&o.redis, "redis", "auto", "auto: start a redis-server if dirgate has the Redis settings; off; or host:port of a running one")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (dirgate's logs)")
+	members := fs.String("members", "", "instead of the DC's workloads: a large listing of each of these sizes (e.g. 1k,10k,100k) on the memory upstream, against the bare server, with dirgate's memory and first listing (no DC, no Redis)")
+	encodings := fs.String("encodings", "identity,gzip,zstd", "with -members: the content codings to run (identity: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *members != "" {
+		var err error
+		if o.members, err = parseMembers(*members); err != nil {
+			return o, err
+		}
+		o.encodings = strings.Split(*encodings, ",")
+		for _, e := range o.encodings {
+			if e != "identity" && e != "gzip" && e != "zstd" {
+				return o, fmt.Errorf("-encodings: %q is not identity, gzip or zstd", e)
+			}
+		}
+		if o.url != "" || o.hasB() {
+			return o, errors.New("-members starts its own dirgate for each size: not with -url, -b-bin or -b-env")
+		}
 	}
 	o.targets, o.workloads = strings.Split(*targets, ","), strings.Split(*workloads, ",")
 	var err error
@@ -162,6 +190,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	o, err := parse(args)
 	if err != nil {
 		return err
+	}
+	if o.members != nil {
+		return runLarge(ctx, o, stdout)
 	}
 	lc, err := load.LDAPConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -495,5 +526,6 @@ func mark(ok bool) string {
 func (o options) public() map[string]any {
 	return map[string]any{"targets": o.targets, "workloads": o.workloads, "concurrency": o.concurrency,
 		"duration": o.duration.String(), "requests": o.requests, "warmup": o.warmup.String(), "repeat": o.repeat, "redis": o.redis,
-		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv, "bBin": o.binB, "bEnv": o.envB}
+		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv, "bBin": o.binB, "bEnv": o.envB,
+		"members": o.members, "encodings": o.encodings}
 }

@@ -29,6 +29,12 @@ func TestParse(t *testing.T) {
 		{"b target without b", []string{"-targets", "dirgate,dirgate-b"}, "needs -b-bin or -b-env"},
 		{"b with a running dirgate", []string{"-url", "http://127.0.0.1:1/x", "-tokens", "a=b", "-b-bin", "/x"}, "not -url"},
 		{"b on the first's port", []string{"-dirgate-env", "DIRGATE_LISTEN=127.0.0.1:8099", "-b-bin", "/x"}, "DIRGATE_LISTEN of its own"},
+		// Large listings on the memory upstream.
+		{"members", []string{"-members", "1k,10000,250k", "-encodings", "identity,zstd"}, ""},
+		{"members not a count", []string{"-members", "1k,x"}, `"x" is not a positive count`},
+		{"members zero", []string{"-members", "0"}, "is not a positive count"},
+		{"members coding", []string{"-members", "1k", "-encodings", "br"}, `"br" is not identity, gzip or zstd`},
+		{"members with a running dirgate", []string{"-members", "1k", "-url", "http://127.0.0.1:1/x", "-tokens", "a=b"}, "starts its own dirgate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,6 +46,19 @@ func TestParse(t *testing.T) {
 				t.Errorf("parse(%q): targets %v with hasB %v", tt.args, o.targets, o.hasB())
 			}
 		})
+	}
+}
+
+func TestParseMembers(t *testing.T) {
+	o, err := parse([]string{"-members", "1k, 10000,250k", "-encodings", "gzip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.members, []int{1000, 10000, 250000}) || !slices.Equal(o.encodings, []string{"gzip"}) {
+		t.Errorf("members %v, encodings %v", o.members, o.encodings)
+	}
+	if o, _ := parse(nil); o.members != nil {
+		t.Errorf("members %v without -members", o.members)
 	}
 }
 

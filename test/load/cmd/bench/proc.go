@@ -25,18 +25,21 @@ import (
 	"github.com/dirgate/dirgate/test/load"
 )
 
-// startTimeout bounds dirgate's start: building the binary is not included.
+// startTimeout bounds dirgate's start, building the binary not included, unless
+// options.startTimeout gives more (a large export takes longer to load).
 const startTimeout = time.Minute
 
 // dirgateProc is dirgate running as a subprocess, with the redis-server it uses when
 // this run started one.
 type dirgateProc struct {
-	bin   string
-	url   string
-	cache string
-	cmd   *exec.Cmd
-	exit  chan error
-	redis *exec.Cmd
+	// startTimeout, when longer than startTimeout, bounds the start instead.
+	startTimeout time.Duration
+	bin          string
+	url          string
+	cache        string
+	cmd          *exec.Cmd
+	exit         chan error
+	redis        *exec.Cmd
 }
 
 // startDirgate builds (when bin is "") and starts dirgate on a free loopback port
@@ -59,7 +62,7 @@ func startDirgate(ctx context.Context, work, bin string, settings map[string]str
 		}
 	}
 	help, _ := exec.CommandContext(ctx, bin, "--help").CombinedOutput()
-	p := &dirgateProc{bin: bin, exit: make(chan error, 1), cache: "none (this dirgate build has no cache settings)"}
+	p := &dirgateProc{bin: bin, exit: make(chan error, 1), cache: "none (this dirgate build has no cache settings)", startTimeout: o.startTimeout}
 	env := map[string]string{
 		"DIRGATE_LISTEN": "127.0.0.1:0", "DIRGATE_UPSTREAM": "ldap", "DIRGATE_TOKENS_FILE": tokens,
 		"DIRGATE_LDAP_URL": lc.URL, "DIRGATE_LDAP_BIND_DN": lc.BindDN, "DIRGATE_LDAP_PASSWORD_FILE": lc.PasswordFile,
@@ -157,7 +160,8 @@ func fixedAddr(listen string) string {
 // waitServing reads dirgate's log until it says where it serves (unless addr is
 // given: a log level above info does not say), then waits until /readyz answers 200.
 func (p *dirgateProc) waitServing(ctx context.Context, logPath, addr string) (string, error) {
-	deadline := time.Now().Add(startTimeout)
+	wait := max(startTimeout, p.startTimeout)
+	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-p.exit:
@@ -179,7 +183,7 @@ func (p *dirgateProc) waitServing(ctx context.Context, logPath, addr string) (st
 			}
 		}
 	}
-	return "", fmt.Errorf("dirgate did not become ready within %s: %s", startTimeout, tail(logPath))
+	return "", fmt.Errorf("dirgate did not become ready within %s: %s", wait, tail(logPath))
 }
 
 // servingAddr finds the "dirgate serving" log line and returns its address.
