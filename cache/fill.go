@@ -280,6 +280,10 @@ func (c *Cache) decode(v string, req request) (*entry, error) {
 			return nil, err
 		}
 	}
+	v, err := unpack(v)
+	if err != nil {
+		return nil, err
+	}
 	e, err := decodeEntry(v)
 	if err != nil {
 		return nil, err
@@ -394,7 +398,13 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
 	}
 	complete = rec != nil && !rec.broken
-	if !complete || c.store.shared() && len(blob) > maxValueBytes || !c.put(ctx, req, e, blob) {
+	if !complete {
+		return e, false, false, nil
+	}
+	if c.store.shared() {
+		blob = pack(blob) // compress.go
+	}
+	if c.store.shared() && len(blob) > maxValueBytes || !c.put(ctx, req, e, blob) {
 		return e, false, complete, nil
 	}
 	c.l1add(req, e, gen)

@@ -41,14 +41,32 @@ func redisClient(t testing.TB, cfg redisconn.Config) redis.UniversalClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
+	openedWith.Store(client, cfg)
+	t.Cleanup(func() { openedWith.Delete(client) })
 	return client
 }
+
+// openedWith remembers the redisconn.Config each redisClient was opened with, so
+// that ownClient opens another from it rather than copying the live client's
+// options, which go-redis writes to while a connection of that client starts (a
+// data race the race detector caught when a test used the first client itself).
+var openedWith sync.Map // redis.UniversalClient -> redisconn.Config
 
 // ownClient gives an instance a client of its own, as a process of its own has
 // (instances of one test share a Config), opened as cmd/dirgate opens the cache's:
 // the cache's timeout as every timeout, the pool's metrics reported.
 func ownClient(t testing.TB, c redis.UniversalClient, timeout time.Duration) redis.UniversalClient {
 	var own redis.UniversalClient
+	if cfg, ok := openedWith.Load(c); ok {
+		cfg := cfg.(redisconn.Config)
+		cfg.Metrics = true
+		var err error
+		if own, err = cfg.Open(timeout); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { own.Close() })
+		return own
+	}
 	switch c := c.(type) {
 	case *redis.Client: // one server, or a Sentinel-managed primary (its dialer asks the Sentinels)
 		o := *c.Options()
