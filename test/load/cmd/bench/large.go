@@ -55,19 +55,11 @@ type firstListing struct {
 
 // runLarge measures each of o.members in turn, a dirgate of its own per size.
 func runLarge(ctx context.Context, o options, stdout io.Writer) error {
-	work, err := os.MkdirTemp("", "dirgate-bench-large-")
+	work, policyDir, done, err := workDir("dirgate-bench-large-", o.keep, stdout)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(stdout, "work directory:", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
-	policyDir := filepath.Join(work, "policy")
-	if err := os.Mkdir(policyDir, 0o700); err != nil {
-		return err
-	}
+	defer done()
 	if err := os.WriteFile(filepath.Join(policyDir, "authz.rego"), []byte(allowAll), 0o600); err != nil {
 		return err
 	}

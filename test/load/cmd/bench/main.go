@@ -208,20 +208,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := createGroups(lc, setup); err != nil {
 		return err
 	}
-	work, err := os.MkdirTemp("", "dirgate-bench-")
+	work, policyDir, done, err := workDir("dirgate-bench-", o.keep, stdout)
 	if err != nil {
 		return err
 	}
-	if o.keep {
-		fmt.Fprintln(stdout, "work directory:", work)
-	} else {
-		defer os.RemoveAll(work)
-	}
-
-	policyDir := filepath.Join(work, "policy")
-	if err := os.Mkdir(policyDir, 0o700); err != nil {
-		return err
-	}
+	defer done()
 	if err := setup.WritePolicy(policyDir); err != nil {
 		return err
 	}
@@ -528,4 +519,23 @@ func (o options) public() map[string]any {
 		"duration": o.duration.String(), "requests": o.requests, "warmup": o.warmup.String(), "repeat": o.repeat, "redis": o.redis,
 		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv, "bBin": o.binB, "bEnv": o.envB,
 		"members": o.members, "encodings": o.encodings}
+}
+
+// workDir makes the run's work directory, with an empty policy directory in it; done
+// removes it unless keep (then its path is printed).
+func workDir(prefix string, keep bool, stdout io.Writer) (work, policyDir string, done func(), err error) {
+	if work, err = os.MkdirTemp("", prefix); err != nil {
+		return "", "", nil, err
+	}
+	done = func() { os.RemoveAll(work) }
+	if keep {
+		fmt.Fprintln(stdout, "work directory:", work)
+		done = func() {}
+	}
+	policyDir = filepath.Join(work, "policy")
+	if err := os.Mkdir(policyDir, 0o700); err != nil {
+		done()
+		return "", "", nil, err
+	}
+	return work, policyDir, done, nil
 }
