@@ -88,17 +88,37 @@ func (b *RedisBackend) onPrimary(ctx context.Context, key string, write func(con
 		role = p.Do(ctx, "ROLE")
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return err
+	writes := cmds[:len(cmds)-1]
+	for _, c := range writes {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return err
+		}
+	}
+	if b.waitReplicas <= 0 {
+		done(true, writes)
+		return nil
+	}
+	if err != nil && role.Err() == nil {
+		return err // the connection failed
+	}
+	if role.Err() != nil {
+		// ROLE refused (an ACL without it): the replicas are unknown, so the deletion
+		// counts as unconfirmed (kept and retried; docs/operations.md names the commands).
+		b.confirmations.Add(false)
+		done(false, writes)
+		return nil
 	}
 	want := min(b.waitReplicas, replicasOf(role))
 	if want <= 0 {
-		done(b.waitReplicas <= 0 || role.Err() == nil, cmds[:len(cmds)-1])
+		done(true, writes)
 		return nil
 	}
 	got, err := cn.Wait(ctx, want, b.waitTimeout).Result()
 	if err != nil {
-		return fmt.Errorf("wait for replicas: %w", err)
+		// WAIT refused or the connection lost after the deletion: unconfirmed.
+		b.confirmations.Add(false)
+		done(false, writes)
+		return nil
 	}
 	b.confirmations.Add(got >= int64(want))
 	done(got >= int64(want), cmds[:len(cmds)-1])

@@ -142,3 +142,37 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestRevocationWithoutROLE: a Redis user whose ACL refuses ROLE still revokes (the
+// record is deleted, no error reaches the client); the deletion counts as
+// unconfirmed, so the store keeps refusing the token whatever Redis holds.
+func TestRevocationWithoutROLE(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.Start(t)
+	if _, err := srv.Do("ACL", "SETUSER", "norole", "on", ">pw", "~*", "&*", "+@all", "-role"); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "norole", Password: "pw"})
+	t.Cleanup(func() { c.Close() })
+	b := NewRedisBackend(c, "test:auth:", time.Second)
+	b.SetConfirmation(1, 100*time.Millisecond)
+	s := newStore(t, b, nil, nil)
+	ses, err := s.CreateSession(ctx, "11111111-2222-3333-4444-555555555555", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tok, err := s.Exchange(ctx, ses.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeToken(ctx, tok.Token); err != nil {
+		t.Fatalf("revoke without ROLE: %v", err)
+	}
+	key := "test:auth:" + s.name(kindToken, tok.Token)
+	if n, _ := c.Exists(ctx, key).Result(); n != 0 {
+		t.Fatal("the record is still in Redis")
+	}
+	if !s.isRefused(s.name(kindToken, tok.Token)) {
+		t.Fatal("the unconfirmed revocation is not kept")
+	}
+}

@@ -176,10 +176,9 @@ func (s *Store) retryUnconfirmed(ctx context.Context, cb confirmingBackend) {
 
 // confirmationCounter counts deletions by whether the replicas confirmed them.
 type confirmationCounter struct {
-	once        sync.Once
-	counter     metric.Int64Counter
-	yes, no     metric.AddOption
-	initialized bool
+	once    sync.Once
+	counter metric.Int64Counter
+	yes, no metric.AddOption
 }
 
 func (c *confirmationCounter) init() {
