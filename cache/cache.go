@@ -68,6 +68,10 @@ type Cache struct {
 	dropMu   sync.RWMutex
 	dropGen  atomic.Uint64
 
+	// settledGen is the History count whose changes have been handled (history.go).
+	settledGen  atomic.Uint64
+	historyDone chan struct{}
+
 	stop chan struct{}
 	done chan struct{}
 
@@ -137,6 +141,8 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		metrics:  newCacheMetrics(),
 		stop:     make(chan struct{}),
 		done:     make(chan struct{}),
+
+		historyDone: make(chan struct{}),
 	}
 	ch.versionTTL = 2 * ch.storeTTL
 	ch.pending.m = map[string]time.Time{}
@@ -145,6 +151,12 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		go ch.lease.run()
 	}
 	go ch.retryLoop()
+	if c.History != nil && c.Redis != nil {
+		ch.settledGen.Store(c.History.Gen())
+		go ch.followHistory(c.History.Subscribe())
+	} else {
+		close(ch.historyDone)
+	}
 	return ch
 }
 
@@ -159,6 +171,7 @@ func (c *Cache) Close() error {
 	}
 	close(c.stop)
 	<-c.done
+	<-c.historyDone
 	if c.lease != nil {
 		c.lease.close()
 	}
@@ -503,6 +516,12 @@ func (c *Cache) op(ctx context.Context, force bool, f func(ctx context.Context) 
 	if !force && !c.health.ok(c.now()) {
 		return errBypass
 	}
+	// A reply is used only if Redis's history did not change since the last change
+	// was handled (history.go); the handling itself writes (force) meanwhile.
+	gen := c.historyGen()
+	if !force && c.settledGen.Load() != gen {
+		return errHistoryChanged
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.Timeout)
 	defer cancel()
 	if err := f(sctx); err != nil {
@@ -510,13 +529,16 @@ func (c *Cache) op(ctx context.Context, force bool, f func(ctx context.Context) 
 		return err
 	}
 	c.health.succeeded()
+	if c.historyGen() != gen {
+		return errHistoryChanged
+	}
 	return nil
 }
 
 var errBypass = errors.New("cache: backend is being bypassed")
 
 // usable reports whether entries that depend on versions may be read and written.
-func (c *Cache) usable() bool { return c.health.ok(c.now()) && c.pending.empty() }
+func (c *Cache) usable() bool { return c.health.ok(c.now()) && c.pending.empty() && c.settled() }
 
 // newToken returns a version token that no earlier token of any group equals, so
 // that a version that disappears (evicted, expired, Redis restarted) and is

@@ -73,6 +73,9 @@ type Config struct {
 	// or event: every replica must have the same. Required with Redis, at least
 	// MinSecretLength bytes (DIRGATE_SECRET_FILE); unused in process.
 	Secret []byte
+	// History tells the cache when Redis's history changed (a failover that may have
+	// lost writes: history.go); nil without Redis, or when it cannot be known.
+	History History
 	// Logger receives Redis state changes and corrupt entries. nil means slog.Default().
 	Logger *slog.Logger
 

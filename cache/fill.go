@@ -152,7 +152,7 @@ func (c *Cache) fromStore(ctx context.Context, req request, stale *entry, rd rea
 	if req.root != "" {
 		known = append(known, req.root)
 	}
-	if c.following() {
+	if c.tracksEpoch() {
 		known = append(known, epoch)
 	}
 	for _, g := range known {

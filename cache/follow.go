@@ -11,7 +11,8 @@ import (
 // filled. *Cache is the feed's changefeed.Cache.
 
 // epoch is a pseudo-group whose token every entry records while the cache is
-// followed: replacing it invalidates everything (a resync).
+// followed or shared through Redis: replacing it invalidates everything (a resync
+// of the change feed, a change of Redis's history: history.go).
 const epoch = "00000000-0000-0000-0000-000000000001"
 
 // Follow makes every entry filled from now on record the epoch's token, and
@@ -22,9 +23,13 @@ func (c *Cache) Follow() { c.followed.Store(true) }
 // following reports whether entries must record the epoch.
 func (c *Cache) following() bool { return c.followed.Load() }
 
-// trackFeed records the epoch token while the cache is followed.
+// tracksEpoch reports whether entries must record the epoch: while followed, and
+// always with Redis, whose history may change.
+func (c *Cache) tracksEpoch() bool { return c.following() || c.store.shared() }
+
+// trackFeed records the epoch token when entries must.
 func (c *Cache) trackFeed(ctx context.Context, rec *recorder) {
-	if c.following() {
+	if c.tracksEpoch() {
 		c.track(ctx, rec, epoch)
 	}
 }

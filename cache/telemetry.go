@@ -18,8 +18,9 @@ import (
 func tracer() trace.Tracer { return otel.Tracer("github.com/dirgate/dirgate/cache") }
 
 type cacheMetrics struct {
-	listings  metric.Int64Counter
-	leaseWait metric.Float64Histogram
+	listings       metric.Int64Counter
+	leaseWait      metric.Float64Histogram
+	historySettled metric.Int64Counter
 }
 
 func newCacheMetrics() cacheMetrics {
@@ -34,7 +35,10 @@ func newCacheMetrics() cacheMetrics {
 	for _, o := range statusSets {
 		listings.Add(context.Background(), 0, o)
 	}
-	return cacheMetrics{listings: listings, leaseWait: leaseWait}
+	historySettled, _ := m.Int64Counter("dirgate_cache_history_invalidations",
+		metric.WithDescription("Times this instance invalidated every cached entry because Redis's history changed (a failover that may have lost writes)."))
+	historySettled.Add(context.Background(), 0)
+	return cacheMetrics{listings: listings, leaseWait: leaseWait, historySettled: historySettled}
 }
 
 // statusSets are the listings counter's attribute sets, built once: building one per

@@ -71,6 +71,11 @@ type Config struct {
 	// the users of the client report the backend's state themselves. The logger is
 	// global to go-redis: the first client opened with one sets it.
 	Logger *slog.Logger
+	// History, when set, reads the replication state of every server a connection
+	// is opened to, so that a failover that may have lost writes is noticed before
+	// any reply of the new primary is used (history.go). The clients of one
+	// deployment share one History.
+	History *History
 }
 
 // Configured reports whether any address is set: without one dirgate keeps its
@@ -195,6 +200,9 @@ func (c Config) options(timeout time.Duration) (*redis.UniversalOptions, error) 
 		PoolTimeout:           timeout,
 		ContextTimeoutEnabled: true,
 		DisableIdentity:       true,
+	}
+	if c.History != nil {
+		o.OnConnect = c.History.OnConnect
 	}
 	var err error
 	if o.Password, err = readSecret(c.PasswordFile); err != nil {

@@ -159,6 +159,12 @@ type RedisBackend struct {
 	client  redis.UniversalClient
 	prefix  string
 	timeout time.Duration
+
+	// Deletions wait for waitReplicas replicas for at most waitTimeout (confirm.go);
+	// confirmations counts the outcomes.
+	waitReplicas  int
+	waitTimeout   time.Duration
+	confirmations confirmationCounter
 }
 
 // NewRedisBackend uses client (shared with the cache) with keys under prefix.

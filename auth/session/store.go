@@ -91,6 +91,10 @@ type Store struct {
 	tokenTTL   time.Duration
 	log        *slog.Logger
 	now        func() time.Time
+
+	// own are this store's deletions Redis's replicas did not confirm; announced,
+	// other stores' (unconfirmed.go). Both are refused whatever Redis holds.
+	own, announced refused
 }
 
 // Config configures a Store. Zero durations take the defaults.
@@ -257,7 +261,10 @@ func (s *Store) CreateSession(ctx context.Context, subject string, changePasswor
 // password must change is consumed and returned with no token: the caller refuses it.
 func (s *Store) Exchange(ctx context.Context, id string) (Session, Token, error) {
 	key := s.name(kindSession, id)
-	v, ok, err := s.backend.GetDel(ctx, key)
+	if s.isRefused(key) {
+		return Session{}, Token{}, ErrUnknown
+	}
+	v, ok, err := s.getDelConfirmed(ctx, key, s.now().Add(s.sessionTTL))
 	if err != nil {
 		return Session{}, Token{}, fmt.Errorf("session: read session: %w", err)
 	}
@@ -311,6 +318,9 @@ func (s *Store) Exchange(ctx context.Context, id string) (Session, Token, error)
 // Lookup returns the subject of a live token.
 func (s *Store) Lookup(ctx context.Context, token string) (Token, error) {
 	key := s.name(kindToken, token)
+	if s.isRefused(key) {
+		return Token{}, ErrUnknown
+	}
 	v, ok, err := s.backend.Get(ctx, key)
 	if err != nil {
 		return Token{}, fmt.Errorf("session: read token: %w", err)
@@ -327,7 +337,7 @@ func (s *Store) Lookup(ctx context.Context, token string) (Token, error) {
 
 // RevokeToken deletes a token; an unknown one is no error.
 func (s *Store) RevokeToken(ctx context.Context, token string) error {
-	if err := s.backend.Del(ctx, s.name(kindToken, token)); err != nil {
+	if err := s.deleteConfirmed(ctx, s.name(kindToken, token), s.now().Add(s.tokenTTL)); err != nil {
 		return fmt.Errorf("session: revoke token: %w", err)
 	}
 	return nil
@@ -337,7 +347,7 @@ func (s *Store) RevokeToken(ctx context.Context, token string) error {
 // is no error.
 func (s *Store) EndSession(ctx context.Context, id string) error {
 	key := s.name(kindSession, id)
-	v, ok, err := s.backend.GetDel(ctx, key)
+	v, ok, err := s.getDelConfirmed(ctx, key, s.now().Add(s.sessionTTL))
 	if err != nil {
 		return fmt.Errorf("session: end session: %w", err)
 	}
@@ -346,9 +356,26 @@ func (s *Store) EndSession(ctx context.Context, id string) error {
 	}
 	// Only a record with a valid HMAC may name what else to delete.
 	if r, ok := s.open(ctx, key, kindSession, v); ok && r.Link != "" && strings.HasPrefix(r.Link, kindToken+":") {
-		if err := s.backend.Del(ctx, r.Link); err != nil {
+		if err := s.deleteConfirmed(ctx, r.Link, s.now().Add(s.tokenTTL)); err != nil {
 			return fmt.Errorf("session: revoke the session's token: %w", err)
 		}
 	}
 	return nil
+}
+
+// getDelConfirmed is the backend's GetDel, waiting for the replicas where the
+// backend confirms: an unconfirmed deletion is kept until exp (unconfirmed.go).
+func (s *Store) getDelConfirmed(ctx context.Context, key string, exp time.Time) (string, bool, error) {
+	cb, ok := s.backend.(confirmingBackend)
+	if !ok {
+		return s.backend.GetDel(ctx, key)
+	}
+	v, found, confirmed, err := cb.GetDelConfirmed(ctx, key)
+	if err != nil {
+		return "", false, err
+	}
+	if found && !confirmed {
+		s.keepUnconfirmed(ctx, cb, key, exp)
+	}
+	return v, found, nil
 }
