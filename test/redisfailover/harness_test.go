@@ -271,7 +271,7 @@ func (d *deployment) checkHistoryChange(t *testing.T) {
 		p := d.instances()[name]
 		var n float64
 		var err error
-		for deadline := time.Now().Add(20 * time.Second); ; {
+		for deadline := time.Now().Add(5 * time.Second); ; {
 			var m map[string]float64
 			m, err = p.Metrics(context.Background())
 			n = 0

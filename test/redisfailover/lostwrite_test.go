@@ -1,0 +1,311 @@
+package redisfailover
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate/test/child"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/redistest"
+)
+
+// watchAfter is how long the instances are watched once both serve every checked
+// listing from the cache again (and answer the token without Redis failing): the
+// cache is then in use, with whatever the promoted replica holds.
+const watchAfter = 5 * time.Second
+
+// TestLostRemoval: a removal and a revocation that the old primary acknowledged
+// and never sent to its replica are lost in the failover; neither instance lists
+// the removed member again, directly or nested, nor accepts the revoked token.
+func TestLostRemoval(t *testing.T) {
+	testLostWrite(t, false)
+}
+
+// TestLostAddition: the same with an addition and an ended session: the added member
+// never disappears from either instance's listings, and the session's token stays
+// refused.
+func TestLostAddition(t *testing.T) {
+	testLostWrite(t, true)
+}
+
+func testLostWrite(t *testing.T, addition bool) {
+	ctx := context.Background()
+	rds := startSentinelRedis(t)
+	env := rds.env()
+	// The change feed would repair a listing that the lost write left stale (it reads
+	// the directory's changes): off, the guarantee under test stands alone.
+	env["DIRGATE_CHANGEFEED"] = "false"
+	// The watchers present the revoked token 50 times a second: a window of 1 ms
+	// keeps the throttle of failed authentications (which would answer 429, or
+	// hold the 401s back) out of the way.
+	env["DIRGATE_AUTH_FAILURE_WINDOW"] = "1ms"
+	d := startDeployment(t, env)
+	name, member := "removal", fixture.RegularDN
+	if addition {
+		name, member = "addition", fixture.FutureExpiryDN
+	}
+	inner, outer := nestedPair(t, d.dc, "lost "+name)
+
+	// Both instances hold both listings in their first level and in Redis.
+	type check struct {
+		inst string
+		p    *child.Program
+		url  string
+		what string
+	}
+	var checks []check
+	for inst, p := range d.instances() {
+		checks = append(checks, check{inst, p, child.ListURL(p.Base, inner, ""), "direct listing of the inner group"},
+			check{inst, p, child.ListURL(p.Base, outer, "&includeIndirect=true"), "nested listing of the outer group"})
+	}
+	for _, c := range checks {
+		child.Eventually(t, 30*time.Second, c.inst+": the cache serves the "+c.what, func() (bool, string) {
+			r := d.c.Do(ctx, "GET", c.url, d.tok)
+			return r.Status == 200 && r.Cache() == "hit" && hasDN(r.DNs(), member) != addition, r.Cache() + " " + r.String()
+		})
+	}
+
+	// A signed-in token, accepted by both instances, before the replica stops: the
+	// promoted replica will hold the token's record.
+	session, token := signIn(t, d, name)
+	for inst, p := range d.instances() {
+		if st := tokenStatus(ctx, d, p, token); st == 401 || st == 503 {
+			t.Fatalf("the signed-in token on %s: %d, want it accepted", inst, st)
+		}
+	}
+	redistest.WaitReplicated(t, rds.primary, rds.replica, 30*time.Second)
+
+	// The replica stops; what the primary writes from now on beyond the kernel's
+	// buffers stays in the primary's memory, and dies with it.
+	rds.replica.Pause()
+	resumed := false
+	defer func() {
+		if !resumed {
+			rds.replica.Resume()
+		}
+	}()
+	if err := rds.primary.Fill("redisfo-filler:", 40, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	pi, err := rds.primary.Info("replication")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := pi.Int("master_repl_offset")
+
+	// The change and the revocation, through A.
+	var r child.Result
+	if addition {
+		r = d.c.Add(ctx, d.a.Base, inner, member, d.tok)
+	} else {
+		r = d.c.Do(ctx, "DELETE", child.RemoveURL(d.a.Base, inner, member), d.tok)
+	}
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"noChanges":false`) {
+		t.Fatalf("%s through A: %s", name, r)
+	}
+	var revoke child.Result
+	if addition {
+		revoke = d.c.Do(ctx, "DELETE", root(d.a)+"/api/authSessions?id="+url.QueryEscape(session), "")
+	} else {
+		revoke = d.c.Do(ctx, "DELETE", root(d.a)+"/api/auth?token="+url.QueryEscape(token), "")
+	}
+	if revoke.Status != 204 {
+		t.Fatalf("revocation through A: %s", revoke)
+	}
+
+	// From here on, both instances are watched.
+	w := &watch{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, c := range checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for watchCtx.Err() == nil {
+				r := d.c.Do(ctx, "GET", c.url, d.tok)
+				why := ""
+				switch {
+				case r.Status != 200:
+					why = "the listing failed"
+				case addition && !hasDN(r.DNs(), member):
+					why = "the added member is missing"
+				case !addition && hasDN(r.DNs(), member):
+					why = "the removed member is listed"
+				}
+				w.add(c.inst+" "+c.what, r, why)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	for inst, p := range d.instances() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for watchCtx.Err() == nil {
+				st := tokenStatus(ctx, d, p, token)
+				why := ""
+				// 503: the instance could not read Redis (documented for signed-in
+				// tokens while Redis is away); anything else but 401 accepted it.
+				if st != 401 && st != 503 {
+					why = "the revoked token was not refused (want 401, or 503 while Redis is away)"
+				}
+				w.add(inst+" revoked token", child.Result{Status: st}, why)
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+
+	rds.primary.Stop()
+	killed := time.Now()
+	rds.replica.Resume()
+	resumed = true
+	info := rds.awaitPromotion(t)
+	promotedAfter := time.Since(killed)
+	at, ok := info.PromotedAt()
+	if !ok || at >= before {
+		stopWatch()
+		wg.Wait()
+		t.Fatalf("the test is wrongly set up: the promoted replica reached offset %d (promoted: %v), not below %d, the primary's offset before the %s: the writes were not lost, so the test proves nothing",
+			at, ok, before, name)
+	}
+	t.Logf("lost: the replica was promoted at offset %d, %.1f MiB short of the primary's %d before the %s; promoted %v after the kill",
+		at, float64(before-at)/(1<<20), before, name, promotedAfter.Round(time.Millisecond))
+
+	// Watch until both instances serve the checked listings from the cache again,
+	// and answer the token without Redis failing, then a while longer.
+	for _, c := range checks {
+		child.Eventually(t, 60*time.Second, c.inst+": the "+c.what+" is served from the cache after the failover", func() (bool, string) {
+			r := d.c.Do(ctx, "GET", c.url, d.tok)
+			return r.Cache() == "hit", r.Cache() + " " + r.String()
+		})
+	}
+	for inst, p := range d.instances() {
+		child.Eventually(t, 60*time.Second, inst+": the token is answered with Redis after the failover", func() (bool, string) {
+			st := tokenStatus(ctx, d, p, token)
+			return st != 503, fmt.Sprint(st)
+		})
+	}
+	t.Logf("both instances served from the cache again %v after the kill", time.Since(killed).Round(time.Millisecond))
+	time.Sleep(watchAfter)
+	stopWatch()
+	wg.Wait()
+
+	t.Logf("watched from the revocation until %v after the kill: %s", time.Since(killed).Round(time.Millisecond), w.summary(killed))
+	if w.failures > 0 {
+		t.Errorf("%d answers broke the guarantee across the failover (times from the kill)", w.failures)
+	}
+	for inst, p := range d.instances() {
+		if st := tokenStatus(ctx, d, p, token); st != 401 {
+			t.Errorf("the revoked token on %s after the failover: %d, want 401", inst, st)
+		}
+	}
+	if got := child.Members(t, d.dc, inner); hasDN(got, member) != addition {
+		t.Errorf("the directory's members of the inner group after the %s: %v", name, got)
+	}
+	d.checkHistoryChange(t)
+}
+
+// watch records what the watchers saw.
+type watch struct {
+	mu       sync.Mutex
+	total    int
+	failures int
+	caches   map[string]int
+	statuses map[int]int
+	broken   map[string]*breach // by what was watched and how it broke
+}
+
+// breach is one way one watched thing broke the guarantee.
+type breach struct {
+	n           int
+	first, last time.Time
+	example     string
+}
+
+func (w *watch) add(what string, r child.Result, why string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.caches == nil {
+		w.caches, w.statuses, w.broken = map[string]int{}, map[int]int{}, map[string]*breach{}
+	}
+	w.total++
+	w.statuses[r.Status]++
+	if c := r.Cache(); c != "" {
+		w.caches[c]++
+	}
+	if why == "" {
+		return
+	}
+	w.failures++
+	key := what + ": " + why
+	b := w.broken[key]
+	if b == nil {
+		b = &breach{first: time.Now(), example: r.String()}
+		w.broken[key] = b
+	}
+	b.n++
+	b.last = time.Now()
+}
+
+// summary reports the counts and each way the guarantee broke, timed from the kill.
+func (w *watch) summary(killed time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := fmt.Sprintf("%d answers, %d broke the guarantee (statuses %v, cache %v)", w.total, w.failures, w.statuses, w.caches)
+	keys := make([]string, 0, len(w.broken))
+	for k := range w.broken {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b := w.broken[k]
+		s += fmt.Sprintf("\n    %s: %d times, from %+.2fs to %+.2fs; first: %s", k, b.n,
+			b.first.Sub(killed).Seconds(), b.last.Sub(killed).Seconds(), b.example)
+	}
+	return s
+}
+
+// signIn creates a user of the test's own with no role, signs it in on A and
+// exchanges the session on B (docs/auth.md, "Signing in"): the session id and the
+// token.
+func signIn(t *testing.T, d *deployment, name string) (session, token string) {
+	t.Helper()
+	const password = "Redis-Failover-1x"
+	_, upn := d.dc.TempUser(t, fmt.Sprintf("rf%s%d", name[:1], os.Getpid()%100000), password, nil)
+	post := func(u, body string) (int, map[string]any) {
+		req, _ := http.NewRequestWithContext(context.Background(), "POST", u, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		r := d.c.Send(req)
+		var m map[string]any
+		_ = json.Unmarshal(r.Body, &m)
+		return r.Status, m
+	}
+	st, s := post(root(d.a)+"/api/authSessions/create", `{"username":"`+upn+`","password":"`+password+`"}`)
+	session, _ = s["sessionId"].(string)
+	st2, tk := post(root(d.b)+"/api/auth", `{"sessionId":"`+session+`"}`)
+	token, _ = tk["token"].(string)
+	if st != 200 || st2 != 200 || token == "" {
+		t.Fatalf("sign-in: %d %v, exchange %d %v", st, s, st2, tk)
+	}
+	return session, token
+}
+
+// tokenStatus lists a fixture group with the signed-in token: the user holds no
+// role, so an accepted token is answered as about an unknown group (404), a refused
+// one 401, and 503 when the instance cannot read Redis.
+func tokenStatus(ctx context.Context, d *deployment, p *child.Program, token string) int {
+	r := d.c.Do(ctx, "GET", child.ListURL(p.Base, fixture.HelpDeskDN, ""), token)
+	if r.Err != nil {
+		return 0
+	}
+	return r.Status
+}
