@@ -85,7 +85,8 @@ func failoverUnderLoad(t *testing.T, d *deployment, fail func()) {
 				extra, kind = "&includeIndirect=true", "nested"
 			}
 			r := d.c.Do(ctx, "GET", child.ListURL(d.a.Base, g, extra), d.tok)
-			if r.Status != 200 || r.Cache() != "miss" {
+			// A miss, or a bypass when Redis was slow to answer: read from the directory.
+			if r.Status != 200 || (r.Cache() != "miss" && r.Cache() != "bypass") {
 				t.Fatalf("first listing of %s (%s): %s, cache %q; want 200 from the directory", g, kind, r, r.Cache())
 			}
 			want := normalized(r.DNs())
@@ -114,9 +115,11 @@ func failoverUnderLoad(t *testing.T, d *deployment, fail func()) {
 		tallies[phase.Load()].add(r, why)
 		return r
 	}
+	// The bound is above go-redis's Cluster client's default reload of its slot map
+	// (every 60 s), should nothing else make it reload after the promotion.
 	servedFromCache := func(what string) {
 		for _, l := range all {
-			child.Eventually(t, 60*time.Second, what+": "+l.name+" is served from the cache", func() (bool, string) {
+			child.Eventually(t, 90*time.Second, what+": "+l.name+" is served from the cache", func() (bool, string) {
 				r := get(l)
 				return r.Cache() == "hit", r.Cache() + " " + r.String()
 			})
