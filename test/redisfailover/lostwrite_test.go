@@ -113,7 +113,9 @@ func testLostWrite(t *testing.T, addition bool) {
 		t.Fatalf("%s through A: %s", name, r)
 	}
 	var revoke child.Result
+	tokenWhat := "revoked token"
 	if addition {
+		tokenWhat = "token of the ended session"
 		revoke = d.c.Do(ctx, "DELETE", root(d.a)+"/api/authSessions?id="+url.QueryEscape(session), "")
 	} else {
 		revoke = d.c.Do(ctx, "DELETE", root(d.a)+"/api/auth?token="+url.QueryEscape(token), "")
@@ -156,9 +158,9 @@ func testLostWrite(t *testing.T, addition bool) {
 				// 503: the instance could not read Redis (documented for signed-in
 				// tokens while Redis is away); anything else but 401 accepted it.
 				if st != 401 && st != 503 {
-					why = "the revoked token was not refused (want 401, or 503 while Redis is away)"
+					why = "not refused (want 401, or 503 while Redis is away)"
 				}
-				w.add(inst+" revoked token", child.Result{Status: st}, why)
+				w.add(inst+" "+tokenWhat, child.Result{Status: st}, why)
 				time.Sleep(20 * time.Millisecond)
 			}
 		}()
@@ -205,7 +207,7 @@ func testLostWrite(t *testing.T, addition bool) {
 	}
 	for inst, p := range d.instances() {
 		if st := tokenStatus(ctx, d, p, token); st != 401 {
-			t.Errorf("the revoked token on %s after the failover: %d, want 401", inst, st)
+			t.Errorf("the %s on %s after the failover: %d, want 401", tokenWhat, inst, st)
 		}
 	}
 	if got := child.Members(t, d.dc, inner); hasDN(got, member) != addition {
@@ -250,6 +252,9 @@ func (w *watch) add(what string, r child.Result, why string) {
 	b := w.broken[key]
 	if b == nil {
 		b = &breach{first: time.Now(), example: r.String()}
+		if dns := r.DNs(); dns != nil {
+			b.example = fmt.Sprintf("%d, cache %s: %v", r.Status, r.Cache(), dns)
+		}
 		w.broken[key] = b
 	}
 	b.n++
