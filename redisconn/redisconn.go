@@ -159,6 +159,9 @@ func (c Config) Open(timeout time.Duration) (redis.UniversalClient, error) {
 		setLoggerOnce.Do(func() { redis.SetLogger(debugLogger{c.Logger}) })
 	}
 	client := redis.NewUniversalClient(opts)
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		cc.AddHook(reloadOnFailure{cc})
+	}
 	if c.Tracing {
 		if err := redisotel.InstrumentTracing(client, redisotel.WithDBStatement(false), redisotel.WithCallerEnabled(false)); err != nil {
 			client.Close()

@@ -87,6 +87,8 @@ type Config struct {
 	RedisKeyPrefix            string
 	RedisTimeout              time.Duration
 	RedisRetryInterval        time.Duration
+	RedisWaitReplicas         int
+	RedisWaitTimeout          time.Duration
 	CacheTTL                  time.Duration
 	CacheTTLJitter            float64
 	CacheMaxStale             time.Duration
@@ -168,6 +170,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.RedisKeyPrefix, "redis-key-prefix", "dirgate:", "prefix of every Redis key")
 	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 100*time.Millisecond, "bound of each Redis operation; slower is bypassed")
 	fs.DurationVar(&c.RedisRetryInterval, "redis-retry-interval", time.Second, "how long Redis is bypassed after a failure")
+	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 1, "replicas that must confirm a revocation, an ended session or a session's exchange (at most those the primary has; 0: none)")
+	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", 250*time.Millisecond, "how long a revocation waits for the replicas' confirmation")
 	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Minute, "how long a cached listing is fresh")
 	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
 	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
@@ -327,6 +331,12 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			bad(name, "must be positive")
 		}
+	}
+	if c.RedisWaitReplicas < 0 || c.RedisWaitReplicas > 16 {
+		bad("redis-wait-replicas", "must be between 0 and 16")
+	}
+	if c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 5*time.Second {
+		bad("redis-wait-timeout", "must be between 1ms and 5s")
 	}
 	if c.CacheMaxStale < 0 {
 		bad("cache-max-stale", "must not be negative (0: never serve stale)")

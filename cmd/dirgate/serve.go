@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"github.com/dirgate/dirgate/redisconn"
 	"io"
 	"log/slog"
 	"net"
@@ -55,6 +56,8 @@ type Main struct {
 	feed               *changefeed.Feed
 	// redis is the client the cache and the change feed share (nil without Redis).
 	redis redis.UniversalClient
+	// history notices Redis failovers for every Redis client (redisHistory).
+	history *redisconn.History
 	// checker checks sign-in passwords: the upstream itself, outside the circuit
 	// breaker (a wrong password is no upstream failure). nil: no sign-in.
 	checker dirgate.CredentialChecker

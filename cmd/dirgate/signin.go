@@ -46,7 +46,9 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 			return nil, fmt.Errorf("sign-in: %w", err)
 		}
 		m.closers = append(m.closers, client.Close)
-		backend = session.NewRedisBackend(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
+		rb := session.NewRedisBackend(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
+		rb.SetConfirmation(m.Config.RedisWaitReplicas, m.Config.RedisWaitTimeout)
+		backend = rb
 		m.signInFailures = session.NewRedisFailures(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
 	} else {
 		backend = session.NewMemoryBackend(0)
@@ -55,6 +57,14 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		TokenTTL: m.Config.TokenTTL, Logger: m.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("sign-in: %w", err)
+	}
+	if m.Config.RedisAddr != "" {
+		// Revocations Redis's replicas did not confirm: announced ones taken in, own
+		// ones deleted again, at once after a failover (docs/auth.md).
+		runCtx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { defer close(done); store.Run(runCtx, m.Config.RedisRetryInterval, m.redisHistory().Subscribe()) }()
+		m.closers = append(m.closers, func() error { cancel(); <-done; return nil })
 	}
 	if m.Config.TLSCertFile == "" && !isLoopback(m.Config.Listen) {
 		m.Logger.Warn("sign-in is served over plain HTTP on a non-loopback address: passwords cross the network in clear text; set DIRGATE_TLS_CERT_FILE and DIRGATE_TLS_KEY_FILE",

@@ -203,6 +203,7 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 		}
 		m.closers = append(m.closers, client.Close)
 		cfg.Redis, m.redis = client, client
+		cfg.History = m.redisHistory()
 	}
 	c, err := cfg.Open(ctx, dir)
 	if err != nil {
@@ -231,6 +232,15 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	return c, nil
 }
 
+// redisHistory is the one History of every Redis client of this process (the
+// cache's and the session store's): a failover noticed on either is a change for both.
+func (m *Main) redisHistory() *redisconn.History {
+	if m.history == nil {
+		m.history = redisconn.NewHistory(m.Logger)
+	}
+	return m.history
+}
+
 // redisConfig is the Redis deployment the cache, the change feed and sign-in share.
 func (c *Config) redisConfig(m *Main) redisconn.Config {
 	var addrs []string
@@ -239,7 +249,11 @@ func (c *Config) redisConfig(m *Main) redisconn.Config {
 			addrs = append(addrs, a)
 		}
 	}
-	return redisconn.Config{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername,
+	var history *redisconn.History
+	if m != nil {
+		history = m.redisHistory()
+	}
+	return redisconn.Config{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername, History: history,
 		PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
 		TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
 		TLSServerName: c.RedisTLSServerName,
