@@ -14,12 +14,13 @@
 //     Sentinel. The replica is paused (SIGSTOP) and the primary filled with 40 MiB,
 //     more than the kernel buffers towards the replica, so that what follows stays
 //     in the primary's memory; then a member is removed (or added) through instance
-//     A and a token revoked (or a session ended), the primary is killed (SIGKILL),
-//     the replica resumed and promoted. The promoted replica's replication offset
-//     proves the writes lost (the test fails as wrongly set up otherwise). From the
-//     revocation until seconds after both instances serve from the cache again,
-//     neither lists the removed member (or fails to list the added one), directly or
-//     nested, and both refuse the token.
+//     A, a token revoked (or a session ended) and a session exchanged, the primary
+//     is killed (SIGKILL), the replica resumed and promoted. The promoted replica's
+//     replication offset proves the writes lost (the test fails as wrongly set up
+//     otherwise). From the revocation until seconds after both instances serve
+//     from the cache again, neither lists the removed member (or fails to list the
+//     added one), directly or nested, and both refuse the token; afterwards
+//     neither exchanges the session again.
 //
 // The groups and the signed-in account are the tests' own (created and deleted by
 // test/sambatest), so the DC's fixture is never changed. Run with the DC's env

@@ -23,16 +23,17 @@ import (
 // cache is then in use, with whatever the promoted replica holds.
 const watchAfter = 5 * time.Second
 
-// TestLostRemoval: a removal and a revocation that the old primary acknowledged
-// and never sent to its replica are lost in the failover; neither instance lists
-// the removed member again, directly or nested, nor accepts the revoked token.
+// TestLostRemoval: a removal, a revocation and a session's exchange that the old
+// primary acknowledged and never sent to its replica are lost in the failover;
+// neither instance lists the removed member again, directly or nested, accepts the
+// revoked token, or exchanges the session again.
 func TestLostRemoval(t *testing.T) {
 	testLostWrite(t, false)
 }
 
 // TestLostAddition: the same with an addition and an ended session: the added member
-// never disappears from either instance's listings, and the session's token stays
-// refused.
+// never disappears from either instance's listings, and the ended session's token
+// stays refused.
 func TestLostAddition(t *testing.T) {
 	testLostWrite(t, true)
 }
@@ -74,9 +75,16 @@ func testLostWrite(t *testing.T, addition bool) {
 		})
 	}
 
-	// A signed-in token, accepted by both instances, before the replica stops: the
-	// promoted replica will hold the token's record.
-	session, token := signIn(t, d, name)
+	// A signed-in token (signed in on A, exchanged on B), accepted by both instances,
+	// and a second session, before the replica stops: the promoted replica will hold
+	// their records.
+	upn := account(t, d, name)
+	session := createSession(t, d, d.a, upn)
+	st, token := exchange(d, d.b, session)
+	if st != 200 || token == "" {
+		t.Fatalf("exchange on B: %d", st)
+	}
+	session2 := createSession(t, d, d.a, upn)
 	for inst, p := range d.instances() {
 		if st := tokenStatus(ctx, d, p, token); st == 401 || st == 503 {
 			t.Fatalf("the signed-in token on %s: %d, want it accepted", inst, st)
@@ -122,6 +130,10 @@ func testLostWrite(t *testing.T, addition bool) {
 	}
 	if revoke.Status != 204 {
 		t.Fatalf("revocation through A: %s", revoke)
+	}
+	// And the second session exchanged, through A: a session is exchanged once.
+	if st, tok2 := exchange(d, d.a, session2); st != 200 || tok2 == "" {
+		t.Fatalf("exchange of the second session through A: %d", st)
 	}
 
 	// From here on, both instances are watched.
@@ -210,6 +222,12 @@ func testLostWrite(t *testing.T, addition bool) {
 			t.Errorf("the %s on %s after the failover: %d, want 401", tokenWhat, inst, st)
 		}
 	}
+	// B first: an exchange that A wrongly allowed would use the session up.
+	for _, inst := range []string{"B", "A"} {
+		if st, _ := exchange(d, d.instances()[inst], session2); st != 401 {
+			t.Errorf("the session exchanged before the failover, exchanged again on %s after it: %d, want 401", inst, st)
+		}
+	}
 	if got := child.Members(t, d.dc, inner); hasDN(got, member) != addition {
 		t.Errorf("the directory's members of the inner group after the %s: %v", name, got)
 	}
@@ -279,29 +297,42 @@ func (w *watch) summary(killed time.Time) string {
 	return s
 }
 
-// signIn creates a user of the test's own with no role, signs it in on A and
-// exchanges the session on B (docs/auth.md, "Signing in"): the session id and the
-// token.
-func signIn(t *testing.T, d *deployment, name string) (session, token string) {
+// account creates a user of the test's own, with no role, and returns its UPN.
+func account(t *testing.T, d *deployment, name string) string {
 	t.Helper()
-	const password = "Redis-Failover-1x"
-	_, upn := d.dc.TempUser(t, fmt.Sprintf("rf%s%d", name[:1], os.Getpid()%100000), password, nil)
-	post := func(u, body string) (int, map[string]any) {
-		req, _ := http.NewRequestWithContext(context.Background(), "POST", u, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		r := d.c.Send(req)
-		var m map[string]any
-		_ = json.Unmarshal(r.Body, &m)
-		return r.Status, m
+	_, upn := d.dc.TempUser(t, fmt.Sprintf("rf%s%d", name[:1], os.Getpid()%100000), accountPassword, nil)
+	return upn
+}
+
+const accountPassword = "Redis-Failover-1x"
+
+// post sends a JSON body and returns the status and the decoded answer.
+func post(d *deployment, u, body string) (int, map[string]any) {
+	req, _ := http.NewRequestWithContext(context.Background(), "POST", u, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	r := d.c.Send(req)
+	var m map[string]any
+	_ = json.Unmarshal(r.Body, &m)
+	return r.Status, m
+}
+
+// createSession signs upn in on p (docs/auth.md, "Signing in") and returns the
+// session id.
+func createSession(t *testing.T, d *deployment, p *child.Program, upn string) string {
+	t.Helper()
+	st, s := post(d, root(p)+"/api/authSessions/create", `{"username":"`+upn+`","password":"`+accountPassword+`"}`)
+	session, _ := s["sessionId"].(string)
+	if st != 200 || session == "" {
+		t.Fatalf("sign-in on %s: %d %v", p.Addr, st, s)
 	}
-	st, s := post(root(d.a)+"/api/authSessions/create", `{"username":"`+upn+`","password":"`+password+`"}`)
-	session, _ = s["sessionId"].(string)
-	st2, tk := post(root(d.b)+"/api/auth", `{"sessionId":"`+session+`"}`)
-	token, _ = tk["token"].(string)
-	if st != 200 || st2 != 200 || token == "" {
-		t.Fatalf("sign-in: %d %v, exchange %d %v", st, s, st2, tk)
-	}
-	return session, token
+	return session
+}
+
+// exchange exchanges a session for a token on p: the status, and the token on 200.
+func exchange(d *deployment, p *child.Program, session string) (int, string) {
+	st, tk := post(d, root(p)+"/api/auth", `{"sessionId":"`+session+`"}`)
+	token, _ := tk["token"].(string)
+	return st, token
 }
 
 // tokenStatus lists a fixture group with the signed-in token: the user holds no
