@@ -40,12 +40,19 @@ type deployment struct {
 	c    *child.Client
 }
 
-// startDeployment starts the two instances with env (the Redis settings) added to
-// the settings every test here uses.
-func startDeployment(t *testing.T, env map[string]string) *deployment {
+// harnessDC returns the harness DC, seeded with the fixture; tests call it first,
+// so that they skip (or fail under CI=true) before starting anything.
+func harnessDC(t *testing.T) sambatest.DC {
 	t.Helper()
 	dc := sambatest.Env(t)
 	child.RequireFixture(t, dc)
+	return dc
+}
+
+// startDeployment starts the two instances in front of dc with env (the Redis
+// settings) added to the settings every test here uses.
+func startDeployment(t *testing.T, dc sambatest.DC, env map[string]string) *deployment {
+	t.Helper()
 	tok := child.NewToken(t, "redisfo-")
 	all := map[string]string{
 		"DIRGATE_SECRET_FILE": child.WriteFile(t, "secret", "the Redis failover tests' secret, 32 bytes or more\n"),

@@ -21,8 +21,9 @@ import (
 // directory's before, during and after, the cache is used again afterwards, and
 // both instances report the history change.
 func TestSentinelFailoverUnderLoad(t *testing.T) {
+	dc := harnessDC(t)
 	rds := startSentinelRedis(t)
-	d := startDeployment(t, rds.env())
+	d := startDeployment(t, dc, rds.env())
 	failoverUnderLoad(t, d, func() {
 		rds.primary.Stop()
 		i := rds.awaitPromotion(t)
@@ -35,6 +36,7 @@ func TestSentinelFailoverUnderLoad(t *testing.T) {
 // primary: the primary that owns the slot of the lease hash ({lease}, which every
 // instance renews every quarter of a second) is killed and its replica promoted.
 func TestClusterFailoverUnderLoad(t *testing.T) {
+	dc := harnessDC(t)
 	// cluster-node-timeout: how long the primary is silent before its replica is
 	// promoted. Shorter would risk promotions of live primaries on a loaded machine.
 	cl := redistest.StartClusterWithReplicas(t, 2*time.Second)
@@ -46,7 +48,7 @@ func TestClusterFailoverUnderLoad(t *testing.T) {
 	if replica == nil {
 		t.Fatalf("the primary %s owning {lease} has no replica", owner.Addr())
 	}
-	d := startDeployment(t, map[string]string{"DIRGATE_REDIS_MODE": "cluster", "DIRGATE_REDIS_ADDR": strings.Join(cl.Addrs(), ",")})
+	d := startDeployment(t, dc, map[string]string{"DIRGATE_REDIS_MODE": "cluster", "DIRGATE_REDIS_ADDR": strings.Join(cl.Addrs(), ",")})
 	failoverUnderLoad(t, d, func() {
 		redistest.WaitReplicated(t, owner, replica, 30*time.Second)
 		owner.Stop()

@@ -40,6 +40,7 @@ func TestLostAddition(t *testing.T) {
 
 func testLostWrite(t *testing.T, addition bool) {
 	ctx := context.Background()
+	dc := harnessDC(t)
 	rds := startSentinelRedis(t)
 	env := rds.env()
 	// The change feed would repair a listing that the lost write left stale (it reads
@@ -49,7 +50,7 @@ func testLostWrite(t *testing.T, addition bool) {
 	// keeps the throttle of failed authentications (which would answer 429, or
 	// hold the 401s back) out of the way.
 	env["DIRGATE_AUTH_FAILURE_WINDOW"] = "1ms"
-	d := startDeployment(t, env)
+	d := startDeployment(t, dc, env)
 	name, member := "removal", fixture.RegularDN
 	if addition {
 		name, member = "addition", fixture.FutureExpiryDN
