@@ -21,6 +21,9 @@
 //     from the cache again, neither lists the removed member (or fails to list the
 //     added one), directly or nested, and both refuse the token; afterwards
 //     neither exchanges the session again.
+//   - TestClusterLostRemoval: the same removal lost by the Cluster shard that holds
+//     the group's keys (found by the group's hash tag), its replica promoted by
+//     the Cluster. Tokens are left out: their records land on any shard.
 //
 // The groups and the signed-in account are the tests' own (created and deleted by
 // test/sambatest), so the DC's fixture is never changed. Run with the DC's env
