@@ -3,11 +3,9 @@ package redisfailover
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -217,56 +215,6 @@ func hasDN(dns []string, dn string) bool {
 		}
 	}
 	return false
-}
-
-// tally counts the answers of a load and those that failed its expectation.
-type tally struct {
-	mu       sync.Mutex
-	total    int
-	failed   int
-	statuses map[int]int
-	caches   map[string]int
-	errors   int // transport errors
-	examples []string
-}
-
-func newTally() *tally { return &tally{statuses: map[int]int{}, caches: map[string]int{}} }
-
-// add records r; a non-empty why marks it failed, with the reason.
-func (t *tally) add(r child.Result, why string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.total++
-	if r.Err != nil {
-		t.errors++
-	} else {
-		t.statuses[r.Status]++
-		if c := r.Cache(); c != "" {
-			t.caches[c]++
-		}
-	}
-	if why != "" {
-		t.failed++
-		if len(t.examples) < 8 {
-			t.examples = append(t.examples, fmt.Sprintf("%s: %s", why, r))
-		}
-	}
-}
-
-func (t *tally) lost() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.failed
-}
-
-func (t *tally) summary() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	s := fmt.Sprintf("%d of %d failed (statuses %v, cache %v, transport errors %d)", t.failed, t.total, t.statuses, t.caches, t.errors)
-	if len(t.examples) > 0 {
-		s += "\n    first failures:\n      " + strings.Join(t.examples, "\n      ")
-	}
-	return s
 }
 
 // checkHistoryChange checks that both instances report the failover: the

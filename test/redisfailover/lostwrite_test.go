@@ -4,10 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
-	"os"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -326,116 +323,4 @@ func guidOf(r child.Result, dn string) string {
 		}
 	}
 	return ""
-}
-
-// watch records what the watchers saw.
-type watch struct {
-	mu       sync.Mutex
-	total    int
-	failures int
-	caches   map[string]int
-	statuses map[int]int
-	broken   map[string]*breach // by what was watched and how it broke
-}
-
-// breach is one way one watched thing broke the guarantee.
-type breach struct {
-	n           int
-	first, last time.Time
-	example     string
-}
-
-func (w *watch) add(what string, r child.Result, why string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.caches == nil {
-		w.caches, w.statuses, w.broken = map[string]int{}, map[int]int{}, map[string]*breach{}
-	}
-	w.total++
-	w.statuses[r.Status]++
-	if c := r.Cache(); c != "" {
-		w.caches[c]++
-	}
-	if why == "" {
-		return
-	}
-	w.failures++
-	key := what + ": " + why
-	b := w.broken[key]
-	if b == nil {
-		b = &breach{first: time.Now(), example: r.String()}
-		if dns := r.DNs(); dns != nil {
-			b.example = fmt.Sprintf("%d, cache %s: %v", r.Status, r.Cache(), dns)
-		}
-		w.broken[key] = b
-	}
-	b.n++
-	b.last = time.Now()
-}
-
-// summary reports the counts and each way the guarantee broke, timed from the kill.
-func (w *watch) summary(killed time.Time) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	s := fmt.Sprintf("%d answers, %d broke the guarantee (statuses %v, cache %v)", w.total, w.failures, w.statuses, w.caches)
-	keys := make([]string, 0, len(w.broken))
-	for k := range w.broken {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b := w.broken[k]
-		s += fmt.Sprintf("\n    %s: %d times, from %+.2fs to %+.2fs; first: %s", k, b.n,
-			b.first.Sub(killed).Seconds(), b.last.Sub(killed).Seconds(), b.example)
-	}
-	return s
-}
-
-// account creates a user of the test's own, with no role, and returns its UPN.
-func account(t *testing.T, d *deployment, name string) string {
-	t.Helper()
-	_, upn := d.dc.TempUser(t, fmt.Sprintf("rf%s%d", name[:1], os.Getpid()%100000), accountPassword, nil)
-	return upn
-}
-
-const accountPassword = "Redis-Failover-1x"
-
-// post sends a JSON body and returns the status and the decoded answer.
-func post(d *deployment, u, body string) (int, map[string]any) {
-	req, _ := http.NewRequestWithContext(context.Background(), "POST", u, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	r := d.c.Send(req)
-	var m map[string]any
-	_ = json.Unmarshal(r.Body, &m)
-	return r.Status, m
-}
-
-// createSession signs upn in on p (docs/auth.md, "Signing in") and returns the
-// session id.
-func createSession(t *testing.T, d *deployment, p *child.Program, upn string) string {
-	t.Helper()
-	st, s := post(d, root(p)+"/api/authSessions/create", `{"username":"`+upn+`","password":"`+accountPassword+`"}`)
-	session, _ := s["sessionId"].(string)
-	if st != 200 || session == "" {
-		t.Fatalf("sign-in on %s: %d %v", p.Addr, st, s)
-	}
-	return session
-}
-
-// exchange exchanges a session for a token on p: the status, and the token on 200.
-func exchange(d *deployment, p *child.Program, session string) (int, string) {
-	st, tk := post(d, root(p)+"/api/auth", `{"sessionId":"`+session+`"}`)
-	token, _ := tk["token"].(string)
-	return st, token
-}
-
-// tokenStatus lists a fixture group with the signed-in token: the user holds no
-// role, so an accepted token is answered as about an unknown group (404), a refused
-// one 401, and 503 when the instance cannot read Redis.
-func tokenStatus(ctx context.Context, d *deployment, p *child.Program, token string) int {
-	r := d.c.Do(ctx, "GET", child.ListURL(p.Base, fixture.HelpDeskDN, ""), token)
-	if r.Err != nil {
-		return 0
-	}
-	return r.Status
 }
