@@ -63,7 +63,10 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		// ones deleted again, at once after a failover (docs/auth.md).
 		runCtx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
-		go func() { defer close(done); store.Run(runCtx, m.Config.RedisRetryInterval, m.redisHistory().Subscribe()) }()
+		go func() {
+			defer close(done)
+			store.Run(runCtx, m.Config.RedisRetryInterval, m.redisHistory().Subscribe())
+		}()
 		m.closers = append(m.closers, func() error { cancel(); <-done; return nil })
 	}
 	if m.Config.TLSCertFile == "" && !isLoopback(m.Config.Listen) {
