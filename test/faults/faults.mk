@@ -20,7 +20,10 @@ FAULTS_SOAK ?= 60s
 # DIRGATE_TEST_PAIR_* variables, which make test exports; without them it skips, and
 # fails under CI=true): it runs here, one package at a time, because its 5 s bound on
 # every answer must not be blurred by the whole suite competing for the two cores.
-FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test/failover/...
+# test/redisfailover makes Redis primaries fail over (Sentinel and Cluster, real
+# processes) under two dirgate instances on the DC; it needs redis-server and
+# redis-cli, and takes about two minutes (95 s measured with -race, plus its build).
+FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test/failover/... ./test/redisfailover/...
 FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -p 1 -timeout 20m -v $(FAULTS_PKGS)
 
 .PHONY: test-faults

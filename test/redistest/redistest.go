@@ -1,7 +1,10 @@
 // Package redistest starts real redis-server processes for tests: a single server
-// (plain, or TLS-only with certificates made for the test), a Sentinel, or a
-// three-node Redis Cluster, each on free loopback ports with its state in a
-// temporary directory, stopped when the test ends. Tests never touch a Redis they
+// (plain, or TLS-only with certificates made for the test), a replica of one, a
+// Sentinel, or a Redis Cluster of three primaries (with or without a replica each),
+// each on free loopback ports with its state in a temporary directory, stopped when
+// the test ends. For failover tests it also pauses and resumes a server (SIGSTOP,
+// SIGCONT), reads its INFO, and waits for a Sentinel or a Cluster to promote a
+// replica. Tests never touch a Redis they
 // did not start (such as one on the default port 6379).
 //
 // When redis-server (or, for a cluster, redis-cli) is not installed, the test is
@@ -47,6 +50,7 @@ type Server struct {
 	tlsFiles *TLSFiles   // TLS only, with these files
 	tlsConf  *tls.Config // how Do connects to a TLS server
 	sentinel string      // the primary a Sentinel monitors, as "name host port"
+	sentOpts SentinelOptions
 }
 
 // require finds a command, or skips (fails in CI) the test without it.
@@ -150,6 +154,7 @@ func (s *Server) start() error {
 		// A Sentinel rewrites its configuration file, so it gets one of its own.
 		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", s.port))
 		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor %s 1\n", s.port, s.dir, logfile, s.sentinel)
+		text += s.sentOpts.config(strings.Fields(s.sentinel)[0])
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			return err
 		}
@@ -157,7 +162,9 @@ func (s *Server) start() error {
 	default:
 		args = []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--protected-mode", "yes",
 			"--save", "", "--appendonly", "no", "--dir", s.dir, "--daemonize", "no",
-			"--logfile", logfile, "--loglevel", "warning"}
+			"--logfile", logfile, "--loglevel", "warning",
+			// A replica's first synchronisation starts at once, not after 5 s.
+			"--repl-diskless-sync-delay", "0"}
 		if s.tlsFiles != nil {
 			args[1] = "0"
 			args = append(args, "--tls-port", strconv.Itoa(s.port), "--tls-cert-file", s.tlsFiles.Cert,
@@ -310,56 +317,3 @@ func readReply(r *bufio.Reader) (string, error) {
 type ReplyError string
 
 func (e ReplyError) Error() string { return string(e) }
-
-// Cluster is a Redis Cluster of three primaries without replicas, each owning a
-// third of the slots.
-type Cluster struct {
-	Nodes []*Server
-}
-
-// StartCluster starts three cluster-enabled servers and joins them with
-// redis-cli --cluster create, then waits until every node reports the cluster ok.
-func StartCluster(t testing.TB) *Cluster {
-	t.Helper()
-	cli := require(t, "redis-cli")
-	c := &Cluster{}
-	for i := range 3 {
-		dir := filepath.Join(t.TempDir(), fmt.Sprintf("node%d", i))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatalf("redistest: %v", err)
-		}
-		c.Nodes = append(c.Nodes, newServer(t, dir, []string{
-			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-node-timeout", "2000",
-		}, nil))
-	}
-	args := append([]string{"--cluster", "create"}, c.Addrs()...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	out, err := exec.Command(cli, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redistest: redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(startTimeout)
-	for _, n := range c.Nodes {
-		for {
-			info, err := n.Do("CLUSTER", "INFO")
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("redistest: cluster not ok within %v: %v %s", startTimeout, err, info)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	return c
-}
-
-// Addrs returns the nodes' addresses.
-func (c *Cluster) Addrs() []string {
-	out := make([]string, len(c.Nodes))
-	for i, n := range c.Nodes {
-		out[i] = n.Addr()
-	}
-	return out
-}
