@@ -68,7 +68,7 @@ set -a; . "$state/pair/env"; set +a
 echo "test: go test -race"
 # The fault, failover and hostile-input suites run next, on their own (make
 # test-faults), one package at a time, against the same DC and pair.
-mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover)
+mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover -e /test/redisfailover)
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
 
 echo "test: fault and hostile-input suites"
