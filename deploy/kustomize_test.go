@@ -109,3 +109,40 @@ func TestKubectlKustomizeAgrees(t *testing.T) {
 		t.Errorf("kubectl kustomize builds\n  %s\nthe model has\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
+
+// buildWithComponent builds, through real kustomize (kubectl kustomize, offline), an
+// overlay of the manifests (their examples filled in) with the component named, and
+// returns its documents.
+func buildWithComponent(t *testing.T, kubectl, component string) [][]byte {
+	t.Helper()
+	b := loadRepoBundle(t)
+	root := t.TempDir()
+	base := filepath.Join(root, "kubernetes")
+	copyTree(t, kubeDir, base)
+	for _, rel := range b.examples {
+		data, err := os.ReadFile(filepath.Join(base, rel+".example"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(base, rel), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	overlay := filepath.Join(root, "overlay")
+	if err := os.Mkdir(overlay, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kust := "resources:\n  - ../kubernetes\ncomponents:\n  - ../kubernetes/components/" + component + "\n"
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(kubectl, "kustomize", overlay).Output()
+	if err != nil {
+		t.Fatalf("kubectl kustomize: %v", err)
+	}
+	docs, err := splitDocuments(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return docs
+}

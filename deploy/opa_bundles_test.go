@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"net/url"
-	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
@@ -42,35 +41,7 @@ func TestOPABundlesComponentBuilds(t *testing.T) {
 	if err != nil {
 		t.Skip("kubectl is not installed: the component is built with real kustomize only where it is")
 	}
-	b := loadRepoBundle(t)
-	root := t.TempDir()
-	base := filepath.Join(root, "kubernetes")
-	copyTree(t, kubeDir, base)
-	for _, rel := range b.examples {
-		data, err := os.ReadFile(filepath.Join(base, rel+".example"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(base, rel), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	overlay := filepath.Join(root, "overlay")
-	if err := os.Mkdir(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kust := "resources:\n  - ../kubernetes\ncomponents:\n  - ../kubernetes/components/opa-bundles\n"
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(kubectl, "kustomize", overlay).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v", err)
-	}
-	docs, err := splitDocuments(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	docs := buildWithComponent(t, kubectl, "opa-bundles")
 	var dep *appsv1.Deployment
 	configMaps := map[string]*corev1.ConfigMap{}
 	var egressPorts []int32

@@ -326,35 +326,7 @@ func TestPrometheusRuleComponentBuilds(t *testing.T) {
 		t.Skip("kubectl is not installed: the component is built with real kustomize only where it is")
 	}
 	rf, _ := readRules(t)
-	b := loadRepoBundle(t)
-	root := t.TempDir()
-	base := filepath.Join(root, "kubernetes")
-	copyTree(t, kubeDir, base)
-	for _, rel := range b.examples {
-		data, err := os.ReadFile(filepath.Join(base, rel+".example"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(base, rel), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	overlay := filepath.Join(root, "overlay")
-	if err := os.Mkdir(overlay, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	kust := "resources:\n  - ../kubernetes\ncomponents:\n  - ../kubernetes/components/prometheus-rules\n"
-	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(kubectl, "kustomize", overlay).Output()
-	if err != nil {
-		t.Fatalf("kubectl kustomize: %v", err)
-	}
-	docs, err := splitDocuments(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	docs := buildWithComponent(t, kubectl, "prometheus-rules")
 	found := 0
 	for _, doc := range docs {
 		var obj struct {
