@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,13 +27,9 @@ type failoverRig struct {
 
 func newFailoverRig(t *testing.T) *failoverRig {
 	r := &failoverRig{primary: redistest.Start(t), history: redisconn.NewHistory(quiet)}
-	r.replica = redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(r.primary.Port()))
+	r.replica = redistest.StartReplica(t, r.primary)
 	addr := r.primary.Addr()
 	r.current.Store(&addr)
-	waitFor(t, "the replica to sync", func() bool {
-		info, _ := r.replica.Do("INFO", "replication")
-		return strings.Contains(info, "master_link_status:up")
-	})
 	return r
 }
 

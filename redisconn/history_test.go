@@ -2,8 +2,6 @@ package redisconn
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,11 +15,7 @@ import (
 func TestHistoryNoticesPromotion(t *testing.T) {
 	ctx := context.Background()
 	primary := redistest.Start(t)
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()))
-	waitFor(t, "the replica to sync", func() bool {
-		info, _ := replica.Do("INFO", "replication")
-		return strings.Contains(info, "master_link_status:up")
-	})
+	replica := redistest.StartReplica(t, primary)
 
 	h := NewHistory(nil)
 	changed := h.Subscribe()
@@ -80,16 +74,5 @@ func TestParseReplication(t *testing.T) {
 	}
 	if got := parseReplication("garbage\nrole\n:x"); got != (replication{}) {
 		t.Fatalf("parseReplication(garbage) = %+v", got)
-	}
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

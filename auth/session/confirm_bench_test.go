@@ -1,8 +1,6 @@
 package session
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,18 +15,7 @@ import (
 func BenchmarkRevoke(b *testing.B) {
 	alone := redistest.Start(b)
 	primary := redistest.Start(b)
-	replica := redistest.Start(b, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		info, _ := replica.Do("INFO", "replication")
-		if strings.Contains(info, "master_link_status:up") {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatal("the replica did not sync")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	redistest.StartReplica(b, primary)
 	for _, tc := range []struct {
 		name     string
 		addr     string

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,11 +21,7 @@ import (
 func TestUnconfirmedRevocationStaysRevoked(t *testing.T) {
 	ctx := t.Context()
 	primary := redistest.Start(t)
-	replica := redistest.Start(t, "--replicaof", "127.0.0.1", strconv.Itoa(primary.Port()), "--enable-debug-command", "yes")
-	waitUntil(t, "the replica to sync", func() bool {
-		info, _ := replica.Do("INFO", "replication")
-		return strings.Contains(info, "master_link_status:up")
-	})
+	replica := redistest.StartReplica(t, primary, "--enable-debug-command", "yes")
 	raw := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 	t.Cleanup(func() { raw.Close() })
 	store := func(replicas int) (*Store, chan struct{}) {
