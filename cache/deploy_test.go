@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
@@ -15,7 +16,12 @@ import (
 // instance fills are hits on another, so the store is really in use; a deployment
 // the cache cannot use (a CA that did not sign the server's certificate) is bypassed
 // without an error.
+//
+// The deployments that must be used get a timeout of a second: a TLS handshake
+// under the race detector on a loaded machine outlasted the default 100 ms, and
+// the cache rightly bypassed Redis (seen in CI at a load average of 16).
 func TestDeployments(t *testing.T) {
+	const loadedTimeout = time.Second
 	password := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(password, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -28,11 +34,11 @@ func TestDeployments(t *testing.T) {
 		{"TLS with password", func(t *testing.T) Config {
 			files := redistest.NewTLSFiles(t)
 			srv := redistest.StartTLS(t, files, "--requirepass", "s3cret")
-			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}, TLSCAFile: files.CA, PasswordFile: password})}
+			return Config{Secret: sealSecret, Timeout: loadedTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}, TLSCAFile: files.CA, PasswordFile: password})}
 		}, []dirgate.CacheStatus{dirgate.CacheMiss, dirgate.CacheHit, dirgate.CacheHit}},
 		{"Sentinel", func(t *testing.T) Config {
 			s := redistest.StartSentinel(t, redistest.Start(t), "dirgate")
-			return Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{s.Addr()}, Mode: redisconn.ModeSentinel, MasterName: "dirgate"})}
+			return Config{Secret: sealSecret, Timeout: loadedTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{s.Addr()}, Mode: redisconn.ModeSentinel, MasterName: "dirgate"})}
 		}, []dirgate.CacheStatus{dirgate.CacheMiss, dirgate.CacheHit, dirgate.CacheHit}},
 		// The certificate check fails: every request is served from the directory.
 		{"TLS with the wrong CA", func(t *testing.T) Config {
