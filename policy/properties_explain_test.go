@@ -140,7 +140,7 @@ func TestDraftOutputBounded(t *testing.T) {
 		objs[i] = dirgate.Object{GUID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), DN: fmt.Sprintf("CN=o%d,DC=x", i), ObjectType: "user"}
 	}
 	draft := explain + `
-reasons contains sprintf("%d %s", [i, concat("", [c | some _ in numbers.range(1, 2000); c := "x"])]) if some i in numbers.range(1, 40)
+reasons contains sprintf("%d %02000d", [i, 0]) if some i in numbers.range(1, 40)
 `
 	ex, err := a.Explain(context.Background(), policy.ExplainQuery{Caller: dirgate.Principal{GUID: "aud"}, Objects: objs, Draft: draft})
 	if err != nil {
