@@ -50,9 +50,10 @@ var _ dirgate.Directory = (*Directory)(nil)
 
 // record is one entry with its resolved links. entry's member and memberOf values are
 // replaced, never changed in place, so a rendering under the read lock sees whole
-// slices.
+// slices. The builder makes entry (entry.go); the values that name an entry share its
+// DN's bytes.
 type record struct {
-	entry      *dirgate.Entry
+	entry      dirgate.Entry
 	line       int
 	key        string
 	guid       string
@@ -288,7 +289,7 @@ func (d *Directory) addMember(g, m *record) error {
 	}
 	g.members = append(slices.Clip(g.members), m)
 	m.memberOf = append(slices.Clip(m.memberOf), g)
-	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), []byte(m.entry.DN))
+	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), m.dnBytes())
 	m.syncMemberOf()
 	return nil
 }
@@ -350,7 +351,7 @@ func (r *record) syncMemberOf() {
 	}
 	vals := make([][]byte, len(r.memberOf))
 	for i, g := range r.memberOf {
-		vals[i] = []byte(g.entry.DN)
+		vals[i] = g.dnBytes()
 	}
 	r.entry.Attrs["memberof"] = vals
 }
