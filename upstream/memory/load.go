@@ -1,9 +1,11 @@
 package memory
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -13,38 +15,54 @@ import (
 
 // eachParagraph cuts LDIF text into records the way go-ldap/ldif reads it: lines
 // end in LF (CRs before it are dropped), and a line that is empty after that ends a
-// record. fn gets each record's first line number and its lines, which are views of
-// data valid until fn returns. Parsing record by record lets load errors name the
-// record's line, and keeps no more than one record's lines at a time.
-func eachParagraph(data []byte, fn func(line int, lines [][]byte) error) error {
-	var cur [][]byte
-	start := 0
-	for i := 0; len(data) > 0 || i == 0; i++ {
-		raw := data
-		if j := bytes.IndexByte(data, '\n'); j >= 0 {
-			raw, data = data[:j], data[j+1:]
-		} else {
-			data = nil
-		}
-		l := bytes.TrimRight(raw, "\r\n")
-		if len(l) == 0 {
-			if len(cur) > 0 {
-				if err := fn(start+1, cur); err != nil {
-					return err
-				}
-				cur = cur[:0]
+// record. fn gets each record's first line number and its lines, valid until fn
+// returns. Parsing record by record lets load errors name the record's line; reading
+// the text as it goes keeps no more than one record of it in memory (a file is not
+// read whole: the load's peak is the directory, not the directory and the file).
+func eachParagraph(r io.Reader, fn func(line int, lines [][]byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var (
+		buf   []byte // the record's lines, back to back
+		spans []span // the lines in buf
+		lines [][]byte
+		start int // the record's first line
+	)
+	for n := 1; ; n++ {
+		from := len(buf)
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			buf = append(buf, chunk...)
+			if err != bufio.ErrBufferFull {
+				break
 			}
-			continue
 		}
-		if len(cur) == 0 {
-			start = i
+		if err != nil && err != io.EOF {
+			return err
 		}
-		cur = append(cur, l)
+		l := bytes.TrimRight(buf[from:], "\r\n")
+		buf = buf[:from+len(l)]
+		if len(l) > 0 {
+			if len(spans) == 0 {
+				start = n
+			}
+			spans = append(spans, span{from, len(buf)})
+		}
+		if (len(l) == 0 || err == io.EOF) && len(spans) > 0 {
+			lines = lines[:0]
+			for _, s := range spans {
+				lines = append(lines, buf[s.start:s.end])
+			}
+			if err := fn(start, lines); err != nil {
+				return err
+			}
+			buf, spans = buf[:0], spans[:0]
+		}
+		if err == io.EOF {
+			return nil
+		}
 	}
-	if len(cur) > 0 {
-		return fn(start+1, cur)
-	}
-	return nil
 }
 
 // joinLines is a record's text as go-ldap/ldif reads it.
@@ -91,51 +109,61 @@ func checkRecord(text string) (skip bool, err error) {
 
 // parseLDIF turns an AD export into records. Every entry must be a plain content
 // record (no changetype) with a DN that parses; rendering checks the rest.
-func parseLDIF(name string, data []byte) ([]*record, error) {
+func parseLDIF(name string, data io.Reader) ([]*record, error) {
 	var out []*record
 	b := newBuilder()
+	var bad error // a record that does not load, as opposed to a file that does not read
 	err := eachParagraph(data, func(line int, lines [][]byte) error {
-		if b.parseContent(lines) {
-			out = append(out, b.finish(line))
-			return nil
-		}
-		text := joinLines(lines)
-		skip, err := checkRecord(text)
-		if err != nil {
-			return fmt.Errorf("load %s: line %d: %w", name, line, err)
-		}
-		if skip {
-			return nil
-		}
-		l, err := ldif.Parse(text)
-		if err != nil {
-			// The parser counts lines to the end of the record, not to the fault: name
-			// the record by its first line.
-			var pe *ldif.ParseError
-			if errors.As(err, &pe) {
-				return fmt.Errorf("load %s: record at line %d: %s", name, line, pe.Message)
-			}
-			return fmt.Errorf("load %s: record at line %d: %w", name, line, err)
-		}
-		for _, e := range l.Entries {
-			if e.Entry == nil {
-				return fmt.Errorf("load %s: line %d: change records are not allowed in a directory export", name, line)
-			}
-			b.begin()
-			b.setDN([]byte(e.Entry.DN))
-			for _, a := range e.Entry.Attributes {
-				for _, v := range a.ByteValues {
-					b.addValue(a.Name, v)
-				}
-			}
-			out = append(out, b.finish(line))
-		}
-		return nil
+		bad = parseRecord(b, name, line, lines, &out)
+		return bad
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case bad != nil:
+		return nil, bad
+	case err != nil:
+		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
 	return out, nil
+}
+
+// parseRecord adds the entry of one record to out.
+func parseRecord(b *builder, name string, line int, lines [][]byte, out *[]*record) error {
+	if b.parseContent(lines) {
+		*out = append(*out, b.finish(line))
+		return nil
+	}
+	text := joinLines(lines)
+	skip, err := checkRecord(text)
+	if err != nil {
+		return fmt.Errorf("load %s: line %d: %w", name, line, err)
+	}
+	if skip {
+		return nil
+	}
+	l, err := ldif.Parse(text)
+	if err != nil {
+		// The parser counts lines to the end of the record, not to the fault: name
+		// the record by its first line.
+		var pe *ldif.ParseError
+		if errors.As(err, &pe) {
+			return fmt.Errorf("load %s: record at line %d: %s", name, line, pe.Message)
+		}
+		return fmt.Errorf("load %s: record at line %d: %w", name, line, err)
+	}
+	for _, e := range l.Entries {
+		if e.Entry == nil {
+			return fmt.Errorf("load %s: line %d: change records are not allowed in a directory export", name, line)
+		}
+		b.begin()
+		b.setDN([]byte(e.Entry.DN))
+		for _, a := range e.Entry.Attributes {
+			for _, v := range a.ByteValues {
+				b.addValue(a.Name, v)
+			}
+		}
+		*out = append(*out, b.finish(line))
+	}
+	return nil
 }
 
 // build validates the records and indexes them: by DN key, GUID and SID, member

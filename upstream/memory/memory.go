@@ -12,10 +12,12 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"sync"
@@ -111,11 +113,7 @@ func Open(path string, opts ...Option) (*Directory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("memory: %w", err)
-	}
-	d, err := Load(path, data, opts...)
+	d, err := loadFile(path, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +128,21 @@ func Demo(opts ...Option) (*Directory, error) { return Load("embedded demo.ldif"
 // which give the line and DN of the entry at fault. Entries need a DN that parses and
 // one 16-byte objectGUID, unique across the file; DNs must be unique too.
 func Load(name string, data []byte, opts ...Option) (*Directory, error) {
-	entries, err := parseLDIF(name, data)
+	return loadFrom(name, bytes.NewReader(data), opts...)
+}
+
+// loadFile loads the export at path, reading it as it parses.
+func loadFile(path string, opts ...Option) (*Directory, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	defer f.Close()
+	return loadFrom(path, f, opts...)
+}
+
+func loadFrom(name string, data io.Reader, opts ...Option) (*Directory, error) {
+	records, err := parseLDIF(name, data)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
@@ -138,7 +150,7 @@ func Load(name string, data []byte, opts ...Option) (*Directory, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	d, err := build(name, entries, cfg.now())
+	d, err := build(name, records, cfg.now())
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}

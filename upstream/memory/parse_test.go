@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/dirgate/dirgate"
 	loadtest "github.com/dirgate/dirgate/test/load"
@@ -54,7 +56,7 @@ func sameEntry(got, want *dirgate.Entry) string {
 func checkParagraphs(t *testing.T, data []byte) (own, library int) {
 	t.Helper()
 	b := newBuilder()
-	_ = eachParagraph(data, func(line int, lines [][]byte) error {
+	_ = eachParagraph(bytes.NewReader(data), func(line int, lines [][]byte) error {
 		want, ok := libraryEntry(lines)
 		if ok {
 			library++
@@ -86,6 +88,53 @@ func TestParseContentReadsExports(t *testing.T) {
 	}
 }
 
+// splitParagraphs is how the loader cut a file into records before it read files as
+// it parsed them: the reference eachParagraph is checked against.
+func splitParagraphs(data []byte) (starts []int, texts []string) {
+	var cur []string
+	start := 0
+	for i, raw := range bytes.Split(data, []byte("\n")) {
+		l := strings.TrimRight(string(raw), "\r\n")
+		if l == "" {
+			if len(cur) > 0 {
+				starts, texts = append(starts, start+1), append(texts, strings.Join(cur, "\n")+"\n")
+				cur = nil
+			}
+			continue
+		}
+		if len(cur) == 0 {
+			start = i
+		}
+		cur = append(cur, l)
+	}
+	if len(cur) > 0 {
+		starts, texts = append(starts, start+1), append(texts, strings.Join(cur, "\n")+"\n")
+	}
+	return starts, texts
+}
+
+func checkEachParagraph(t *testing.T, data []byte) {
+	t.Helper()
+	wantStarts, wantTexts := splitParagraphs(data)
+	var starts []int
+	var texts []string
+	err := eachParagraph(iotest.OneByteReader(bytes.NewReader(data)), func(line int, lines [][]byte) error {
+		starts, texts = append(starts, line), append(texts, joinLines(lines))
+		return nil
+	})
+	if err != nil || !slices.Equal(starts, wantStarts) || !slices.Equal(texts, wantTexts) {
+		t.Fatalf("records at lines %v, %q (%v), want %v, %q", starts, texts, err, wantStarts, wantTexts)
+	}
+}
+
+// Records are cut as before, lines longer than the reader's buffer included.
+func TestEachParagraph(t *testing.T) {
+	long := strings.Repeat("x", 200<<10)
+	for _, data := range []string{"", "\n", "a", "a\n", "a\r\n\r\nb\r", "\n\n a\n\r\n\nb\nc\n\n\n", "dn: " + long + "\ncn: x\n\ndn: y"} {
+		checkEachParagraph(t, []byte(data))
+	}
+}
+
 // FuzzParseContent: a record the loader reads itself, the library reads the same.
 func FuzzParseContent(f *testing.F) {
 	f.Add([]byte(small))
@@ -95,6 +144,7 @@ func FuzzParseContent(f *testing.F) {
 	f.Add([]byte("dn: CN=x\r\r\ncontrol: 1.2 true\ncn: x\n\ndn: CN=y\nchangetype: add\ncn: y\n"))
 	f.Add([]byte("version: 1\ndn: CN=x\ncn::\nsn:\ngivenName:: YQ\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		checkEachParagraph(t, data)
 		checkParagraphs(t, data)
 	})
 }

@@ -78,11 +78,7 @@ func (d *Directory) reloadIfChanged() error {
 	if st == w.loaded {
 		return nil
 	}
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		return fmt.Errorf("memory: watch: %w", err)
-	}
-	nd, err := Load(w.path, data, WithClock(d.now))
+	nd, err := loadFile(w.path, WithClock(d.now))
 	if err != nil {
 		return fmt.Errorf("memory: reload (the previous directory keeps serving): %w", err)
 	}
