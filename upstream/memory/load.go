@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -176,6 +177,9 @@ func build(name string, records []*record, now time.Time) (*Directory, error) {
 		bySID:     make(map[string][]*record),
 		byPrimary: make(map[string][]*record),
 	}
+	byDN := make(map[string]*record, len(records)) // for the load: member values as spelt
+	primary := map[string]string{}
+	var buf []byte
 	fail := func(r *record, format string, args ...any) error {
 		return fmt.Errorf("load %s: entry %q at line %d: %s", name, r.entry.DN, r.line, fmt.Sprintf(format, args...))
 	}
@@ -200,18 +204,26 @@ func build(name string, records []*record, now time.Time) (*Directory, error) {
 			return nil, fail(r, "objectGUID %s already used by %q", obj.GUID, o.entry.DN)
 		}
 		d.byKey[r.key], d.byGUID[obj.GUID] = r, r
+		byDN[r.entry.DN] = r
 		if obj.SID != "" {
 			d.bySID[obj.SID] = append(d.bySID[obj.SID], r)
 			if obj.PrimaryGroupID != 0 {
 				if i := strings.LastIndexByte(obj.SID, '-'); i > 0 {
-					r.primarySID = fmt.Sprintf("%s-%d", obj.SID[:i], obj.PrimaryGroupID)
-					d.byPrimary[r.primarySID] = append(d.byPrimary[r.primarySID], r)
+					// Few groups are primary: their SIDs are kept once.
+					buf = strconv.AppendInt(append(append(buf[:0], obj.SID[:i]...), '-'), int64(obj.PrimaryGroupID), 10)
+					sid, ok := primary[string(buf)]
+					if !ok {
+						sid = string(buf)
+						primary[sid] = sid
+					}
+					r.primarySID = sid
+					d.byPrimary[sid] = append(d.byPrimary[sid], r)
 				}
 			}
 		}
 	}
 	for _, r := range records {
-		if err := d.resolveMembers(r); err != nil {
+		if err := d.resolveMembers(r, byDN); err != nil {
 			return nil, fmt.Errorf("load %s: entry %q at line %d: %w", name, r.entry.DN, r.line, err)
 		}
 	}
@@ -222,10 +234,10 @@ func build(name string, records []*record, now time.Time) (*Directory, error) {
 }
 
 // resolveMembers links r to the loaded entries its member values name. A value spelt
-// as the member's DN is spelt is pointed at the member's DN; the others (phantoms,
-// other spellings) are copied together, and the builder's array of member values is
-// dropped.
-func (d *Directory) resolveMembers(r *record) error {
+// as the member's DN is spelt (byDN; most are) needs no parsing and is pointed at the
+// member's DN; the others (phantoms, other spellings) are copied together, and the
+// builder's array of member values is dropped.
+func (d *Directory) resolveMembers(r *record, byDN map[string]*record) error {
 	vals := r.entry.Attrs["member"]
 	if len(vals) == 0 {
 		return nil
@@ -234,13 +246,16 @@ func (d *Directory) resolveMembers(r *record) error {
 	own := 0 // bytes of the values not pointed at a DN
 	shared := make([]bool, len(vals))
 	for i, v := range vals {
-		m, err := dirgate.ParseDN(string(v))
-		if err != nil {
-			return fmt.Errorf("member %q is not a DN", v)
+		mr := byDN[string(v)]
+		if mr == nil {
+			m, err := dirgate.ParseDN(string(v))
+			if err != nil {
+				return fmt.Errorf("member %q is not a DN", v)
+			}
+			// A value naming no loaded entry is an object of another domain, which AD
+			// shows as a phantom: it is not listed.
+			mr = d.byKey[m.Key()]
 		}
-		// A value naming no loaded entry is an object of another domain, which AD shows
-		// as a phantom: it is not listed.
-		mr := d.byKey[m.Key()]
 		if mr != nil && !seen[mr] {
 			seen[mr] = true
 			r.members = append(r.members, mr)

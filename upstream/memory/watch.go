@@ -85,6 +85,7 @@ func (d *Directory) reloadIfChanged() error {
 	d.mu.Lock()
 	d.records, d.byKey, d.byGUID, d.bySID, d.byPrimary = nd.records, nd.byKey, nd.byGUID, nd.bySID, nd.byPrimary
 	d.mu.Unlock()
+	releaseLoadGarbage() // the load's and the previous directory's
 	w.loaded = st
 	w.gen++
 	return nil
