@@ -219,20 +219,27 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[*record]bool, len(g.members))
-	out := make([]dirgate.Object, 0, len(g.members))
-	for _, list := range [][]*record{g.members, d.primaryMembers(g)} {
-		for _, m := range list {
-			if seen[m] {
-				continue
-			}
-			seen[m] = true
-			o, err := d.render(m, props)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, o)
+	primary := d.primaryMembers(g)
+	out := make([]dirgate.Object, 0, len(g.members)+len(primary))
+	for _, m := range g.members { // each once (build, addMember)
+		o, err := d.render(m, props)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, o)
+	}
+	for _, m := range primary {
+		// A primary member that is also a direct one is listed already. memberOf is
+		// kept in step with members and is short: no set of a large group's members
+		// to build for each listing.
+		if slices.Contains(m.memberOf, g) {
+			continue
+		}
+		o, err := d.render(m, props)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
 	}
 	return out, nil
 }
