@@ -17,7 +17,9 @@ import (
 //   - a list of few short values that recurs (objectClass, userAccountControl,
 //     primaryGroupID, a department's name) is shared by every entry that carries it;
 //   - member values get an array of their own, which build drops once it has pointed
-//     every value that names a loaded entry at that entry's DN (store DNs once).
+//     every value that names a loaded entry at that entry's DN (store DNs once);
+//   - the file's memberOf values are not kept: build rewrites memberOf from member
+//     values, with the groups' DNs.
 // Nothing writes into these arrays after the load: member and memberOf lists are
 // replaced, never changed in place, and a list is cut with its capacity at its
 // length, so an append copies it.
