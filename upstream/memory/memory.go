@@ -12,11 +12,14 @@
 package memory
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	_ "embed"
 	"fmt"
+	"io"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -50,9 +53,10 @@ var _ dirgate.Directory = (*Directory)(nil)
 
 // record is one entry with its resolved links. entry's member and memberOf values are
 // replaced, never changed in place, so a rendering under the read lock sees whole
-// slices.
+// slices. The builder makes entry (entry.go); the values that name an entry share its
+// DN's bytes.
 type record struct {
-	entry      *dirgate.Entry
+	entry      dirgate.Entry
 	line       int
 	key        string
 	guid       string
@@ -110,14 +114,11 @@ func Open(path string, opts ...Option) (*Directory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("memory: %w", err)
-	}
-	d, err := Load(path, data, opts...)
+	d, err := loadFile(path, opts...)
 	if err != nil {
 		return nil, err
 	}
+	releaseLoadGarbage()
 	d.watch = watchState{path: path, loaded: st}
 	return d, nil
 }
@@ -129,7 +130,29 @@ func Demo(opts ...Option) (*Directory, error) { return Load("embedded demo.ldif"
 // which give the line and DN of the entry at fault. Entries need a DN that parses and
 // one 16-byte objectGUID, unique across the file; DNs must be unique too.
 func Load(name string, data []byte, opts ...Option) (*Directory, error) {
-	entries, err := parseLDIF(name, data)
+	return loadFrom(name, bytes.NewReader(data), opts...)
+}
+
+// loadFile loads the export at path, reading it as it parses.
+func loadFile(path string, opts ...Option) (*Directory, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("memory: %w", err)
+	}
+	defer f.Close()
+	return loadFrom(path, f, opts...)
+}
+
+// releaseLoadGarbage collects what a load of a file left behind and returns the
+// memory to the system. The collector lets the heap grow to twice what is live
+// before it collects, and the runtime gives freed memory back only slowly: without
+// this, a process that has just loaded a large export holds about twice the
+// directory's size, its load's peak, long after. It is done once a load (at start
+// and after a reload), and costs one collection.
+func releaseLoadGarbage() { debug.FreeOSMemory() }
+
+func loadFrom(name string, data io.Reader, opts ...Option) (*Directory, error) {
+	records, err := parseLDIF(name, data)
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
@@ -137,7 +160,7 @@ func Load(name string, data []byte, opts ...Option) (*Directory, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	d, err := build(name, entries, cfg.now())
+	d, err := build(name, records, cfg.now())
 	if err != nil {
 		return nil, fmt.Errorf("memory: %w", err)
 	}
@@ -196,20 +219,27 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if err != nil {
 		return nil, err
 	}
-	seen := make(map[*record]bool, len(g.members))
-	out := make([]dirgate.Object, 0, len(g.members))
-	for _, list := range [][]*record{g.members, d.primaryMembers(g)} {
-		for _, m := range list {
-			if seen[m] {
-				continue
-			}
-			seen[m] = true
-			o, err := d.render(m, props)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, o)
+	primary := d.primaryMembers(g)
+	out := make([]dirgate.Object, 0, len(g.members)+len(primary))
+	for _, m := range g.members { // each once (build, addMember)
+		o, err := d.render(m, props)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, o)
+	}
+	for _, m := range primary {
+		// A primary member that is also a direct one is listed already. memberOf is
+		// kept in step with members and is short: no set of a large group's members
+		// to build for each listing.
+		if slices.Contains(m.memberOf, g) {
+			continue
+		}
+		o, err := d.render(m, props)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
 	}
 	return out, nil
 }
@@ -288,7 +318,7 @@ func (d *Directory) addMember(g, m *record) error {
 	}
 	g.members = append(slices.Clip(g.members), m)
 	m.memberOf = append(slices.Clip(m.memberOf), g)
-	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), []byte(m.entry.DN))
+	g.entry.Attrs["member"] = append(slices.Clip(g.entry.Values("member")), m.dnBytes())
 	m.syncMemberOf()
 	return nil
 }
@@ -350,7 +380,7 @@ func (r *record) syncMemberOf() {
 	}
 	vals := make([][]byte, len(r.memberOf))
 	for i, g := range r.memberOf {
-		vals[i] = []byte(g.entry.DN)
+		vals[i] = g.dnBytes()
 	}
 	r.entry.Attrs["memberof"] = vals
 }

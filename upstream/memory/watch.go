@@ -78,17 +78,14 @@ func (d *Directory) reloadIfChanged() error {
 	if st == w.loaded {
 		return nil
 	}
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		return fmt.Errorf("memory: watch: %w", err)
-	}
-	nd, err := Load(w.path, data, WithClock(d.now))
+	nd, err := loadFile(w.path, WithClock(d.now))
 	if err != nil {
 		return fmt.Errorf("memory: reload (the previous directory keeps serving): %w", err)
 	}
 	d.mu.Lock()
 	d.records, d.byKey, d.byGUID, d.bySID, d.byPrimary = nd.records, nd.byKey, nd.byGUID, nd.bySID, nd.byPrimary
 	d.mu.Unlock()
+	releaseLoadGarbage() // the load's and the previous directory's
 	w.loaded = st
 	w.gen++
 	return nil
