@@ -1,0 +1,377 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dirgate/dirgate/test/load"
+)
+
+// The first listings of large groups on a domain controller (-dc-large): the groups
+// test/samba/large.sh seeds (DIRGATE_LARGE_SIZES, DIRGATE_LARGE_OU), each listed once
+// by a dirgate that has never listed it (a cache miss: the LDAP upstream reads it),
+// against ldapsearch fetching the same members with the same attributes, alternated
+// repetition by repetition. What each costs: wall time, the DC's CPU (every samba
+// process of its session, from /proc), dirgate's CPU and the client's.
+
+// dcBaseAttrs are the attributes dirgate's LDAP upstream asks for every member
+// (upstream/ldap baseAttrs): ldapsearch asks for the same.
+var dcBaseAttrs = []string{
+	"objectGUID", "objectSid", "objectClass", "userAccountControl",
+	"msDS-User-Account-Control-Computed", "accountExpires", "pwdLastSet",
+	"msDS-UserPasswordExpiryTimeComputed", "primaryGroupID",
+}
+
+// The targets of a -dc-large run.
+const (
+	dcDirgate = "dirgate"
+	// dcASQ is ldapsearch with the ASQ control on the group's member attribute: the
+	// search dirgate sends, and the one request that returns exactly the members.
+	dcASQ = "ldapsearch-asq"
+	// dcPaged is ldapsearch's paged subtree search for (memberOf=<group>), 1,000 a
+	// page: what a client without ASQ sends.
+	dcPaged = "ldapsearch-paged"
+)
+
+// dcRun is one first listing.
+type dcRun struct {
+	Members    int           `json:"members"`
+	Target     string        `json:"target"`
+	Repetition int           `json:"repetition"`
+	Wall       time.Duration `json:"wallNs"`
+	DCCPU      time.Duration `json:"dcCpuNs"`
+	DirgateCPU time.Duration `json:"dirgateCpuNs"`
+	ClientCPU  time.Duration `json:"clientCpuNs"`
+	Entries    int           `json:"entries"`
+	Bytes      int           `json:"bytes"`
+}
+
+// runDCLarge measures the first listing of each large group, -repeat times.
+func runDCLarge(ctx context.Context, o options, stdout io.Writer) error {
+	lc, err := load.LDAPConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	ou, samba := os.Getenv("DIRGATE_LARGE_OU"), os.Getenv("DIRGATE_TEST_SAMBA_DIR")
+	spec := o.dcLarge
+	if spec == "env" {
+		spec = os.Getenv("DIRGATE_LARGE_SIZES")
+	}
+	sizes, err := parseMembers(spec)
+	if err != nil || ou == "" || samba == "" {
+		return fmt.Errorf("-dc-large needs the env file test/samba/large.sh writes (DIRGATE_LARGE_OU, DIRGATE_LARGE_SIZES, DIRGATE_TEST_SAMBA_DIR): %v", err)
+	}
+	dcPID, err := pidFile(filepath.Join(samba, "run", "samba.pid"))
+	if err != nil {
+		return err
+	}
+	work, policyDir, done, err := workDir("dirgate-bench-dclarge-", o.keep, stdout)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := os.WriteFile(filepath.Join(policyDir, "authz.rego"), []byte(allowAll), 0o600); err != nil {
+		return err
+	}
+	callers := []load.Caller{{Name: "admin", Subject: lc.AdminDN}}
+	tokens := filepath.Join(work, "tokens.yaml")
+	if err := writeTokens(tokens, callers); err != nil {
+		return err
+	}
+	group := func(n int) string { return "CN=dirgate-large-" + strconv.Itoa(n) + "," + ou }
+	// A small group listed first by every dirgate: its connections, the caller's
+	// principal and the policy are then warm, and what the large listing costs is the
+	// listing's own.
+	warm := "CN=Domain Admins,CN=Users," + lc.BaseDN
+	w := load.Workload{Callers: callers}
+	for _, g := range append([]string{warm}, mapSlice(sizes, group)...) {
+		w.Ops = append(w.Ops, load.Op{Name: g, Kind: load.OpList, Query: load.Query{Group: g}, Weight: 1})
+	}
+	checker, err := expect(ctx, lc, policyDir, w)
+	if err != nil {
+		return err
+	}
+	env := machine()
+	env.Cache = "in process, a new dirgate each repetition (every listing measured is a miss)"
+	env.print(stdout)
+	o.redis = "off"
+
+	var runs []dcRun
+	for rep := range o.repeat {
+		dg, err := startDirgate(ctx, filepath.Join(work, "dirgate-"+strconv.Itoa(rep)), o.bin, o.dirgateEnv, o, lc, policyDir, tokens)
+		if err != nil {
+			return err
+		}
+		o.bin = dg.bin // built once
+		if _, _, err := getListing(ctx, dg.url, callers[0].Token, w.Ops[0].Query); err != nil {
+			dg.stop()
+			return fmt.Errorf("warm-up listing: %w", err)
+		}
+		for i, n := range sizes {
+			op := w.Ops[i+1]
+			for _, t := range rotate([]string{dcDirgate, dcASQ, dcPaged}, rep) {
+				r, err := dcMeasure(ctx, t, dg, dcPID, lc, callers[0].Token, op.Query, checker)
+				if err != nil {
+					dg.stop()
+					return fmt.Errorf("%d members, %s: %w", n, t, err)
+				}
+				r.Members, r.Target, r.Repetition = n, t, rep
+				if r.Entries != n {
+					dg.stop()
+					return fmt.Errorf("%d members, %s: %d entries", n, t, r.Entries)
+				}
+				runs = append(runs, r)
+				fmt.Fprintf(stdout, "rep %d  %6d members  %-16s  wall %8s  DC CPU %8s  dirgate CPU %8s  client CPU %8s  %d KB\n",
+					rep, n, t, r.Wall.Round(time.Millisecond), r.DCCPU, r.DirgateCPU, r.ClientCPU, r.Bytes>>10)
+			}
+		}
+		dg.stop()
+	}
+	fmt.Fprintf(stdout, "\nmedians [min-max] of %d repetitions; ratio: dirgate's wall over ldapsearch-asq's, paired by repetition\n", o.repeat)
+	fmt.Fprintln(stdout, "members  target            wall s               DC CPU s             dirgate CPU s        client CPU s         wall ratio")
+	for _, n := range sizes {
+		for _, t := range []string{dcDirgate, dcASQ, dcPaged} {
+			sel := slices.DeleteFunc(slices.Clone(runs), func(r dcRun) bool { return r.Members != n || r.Target != t })
+			ratio := ""
+			if t != dcASQ {
+				var rs []float64
+				for _, r := range sel {
+					for _, b := range runs {
+						if b.Members == n && b.Target == dcASQ && b.Repetition == r.Repetition && b.Wall > 0 {
+							rs = append(rs, float64(r.Wall)/float64(b.Wall))
+						}
+					}
+				}
+				ratio = spread(rs, 2)
+			}
+			get := func(f func(dcRun) time.Duration) string {
+				var v []float64
+				for _, r := range sel {
+					v = append(v, f(r).Seconds())
+				}
+				return spread(v, 3)
+			}
+			fmt.Fprintf(stdout, "%7d  %-16s  %-19s  %-19s  %-19s  %-19s  %s\n", n, t,
+				get(func(r dcRun) time.Duration { return r.Wall }), get(func(r dcRun) time.Duration { return r.DCCPU }),
+				get(func(r dcRun) time.Duration { return r.DirgateCPU }), get(func(r dcRun) time.Duration { return r.ClientCPU }), ratio)
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Fprintf(stdout, "load average at the end: %s\n", strings.Join(strings.Fields(string(b))[:3], " "))
+	}
+	if o.jsonFile != "" {
+		b, err := json.MarshalIndent(map[string]any{"machine": env, "options": o.public(), "runs": runs}, "", "  ")
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(o.jsonFile, b, 0o644)
+	}
+	return nil
+}
+
+// dcMeasure lists q once through target t and reads what it cost.
+func dcMeasure(ctx context.Context, t string, dg *dirgateProc, dcPID int, lc load.LDAPConfig, token string, q load.Query, checker *load.Checker) (dcRun, error) {
+	var r dcRun
+	dc0, err := sessionCPU(dcPID)
+	if err != nil {
+		return r, err
+	}
+	dgPID := dg.cmd.Process.Pid
+	dg0, err := load.ProcessCPUTime(dgPID)
+	if err != nil {
+		return r, err
+	}
+	self0, err := load.ProcessCPUTime(0)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	var body []byte
+	switch t {
+	case dcDirgate:
+		var status int
+		body, status, err = getListing(ctx, dg.url, token, q)
+		r.Wall = time.Since(start)
+		if err == nil && status != http.StatusOK {
+			err = fmt.Errorf("status %d: %.200q", status, body)
+		}
+	default:
+		var cpu time.Duration
+		body, cpu, err = ldapsearch(ctx, lc, t, q.Group)
+		r.Wall, r.ClientCPU = time.Since(start), cpu
+	}
+	if err != nil {
+		return r, err
+	}
+	dc1, err := sessionCPU(dcPID)
+	if err != nil {
+		return r, err
+	}
+	dg1, err := load.ProcessCPUTime(dgPID)
+	if err != nil {
+		return r, err
+	}
+	self1, err := load.ProcessCPUTime(0)
+	if err != nil {
+		return r, err
+	}
+	r.DCCPU, r.DirgateCPU, r.Bytes = dc1-dc0, dg1-dg0, len(body)
+	if t == dcDirgate {
+		r.ClientCPU = self1 - self0 // the HTTP client: reading the body, not checking it
+		if wrong := checker.CheckListing(0, q, nil, body); wrong != "" {
+			return r, fmt.Errorf("wrong answer: %s", wrong)
+		}
+		var objs []json.RawMessage
+		if err := json.Unmarshal(body, &objs); err != nil {
+			return r, err
+		}
+		r.Entries = len(objs)
+	} else {
+		r.Entries = bytes.Count(body, []byte("\ndn: ")) + bytes.Count(body, []byte("\ndn:: "))
+		if bytes.HasPrefix(body, []byte("dn:")) {
+			r.Entries++
+		}
+	}
+	return r, nil
+}
+
+// getListing sends one listing request on a connection of its own.
+func getListing(ctx context.Context, url, token string, q load.Query) ([]byte, int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"?"+q.RawQuery(), nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	req.Header.Set(load.TokenHeader, token)
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}, Timeout: 5 * time.Minute}
+	defer c.CloseIdleConnections()
+	resp, err := c.Do(req)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return b, resp.StatusCode, err
+}
+
+// ldapsearch runs OpenLDAP's ldapsearch as the service account, as dirgate binds,
+// and returns its LDIF and CPU time.
+func ldapsearch(ctx context.Context, lc load.LDAPConfig, t, group string) ([]byte, time.Duration, error) {
+	args := []string{"-H", lc.URL, "-x", "-D", lc.BindDN, "-y", lc.PasswordFile, "-LLL", "-o", "ldif-wrap=no"}
+	switch t {
+	case dcASQ:
+		// The control's value: SEQUENCE { sourceAttribute OCTET STRING "member" }.
+		v := base64.StdEncoding.EncodeToString(append([]byte{0x30, 8, 0x04, 6}, "member"...))
+		args = append(args, "-b", group, "-s", "base", "-E", "!1.2.840.113556.1.4.1504=::"+v, "(objectClass=*)")
+	case dcPaged:
+		args = append(args, "-b", lc.BaseDN, "-s", "sub", "-E", "pr=1000/noprompt", "(memberOf="+ldapEscape(group)+")")
+	}
+	cmd := exec.CommandContext(ctx, "ldapsearch", append(args, dcBaseAttrs...)...)
+	cmd.Env = append(os.Environ(), "LDAPTLS_CACERT="+lc.CAFile, "LDAPTLS_REQCERT=demand", "LDAPCONF=/dev/null")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var cpu time.Duration
+	if cmd.ProcessState != nil {
+		cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	}
+	if err != nil {
+		return nil, cpu, fmt.Errorf("ldapsearch: %w: %s", err, strings.TrimSpace(errb.String()))
+	}
+	// -E pr prints "# pagedresults" comments between pages: not entries.
+	return out.Bytes(), cpu, nil
+}
+
+// ldapEscape escapes a filter value (RFC 4515).
+func ldapEscape(s string) string {
+	r := strings.NewReplacer(`\`, `\5c`, `*`, `\2a`, `(`, `\28`, `)`, `\29`, "\x00", `\00`)
+	return r.Replace(s)
+}
+
+// sessionCPU is the CPU time of every process in pid's session: samba -D calls
+// setsid, so the root and all its workers share one.
+func sessionCPU(pid int) (time.Duration, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	want := strconv.Itoa(pid)
+	var total time.Duration
+	found := false
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // exited since the listing
+		}
+		i := bytes.LastIndexByte(b, ')')
+		f := bytes.Fields(b[i+1:])
+		if len(f) < 4 || string(f[3]) != want { // f[3] is field 6, the session
+			continue
+		}
+		d, err := load.ProcessCPUTime(p)
+		if err != nil {
+			continue
+		}
+		total += d
+		found = true
+	}
+	if !found {
+		return 0, fmt.Errorf("no process in the session of samba pid %d", pid)
+	}
+	return total, nil
+}
+
+func pidFile(path string) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, fmt.Errorf("samba pid: %w", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	s.Scan()
+	pid, err := strconv.Atoi(strings.TrimSpace(s.Text()))
+	if err != nil {
+		return 0, fmt.Errorf("samba pid in %s: %w", path, err)
+	}
+	return pid, nil
+}
+
+// spread prints the median and the range of v.
+func spread(v []float64, digits int) string {
+	if len(v) == 0 {
+		return ""
+	}
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	m := s[len(s)/2]
+	if len(s)%2 == 0 {
+		m = (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	f := "%." + strconv.Itoa(digits) + "f"
+	return fmt.Sprintf(f+" ["+f+"-"+f+"]", m, s[0], s[len(s)-1])
+}
+
+func mapSlice[T, U any](s []T, f func(T) U) []U {
+	out := make([]U, len(s))
+	for i, v := range s {
+		out[i] = f(v)
+	}
+	return out
+}

@@ -1,0 +1,56 @@
+package ldap
+
+// The adapter's read of a large group against the same ASQ search by hand, on the
+// DC test/samba/large.sh seeds (its env file sourced, inside its namespace):
+//
+//	ip netns exec dirgate-large sh -c '. /tmp/dgl/env; export $(grep -o "^[A-Z_]*" /tmp/dgl/env);
+//	  go test -run "^$" -bench LargeDCMembers -benchtime 3x -count 3 ./upstream/ldap/'
+//
+// It skips without DIRGATE_LARGE_OU, also in CI: the large seed takes minutes and is
+// never part of make test. The load tool's -dc-large measures the whole first
+// listing through dirgate against ldapsearch (docs/benchmarks.md).
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dirgate/dirgate/test/sambatest"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+func BenchmarkLargeDCMembers(b *testing.B) {
+	ou := os.Getenv("DIRGATE_LARGE_OU")
+	if ou == "" {
+		b.Skip("DIRGATE_LARGE_OU not set: start test/samba/large.sh and source its env file")
+	}
+	dc := sambatest.Env(b)
+	d := openDC(b, dcConfig(dc))
+	for _, s := range strings.Split(os.Getenv("DIRGATE_LARGE_SIZES"), ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("DIRGATE_LARGE_SIZES: %v", err)
+		}
+		dn := "CN=dirgate-large-" + s + "," + ou
+		group := mustLookup(b, d, dn)
+		b.Run(s+"/adapter", func(b *testing.B) {
+			for b.Loop() {
+				objs, err := d.Members(context.Background(), group, nil)
+				if err != nil || len(objs) != n {
+					b.Fatalf("%d objects, %v; want %d", len(objs), err, n)
+				}
+			}
+		})
+		b.Run(s+"/raw-asq", func(b *testing.B) {
+			c := dc.DialService(b)
+			for b.Loop() {
+				es := rawSearch(b, c, dn, goldap.ScopeBaseObject, "(objectClass=*)", []goldap.Control{asqControl("member")}, 0)
+				if len(es) != n {
+					b.Fatalf("%d entries, want %d", len(es), n)
+				}
+			}
+		})
+	}
+}
