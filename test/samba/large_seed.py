@@ -3,8 +3,8 @@ and one group per size holding the first `size` of them, for test/samba/large.sh
 
     /usr/bin/python3 large_seed.py SMB_CONF SAM_LDB BASE_DN MAX_USERS SIZES [BATCH]
 
-Users and member values are written in transactions of BATCH (default 2,000)
-through Samba's own Python bindings and modules (samldb allocates the SIDs, the
+Users are added in transactions of BATCH (default 2,000), member values in
+modifies of BATCH, through Samba's own Python bindings and modules (samldb allocates the SIDs, the
 linked-attribute module keeps memberOf and the sorted member list), as system:
 an LDAP add commits one transaction per entry, and a modify that adds one member
 rewrites the group's whole member list, which is what made seeding over LDAPS
