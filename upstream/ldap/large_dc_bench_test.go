@@ -3,8 +3,8 @@ package ldap
 // The adapter's read of a large group against the same ASQ search by hand, on the
 // DC test/samba/large.sh seeds (its env file sourced, inside its namespace):
 //
-//	ip netns exec dirgate-large sh -c '. /tmp/dgl/env; export $(grep -o "^[A-Z_]*" /tmp/dgl/env);
-//	  go test -run "^$" -bench LargeDCMembers -benchtime 3x -count 3 ./upstream/ldap/'
+//	ip netns exec dirgate-large bash -c 'set -a; . /tmp/dgl/env; set +a;
+//	  go test -run "^$" -bench LargeDCMembers -benchtime 2x -benchmem ./upstream/ldap/'
 //
 // It skips without DIRGATE_LARGE_OU, also in CI: the large seed takes minutes and is
 // never part of make test. The load tool's -dc-large measures the whole first
