@@ -76,6 +76,8 @@ type options struct {
 	encodings []string
 	// startTimeout, when set, bounds a dirgate's start instead of startTimeout.
 	startTimeout time.Duration
+	// dcLarge, when set, runs the first listings of large groups on a DC (dclarge.go).
+	dcLarge string
 }
 
 // targetB names the second dirgate's runs.
@@ -119,6 +121,7 @@ func parse(args []string) (options, error) {
 	fs.StringVar(&o.redis, "redis", "auto", "auto: start a redis-server if dirgate has the Redis settings; off; or host:port of a running one")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (dirgate's logs)")
 	members := fs.String("members", "", "instead of the DC's workloads: a large listing of each of these sizes (e.g. 1k,10k,100k) on the memory upstream, against the bare server, with dirgate's memory and first listing (no DC, no Redis)")
+	fs.StringVar(&o.dcLarge, "dc-large", "", "instead of the DC's workloads: the first listing of each large group test/samba/large.sh seeded (env: DIRGATE_LARGE_SIZES, or sizes such as 2k,20k) through dirgate against ldapsearch (dclarge.go)")
 	encodings := fs.String("encodings", "identity,gzip,zstd", "with -members: the content codings to run (identity: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -193,6 +196,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.members != nil {
 		return runLarge(ctx, o, stdout)
+	}
+	if o.dcLarge != "" {
+		return runDCLarge(ctx, o, stdout)
 	}
 	lc, err := load.LDAPConfigFromEnv(os.Getenv)
 	if err != nil {
