@@ -78,10 +78,7 @@ func NewTimestamp(t time.Time) *Timestamp { return &Timestamp{t.UTC()} }
 func (t Timestamp) String() string { return t.UTC().Format(TimestampLayout) }
 
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(TimestampLayout)+2)
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, TimestampLayout)
-	return append(b, '"'), nil
+	return t.appendJSON(make([]byte, 0, len(TimestampLayout)+2)), nil
 }
 
 func (t *Timestamp) UnmarshalJSON(b []byte) error {

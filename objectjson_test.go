@@ -59,13 +59,29 @@ func TestObjectAppendJSON(t *testing.T) {
 	}
 }
 
+// TestAppendTimestamp holds the digit-by-digit timestamp to Format's, at the edges of
+// its four-digit years and beyond them (where it defers to Format).
+func TestAppendTimestamp(t *testing.T) {
+	for _, tm := range []time.Time{
+		{}, time.Unix(0, 0), time.Date(1601, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(2020, 7, 14, 16, 27, 49, 559044899, time.UTC), time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC),
+		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(30828, 9, 14, 2, 48, 5, 477580700, time.UTC), // the largest FILETIME
+	} {
+		want := tm.UTC().Format(TimestampLayout)
+		if got := string(appendTimestamp([]byte("x"), tm.UTC())); got != "x"+want {
+			t.Errorf("appendTimestamp(%v) = %q, want x%q", tm, got, want)
+		}
+	}
+}
+
 // FuzzObjectAppendJSON holds AppendJSON to the reflection encoding for any text in
 // any field: a directory's names and attribute values are its users' input.
 func FuzzObjectAppendJSON(f *testing.F) {
 	f.Add("CN=a<b>&c,DC=x", "a\u2028b\xff", "k", "v\x00", int64(1594744069), int64(559044800), 2, true, false)
 	f.Add("", "", "", "", int64(0), int64(0), -1, false, true)
 	f.Fuzz(func(t *testing.T, dn, name, key, val string, sec, nsec int64, code int, disabled, nilProps bool) {
-		ts := NewTimestamp(time.Unix(sec%(1<<40), nsec%1e9))
+		ts := NewTimestamp(time.Unix(sec%(1<<40), nsec%1e9)) // years up to some 35,000, and negative ones
 		o := Object{GUID: val, DN: dn, DisplayName: name, ObjectType: key, ObjectTypeCode: code,
 			DomainName: dn + name, DirectoryType: code >> 3,
 			AccountStatus:  &AccountStatus{IsDisabled: disabled, IsLocked: nilProps, ExpirationDate: ts},

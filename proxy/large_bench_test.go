@@ -247,3 +247,34 @@ func largestValue(b *testing.B, redis *redistest.Server, pattern string) int {
 	}
 	return largest
 }
+
+// BenchmarkLargeUpstreamMembers is the memory upstream's part of a first listing:
+// Members of the generated group of n members, each rendered by Entry.ToObject, and
+// nothing else. Beside BenchmarkLargeFirstListing it splits a fill's cost between
+// the upstream and the rest (encoding, storing, deciding, rendering).
+func BenchmarkLargeUpstreamMembers(b *testing.B) {
+	if testing.Short() {
+		b.Skip("builds directories of up to 100,000 users")
+	}
+	ctx := context.Background()
+	for _, n := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("members=%d", n), func(b *testing.B) {
+			dir := generatedDirectory(b, n)
+			group, err := dir.Lookup(ctx, dirgate.MustParseIdentifier(generatedGroupDN), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			var cpu time.Duration
+			for b.Loop() {
+				start := cpuTime()
+				objs, err := dir.Members(ctx, group, nil)
+				cpu += cpuTime() - start
+				if err != nil || len(objs) < n {
+					b.Fatalf("%d members, %v", len(objs), err)
+				}
+			}
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/float64(n), "cpu-ns/member")
+		})
+	}
+}
