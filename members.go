@@ -209,7 +209,9 @@ func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOpti
 		for _, ms := range members {
 			total += len(ms)
 		}
-		out = slices.Grow(out, total) // a group of 100,000 members: one allocation, not twenty
+		// A group of 100,000 members: one allocation each, not twenty. The visited set
+		// holds only the group until the first level.
+		out = slices.Grow(out, total)
 		if len(visited) == 1 {
 			visited = make(map[string]bool, total+1)
 			visited[group.GUID] = true
