@@ -161,3 +161,90 @@ func (d DN) Parent() (DN, bool) {
 	p, err := ParseDN(b.String())
 	return p, err == nil
 }
+
+// dnNames returns what ToObject takes from a DN: the leaf RDN's value (RDNValue) and
+// the domain name (DomainName), and ParseDN's error for a DN it rejects. A DN that
+// plainDNNames can read exactly is not parsed: ParseDN allocates some fifty times per
+// DN, and a listing reads one DN per member.
+func dnNames(s string) (display, domain string, err error) {
+	if display, domain, ok := plainDNNames(s); ok {
+		return display, domain, nil
+	}
+	d, err := ParseDN(s)
+	if err != nil {
+		return "", "", err
+	}
+	return d.RDNValue(), d.DomainName(), nil
+}
+
+// plainDNNames reads RDNValue and DomainName from a DN written without anything
+// that ParseDN would decode or might reject: RDNs of one type=value each, types that
+// are names (validAttributeName), values of valid UTF-8 without escapes, quotes,
+// '+', ';', '<', '>', '#', control characters, a second '=' or spaces at either end,
+// no empty value. Such a DN parses to exactly its text, so the leaf's value is a
+// substring of it. ok is false for anything else, which the caller parses in full
+// (FuzzPlainDNNames holds the two to the same answers).
+func plainDNNames(s string) (display, domain string, ok bool) {
+	if s == "" || !utf8.ValidString(s) {
+		return "", "", false
+	}
+	// One pass over the RDNs, leaf first; dcStart is where the trailing run of DC
+	// RDNs begins (len(s)+1 while the last RDN seen is not one), and dcCount its
+	// length, for the one allocation of the domain name.
+	dcStart, dcCount := len(s)+1, 0
+	for start := 0; start <= len(s); {
+		end := strings.IndexByte(s[start:], ',')
+		if end < 0 {
+			end = len(s)
+		} else {
+			end += start
+		}
+		rdn := s[start:end]
+		eq := strings.IndexByte(rdn, '=')
+		if eq <= 0 || eq == len(rdn)-1 {
+			return "", "", false
+		}
+		typ, val := rdn[:eq], rdn[eq+1:]
+		if !plainValue(val) || typ[len(typ)-1] == ' ' || !validAttributeName(typ) {
+			return "", "", false
+		}
+		if start == 0 {
+			display = val
+		}
+		if len(typ) == 2 && (typ[0]|0x20) == 'd' && (typ[1]|0x20) == 'c' {
+			if dcStart > len(s) {
+				dcStart, dcCount = start, 0
+			}
+			dcCount++
+		} else {
+			dcStart = len(s) + 1
+		}
+		start = end + 1
+	}
+	if dcStart > len(s) {
+		return display, "", true
+	}
+	b := make([]byte, 0, len(s)-dcStart-3*dcCount) // each "DC=" goes, each ',' becomes '.'
+	for rdn := range strings.SplitSeq(s[dcStart:], ",") {
+		if len(b) > 0 {
+			b = append(b, '.')
+		}
+		b = append(b, rdn[3:]...)
+	}
+	return display, string(b), true
+}
+
+// plainValue reports whether an attribute value's text is its value: nothing that
+// the DN parser unescapes, decodes, trims or rejects.
+func plainValue(v string) bool {
+	if v[0] == ' ' || v[0] == '#' || v[len(v)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case c < 0x20, c == 0x7f, c == '\\', c == '"', c == '+', c == ';', c == '<', c == '>', c == '=':
+			return false
+		}
+	}
+	return true
+}

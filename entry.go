@@ -41,10 +41,7 @@ func (e *Entry) First(name string) string {
 }
 
 // Int returns the first value of name as an integer.
-func (e *Entry) Int(name string) (int64, bool) {
-	v, err := strconv.ParseInt(e.First(name), 10, 64)
-	return v, err == nil
-}
+func (e *Entry) Int(name string) (int64, bool) { return e.int(strings.ToLower(name)) }
 
 // Object types and their codes. The product fixes organizationalUnit 0, user 2, group 3
 // and computer 4; the others are dirgate's choice (docs/compatibility.md, "objectType
@@ -108,29 +105,34 @@ const (
 // ToObject renders an entry as a client's directory object (docs/compatibility.md,
 // "Directory objects"), with the requested extra properties (names as the client gave
 // them; keys are lower-cased). now decides whether a password has expired.
+//
+// It runs once per member of every listing filled from the memory upstream, so it
+// reads attributes by their lower-case keys (Values lower-cases, allocating, for
+// mixed-case names) and takes the display and domain names without a full DN parse
+// when the DN is plain (dnNames).
 func (e *Entry) ToObject(props []string, now time.Time) (Object, error) {
-	dn, err := ParseDN(e.DN)
+	display, domain, err := dnNames(e.DN)
 	if err != nil {
 		return Object{}, fmt.Errorf("entry %q: %w", e.DN, err)
 	}
-	raw := e.Values("objectGUID")
+	raw := e.Attrs["objectguid"]
 	if len(raw) == 0 || len(raw[0]) != 16 {
 		return Object{}, fmt.Errorf("entry %q: missing or malformed objectGUID", e.DN)
 	}
 	o := Object{
 		GUID:          GUIDFromBytes(raw[0]),
 		DN:            e.DN,
-		DisplayName:   dn.RDNValue(),
-		DomainName:    dn.DomainName(),
+		DisplayName:   display,
+		DomainName:    domain,
 		DirectoryType: DirectoryTypeActiveDirectory,
 	}
-	if sid := e.Values("objectSid"); len(sid) > 0 {
+	if sid := e.Attrs["objectsid"]; len(sid) > 0 {
 		if o.SID, err = SIDFromBytes(sid[0]); err != nil {
 			return Object{}, fmt.Errorf("entry %q: objectSid: %w", e.DN, err)
 		}
 	}
-	o.ObjectType, o.ObjectTypeCode = ObjectType(e.Values("objectClass"))
-	if v, ok := e.Int("primaryGroupID"); ok {
+	o.ObjectType, o.ObjectTypeCode = ObjectType(e.Attrs["objectclass"])
+	if v, ok := e.int("primarygroupid"); ok {
 		o.PrimaryGroupID = int(v)
 	}
 	if o.ObjectType == TypeUser || o.ObjectType == TypeComputer {
@@ -145,27 +147,41 @@ func (e *Entry) ToObject(props []string, now time.Time) (Object, error) {
 	return o, nil
 }
 
+// statuses holds what status allocates for one object, allocated together: a
+// listing of users would otherwise make five small objects per member.
+type statuses struct {
+	account  AccountStatus
+	password PasswordStatus
+	times    [3]Timestamp
+}
+
 // status derives account and password status from the computed attributes, as
 // docs/directory.md, "userAccountControl and its computed twin" explains: locked only
 // from the computed bit (lockoutTime outlives an automatic unlock), account expiry
 // from accountExpires.
 func (e *Entry) status(now time.Time) (*AccountStatus, *PasswordStatus) {
-	uac, _ := e.Int("userAccountControl")
-	computed, _ := e.Int("msDS-User-Account-Control-Computed")
-	as := &AccountStatus{IsDisabled: uac&ufAccountDisable != 0, IsLocked: computed&ufLockout != 0}
-	if v, ok := e.Int("accountExpires"); ok {
+	st := &statuses{}
+	uac, _ := e.int("useraccountcontrol")
+	computed, _ := e.int("msds-user-account-control-computed")
+	as := &st.account
+	*as = AccountStatus{IsDisabled: uac&ufAccountDisable != 0, IsLocked: computed&ufLockout != 0}
+	if v, ok := e.int("accountexpires"); ok {
 		if t, ok := FileTime(v); ok {
-			as.ExpirationDate = NewTimestamp(t)
+			st.times[0].Time = t // FileTime's times are UTC, as NewTimestamp makes them
+			as.ExpirationDate = &st.times[0]
 		}
 	}
-	ps := &PasswordStatus{ExpirationStatus: PasswordNotExpired}
-	pwdLastSet, havePwd := e.Int("pwdLastSet")
+	ps := &st.password
+	ps.ExpirationStatus = PasswordNotExpired
+	pwdLastSet, havePwd := e.int("pwdlastset")
 	if t, ok := FileTime(pwdLastSet); havePwd && ok {
-		ps.WhenChanged = NewTimestamp(t)
+		st.times[1].Time = t
+		ps.WhenChanged = &st.times[1]
 	}
-	expiry, haveExpiry := e.Int("msDS-UserPasswordExpiryTimeComputed")
+	expiry, haveExpiry := e.int("msds-userpasswordexpirytimecomputed")
 	if t, ok := FileTime(expiry); haveExpiry && ok {
-		ps.ExpirationDate = NewTimestamp(t)
+		st.times[2].Time = t
+		ps.ExpirationDate = &st.times[2]
 		if !t.After(now) {
 			ps.ExpirationStatus = PasswordExpired
 		}
@@ -176,6 +192,41 @@ func (e *Entry) status(now time.Time) (*AccountStatus, *PasswordStatus) {
 		ps.ExpirationStatus = PasswordExpired
 	}
 	return as, ps
+}
+
+// int is Int for a lower-case name.
+func (e *Entry) int(lower string) (int64, bool) {
+	v := e.Attrs[lower]
+	if len(v) == 0 {
+		return 0, false
+	}
+	return parseInt(v[0])
+}
+
+// parseInt is strconv.ParseInt(string(b), 10, 64) without converting b, for the
+// common value: at most 18 digits, optionally after a minus sign (which cannot
+// overflow). Anything else takes strconv's path.
+func parseInt(b []byte) (int64, bool) {
+	digits := b
+	if len(b) > 0 && b[0] == '-' {
+		digits = b[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		v, err := strconv.ParseInt(string(b), 10, 64)
+		return v, err == nil
+	}
+	var v int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			v, err := strconv.ParseInt(string(b), 10, 64) // "+5", or not a number
+			return v, err == nil
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(b) {
+		v = -v
+	}
+	return v, true
 }
 
 // FileTime converts a Windows FILETIME (100 ns ticks since 1601-01-01 UTC). 0 and
@@ -189,11 +240,27 @@ func FileTime(v int64) (time.Time, bool) {
 }
 
 // GUIDFromBytes renders objectGUID's 16 bytes; the first three fields are
-// little-endian (docs/directory.md, "objectGUID and objectSid").
+// little-endian (docs/directory.md, "objectGUID and objectSid"). Lower-case hex, as
+// fmt's %x wrote it before: one allocation, where fmt took several.
 func GUIDFromBytes(b []byte) string {
-	return fmt.Sprintf("%08x-%04x-%04x-%x-%x", binary.LittleEndian.Uint32(b[0:4]),
-		binary.LittleEndian.Uint16(b[4:6]), binary.LittleEndian.Uint16(b[6:8]), b[8:10], b[10:16])
+	_ = b[15]
+	var out [36]byte
+	j := 0
+	for i, k := range guidOrder {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hexDigits[b[k]>>4], hexDigits[b[k]&0xf]
+		j += 2
+	}
+	return string(out[:])
 }
+
+// guidOrder is the byte order of GUIDFromBytes' hex digits.
+var guidOrder = [16]int{3, 2, 1, 0, 5, 4, 7, 6, 8, 9, 10, 11, 12, 13, 14, 15}
+
+const hexDigits = "0123456789abcdef"
 
 // GUIDToBytes is the inverse of GUIDFromBytes for a canonical GUID string.
 func GUIDToBytes(g string) ([]byte, error) {
@@ -223,12 +290,18 @@ func SIDFromBytes(b []byte) (string, error) {
 	for _, x := range b[2:8] {
 		auth = auth<<8 | uint64(x)
 	}
-	var s strings.Builder
-	fmt.Fprintf(&s, "S-%d-%d", b[0], auth)
+	// "S-", 3 digits of revision, 15 of authority, and up to 255 sub-authorities of
+	// 10 digits each; the usual SID (5 sub-authorities) fits the stack buffer.
+	var buf [80]byte
+	s := append(buf[:0], 'S', '-')
+	s = strconv.AppendUint(s, uint64(b[0]), 10)
+	s = append(s, '-')
+	s = strconv.AppendUint(s, auth, 10)
 	for i := 0; i < int(b[1]); i++ {
-		fmt.Fprintf(&s, "-%d", binary.LittleEndian.Uint32(b[8+4*i:]))
+		s = append(s, '-')
+		s = strconv.AppendUint(s, uint64(binary.LittleEndian.Uint32(b[8+4*i:])), 10)
 	}
-	return s.String(), nil
+	return string(s), nil
 }
 
 // SIDToBytes is the inverse of SIDFromBytes for a validated SID string.

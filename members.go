@@ -205,6 +205,17 @@ func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOpti
 			return nil, err
 		}
 		level = level[:0:0]
+		total := 0
+		for _, ms := range members {
+			total += len(ms)
+		}
+		// A group of 100,000 members: one allocation each, not twenty. The visited set
+		// holds only the group until the first level.
+		out = slices.Grow(out, total)
+		if len(visited) == 1 {
+			visited = make(map[string]bool, total+1)
+			visited[group.GUID] = true
+		}
 		for _, ms := range members {
 			for _, m := range ms {
 				if visited[m.GUID] {
@@ -243,22 +254,6 @@ func (s *MemberService) readLevel(ctx context.Context, groups []Object, props []
 		})
 	}
 	return out, g.Wait()
-}
-
-// SortObjects puts a listing in its documented order: by DN compared without regard
-// to letter case, then by GUID. Upstreams return members in arbitrary order; sorting
-// makes sizeLimit and caching deterministic.
-func SortObjects(objs []Object) {
-	keys := make(map[string]string, len(objs))
-	for i := range objs {
-		keys[objs[i].GUID] = strings.ToLower(objs[i].DN)
-	}
-	slices.SortStableFunc(objs, func(a, b Object) int {
-		if c := strings.Compare(keys[a.GUID], keys[b.GUID]); c != 0 {
-			return c
-		}
-		return strings.Compare(a.GUID, b.GUID)
-	})
 }
 
 // Remove removes memberID from groupID and reports the outcome as the product does:

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,6 +174,42 @@ func TestSortObjects(t *testing.T) {
 	want := []string{"CN=a,DC=x/1", "cn=A,DC=x/9", "CN=B,DC=x/0", "CN=b,DC=x/2"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestSortObjectsAsBefore holds SortObjects to the implementation it replaced (a
+// stable sort of the objects by lower-cased DN, then GUID) on listings with
+// upper-case, non-ASCII and equal DNs, in shuffled orders.
+func TestSortObjectsAsBefore(t *testing.T) {
+	reference := func(objs []dirgate.Object) {
+		keys := make(map[string]string, len(objs))
+		for i := range objs {
+			keys[objs[i].GUID] = strings.ToLower(objs[i].DN)
+		}
+		slices.SortStableFunc(objs, func(a, b dirgate.Object) int {
+			if c := strings.Compare(keys[a.GUID], keys[b.GUID]); c != 0 {
+				return c
+			}
+			return strings.Compare(a.GUID, b.GUID)
+		})
+	}
+	names := []string{"a", "A", "b", "Ä", "ä", "ǅ", "İ", "z", "Z", "é", "E", `\2C`, ""}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		n := rng.IntN(40)
+		objs := make([]dirgate.Object, n)
+		for i := range objs {
+			objs[i] = dirgate.Object{
+				DN:   "CN=" + names[rng.IntN(len(names))] + names[rng.IntN(len(names))] + ",DC=x",
+				GUID: strconv.Itoa(rng.IntN(1000)*1000 + i), // unique, as in a listing
+			}
+		}
+		want := slices.Clone(objs)
+		reference(want)
+		dirgate.SortObjects(objs)
+		if !slices.EqualFunc(objs, want, func(a, b dirgate.Object) bool { return a.DN == b.DN && a.GUID == b.GUID }) {
+			t.Fatalf("round %d: got %v, want %v", round, objs, want)
+		}
 	}
 }
 

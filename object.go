@@ -34,14 +34,9 @@ type Object struct {
 // IsGroup reports whether members can be listed under o.
 func (o *Object) IsGroup() bool { return o.ObjectType == TypeGroup }
 
-// MarshalJSON renders properties as {} rather than null when none were requested.
-func (o Object) MarshalJSON() ([]byte, error) {
-	type plain Object
-	if o.Properties == nil {
-		o.Properties = map[string][]string{}
-	}
-	return json.Marshal(plain(o))
-}
+// MarshalJSON renders properties as {} rather than null when none were requested
+// (AppendJSON).
+func (o Object) MarshalJSON() ([]byte, error) { return o.AppendJSON(nil), nil }
 
 // AccountStatus is rendered on users and computers.
 type AccountStatus struct {
@@ -83,10 +78,7 @@ func NewTimestamp(t time.Time) *Timestamp { return &Timestamp{t.UTC()} }
 func (t Timestamp) String() string { return t.UTC().Format(TimestampLayout) }
 
 func (t Timestamp) MarshalJSON() ([]byte, error) {
-	b := make([]byte, 0, len(TimestampLayout)+2)
-	b = append(b, '"')
-	b = t.UTC().AppendFormat(b, TimestampLayout)
-	return append(b, '"'), nil
+	return t.appendJSON(make([]byte, 0, len(TimestampLayout)+2)), nil
 }
 
 func (t *Timestamp) UnmarshalJSON(b []byte) error {

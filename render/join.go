@@ -1,8 +1,6 @@
 package render
 
 import (
-	"encoding/json"
-	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -50,11 +48,7 @@ func AppendJSON(dst []byte, e *dirgate.EncodedListing, objs []dirgate.Object) ([
 			dst = append(dst, frags[j]...)
 			continue
 		}
-		b, err := json.Marshal(o)
-		if err != nil {
-			return nil, fmt.Errorf("encode object %s: %w", o.GUID, err)
-		}
-		dst = append(dst, b...)
+		dst = o.AppendJSON(dst)
 	}
 	return append(dst, ']'), nil
 }

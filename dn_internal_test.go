@@ -1,0 +1,110 @@
+package dirgate
+
+import "testing"
+
+// dnSamples are DNs that plainDNNames reads (plain: true) and DNs that it must leave
+// to ParseDN: escapes, quotes, multi-valued RDNs, spaces ParseDN trims, '#' values,
+// invalid types, ';' separators, empty values and RDNs.
+var dnSamples = []struct {
+	dn    string
+	plain bool
+}{
+	{"CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", true},
+	{"CN=Groß,DC=beispiel,DC=de", true},
+	{"cn=x,dc=Corp,Dc=COM", true},
+	{"CN=Schema,CN=Configuration,O=x", true},
+	{"DC=host,DC=corp.com,CN=MicrosoftDNS,DC=DomainDnsZones,DC=corp,DC=com", true},
+	{"DC=com", true},
+	{"2.5.4.3=a,DC=x", true},
+	{"CN=a(b)&c's,DC=x", true},
+	{`CN=Smith\, John,OU=Users,DC=corp,DC=com`, false},
+	{`CN=J\C3\BCrgen,DC=x`, false},
+	{"CN=a+UID=b,DC=x", false},
+	{"CN=#0403616263,DC=x", false},
+	{"CN= a,DC=x", false},
+	{"CN=a ,DC=x", false},
+	{"CN=a, DC=x", false},
+	{"CN =a,DC=x", false},
+	{"cn=x;dc=a", false},
+	{"CN=a=b,DC=x", false},
+	{"CN=,DC=x", false},
+	{"CN=a,,DC=x", false},
+	{"CN=a,", false},
+	{"=a,DC=x", false},
+	{"c_n=a,DC=x", false},
+	{`CN=a"b,DC=x`, false},
+	{"CN=a\x00b,DC=x", false},
+	{"CN=\xff,DC=x", false},
+	{"", false},
+	{"CN", false},
+}
+
+func TestPlainDNNames(t *testing.T) {
+	for _, tt := range dnSamples {
+		display, domain, ok := plainDNNames(tt.dn)
+		if ok != tt.plain {
+			t.Errorf("plainDNNames(%q): ok %v, want %v", tt.dn, ok, tt.plain)
+			continue
+		}
+		if ok {
+			checkPlainDNNames(t, tt.dn, display, domain)
+		}
+	}
+}
+
+// FuzzPlainDNNames holds the shortcut to ParseDN: whatever it reads, ParseDN accepts
+// and gives the same leaf value and domain name for; and dnNames, shortcut or not,
+// answers as ParseDN does.
+func FuzzPlainDNNames(f *testing.F) {
+	for _, s := range dnSamples {
+		f.Add(s.dn)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if display, domain, ok := plainDNNames(s); ok {
+			checkPlainDNNames(t, s, display, domain)
+		}
+		display, domain, err := dnNames(s)
+		d, perr := ParseDN(s)
+		if (err == nil) != (perr == nil) {
+			t.Fatalf("dnNames(%q) error %v, ParseDN error %v", s, err, perr)
+		}
+		if perr == nil && (display != d.RDNValue() || domain != d.DomainName()) {
+			t.Fatalf("dnNames(%q) = %q, %q; ParseDN gives %q, %q", s, display, domain, d.RDNValue(), d.DomainName())
+		}
+	})
+}
+
+func checkPlainDNNames(t *testing.T, s, display, domain string) {
+	t.Helper()
+	d, err := ParseDN(s)
+	if err != nil {
+		t.Fatalf("plainDNNames read %q, which ParseDN rejects: %v", s, err)
+	}
+	if display != d.RDNValue() || domain != d.DomainName() {
+		t.Fatalf("plainDNNames(%q) = %q, %q; ParseDN gives %q, %q", s, display, domain, d.RDNValue(), d.DomainName())
+	}
+}
+
+// BenchmarkDNNames is what ToObject spends on a member's DN: the shortcut against
+// the full parse it replaces.
+func BenchmarkDNNames(b *testing.B) {
+	const dn = "CN=Load User 12345,OU=Staff,DC=corp,DC=example,DC=com"
+	b.Run("dnNames", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, _, err := dnNames(dn); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("ParseDN", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			d, err := ParseDN(dn)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, _ = d.RDNValue(), d.DomainName()
+		}
+	})
+}
