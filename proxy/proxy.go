@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/dirgate/dirgate"
@@ -76,6 +77,11 @@ type Config struct {
 	// Decisions, when set, serves the decisions API at DecisionsPath below the base
 	// path (decisions.go).
 	Decisions Decisions
+	// Idle, when set, is called once a request has been logged and no other request
+	// is in flight: cmd/dirgate writes the log lines waiting in their batches then,
+	// so that a server answering one request at a time does not wake up again for
+	// them after the batch interval (docs/operations.md, "Logs").
+	Idle func()
 }
 
 // Validate reports every problem of the configuration at once, after defaults.
@@ -166,6 +172,7 @@ type server struct {
 	throttle      *throttle
 	signInGate    *signInGate
 	metrics       *metrics
+	inFlight      atomic.Int64 // requests between ServeHTTP's start and their log line
 }
 
 // New returns the API's http.Handler. Every path it does not serve is answered 404
@@ -199,9 +206,13 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// One recorder per request: the one around the API when telemetry serves it.
 	sw := telemetry.RecordResponse(w)
 	r = r.WithContext(context.WithValue(r.Context(), recordKey{}, rec))
+	s.inFlight.Add(1)
 	defer func() {
 		p := recover()
 		s.logRequest(r, rec, sw, start, p)
+		if s.inFlight.Add(-1) == 0 && s.cfg.Idle != nil {
+			s.cfg.Idle()
+		}
 		if p != nil {
 			panic(p)
 		}

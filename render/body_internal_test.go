@@ -25,10 +25,9 @@ func BenchmarkBodyCacheHit(b *testing.B) {
 		sel.Set(i)
 	}
 	c := NewBodyCache(64 << 20)
-	var key [256]byte
-	first := c.body(e, sel, key[:0])
+	first := c.body(e, sel)
 	for b.Loop() {
-		if c.body(e, sel, key[:0]) != first {
+		if c.body(e, sel) != first {
 			b.Fatal("another body")
 		}
 	}
@@ -51,18 +50,17 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 		s.Set(i)
 		return s
 	}
-	var key [256]byte
-	first := NewBodyCache(1<<20).body(e, one(0), key[:0])
+	first := NewBodyCache(1<<20).body(e, one(0))
 	size := int64(len(first.JSON()) + len(one(0).AppendKey(nil)))
 	c := NewBodyCache(4 * size) // four such bodies
-	first = c.body(e, one(0), key[:0])
+	first = c.body(e, one(0))
 	for i := 1; i <= 4; i++ {
-		c.body(e, one(i), key[:0])
+		c.body(e, one(i))
 	}
 	if c.Len() != 4 || c.Bytes() != 4*size {
 		t.Fatalf("%d bodies, %d bytes kept; want 4 and %d", c.Len(), c.Bytes(), 4*size)
 	}
-	if again := c.body(e, one(0), key[:0]); again == first {
+	if again := c.body(e, one(0)); again == first {
 		t.Fatal("the least recently used body was not the one dropped")
 	}
 	// The first body's replacement pushed out body 1; the dropped first body grows.
@@ -79,14 +77,13 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 // beside it, not counted in its bytes.
 func TestBodyCacheKeepsLargeBodies(t *testing.T) {
 	e, all := listingOf(t, 200)
-	var key [256]byte
-	size := int64(len(NewBodyCache(1<<20).body(e, all, key[:0]).JSON()) + len(all.AppendKey(nil)))
+	size := int64(len(NewBodyCache(1<<20).body(e, all).JSON()) + len(all.AppendKey(nil)))
 	for _, tc := range []struct {
 		bound, bytes int64
 	}{{size * 4 / 3, size}, {size, size}, {size - 1, 0}, {1, 0}} {
 		c := NewBodyCache(tc.bound)
-		first := c.body(e, all, key[:0])
-		if c.body(e, all, key[:0]) != first || c.Len() != 1 || c.Bytes() != tc.bytes {
+		first := c.body(e, all)
+		if c.body(e, all) != first || c.Len() != 1 || c.Bytes() != tc.bytes {
 			t.Errorf("bound %d for a body of %d bytes: not found again, or %d bodies of %d bytes kept (want 1 of %d)", tc.bound, size, c.Len(), c.Bytes(), tc.bytes)
 		}
 	}
@@ -96,18 +93,17 @@ func TestBodyCacheKeepsLargeBodies(t *testing.T) {
 // takes its place; it is forgotten once its listing is collected.
 func TestBodyCacheBeyondBound(t *testing.T) {
 	e, all := listingOf(t, 200)
-	var key [256]byte
 	one := dirgate.NewSelection(200)
 	one.Set(0)
 	c := NewBodyCache(1024)
-	small := c.body(e, one, key[:0])
-	big := c.body(e, all, key[:0])
-	if c.body(e, one, key[:0]) != small || c.body(e, all, key[:0]) != big || c.Len() != 2 {
+	small := c.body(e, one)
+	big := c.body(e, all)
+	if c.body(e, one) != small || c.body(e, all) != big || c.Len() != 2 {
 		t.Fatal("the big body pushed a small one out, or was not kept")
 	}
 	e2, all2 := listingOf(t, 150)
-	big2 := c.body(e2, all2, key[:0])
-	if c.body(e2, all2, key[:0]) != big2 || c.body(e, all, key[:0]) == big || c.body(e, one, key[:0]) != small {
+	big2 := c.body(e2, all2)
+	if c.body(e2, all2) != big2 || c.body(e, all) == big || c.body(e, one) != small {
 		t.Fatal("a second big body did not take the first one's place alone")
 	}
 	// Big bodies of one listing in turn (two callers' views) are each rendered
@@ -115,10 +111,10 @@ func TestBodyCacheBeyondBound(t *testing.T) {
 	most := all.Clone()
 	most.Limit(150)
 	for range 5 {
-		c.body(e, all, key[:0])
-		c.body(e, most, key[:0])
+		c.body(e, all)
+		c.body(e, most)
 	}
-	c.body(e2, all2, key[:0])
+	c.body(e2, all2)
 	if n := len(c.watched); n != 2 {
 		t.Errorf("%d listings watched, want 2", n)
 	}
@@ -162,16 +158,15 @@ func listingOf(t *testing.T, n int) (*dirgate.EncodedListing, dirgate.Selection)
 // request.
 func TestBodyCacheVariantBeyondBound(t *testing.T) {
 	e, all := listingOf(t, 200)
-	var key [256]byte
-	size := int64(len(NewBodyCache(1<<20).body(e, all, key[:0]).JSON()) + len(all.AppendKey(nil)))
+	size := int64(len(NewBodyCache(1<<20).body(e, all).JSON()) + len(all.AppendKey(nil)))
 	c := NewBodyCache(size + 10)
-	b := c.body(e, all, key[:0])
+	b := c.body(e, all)
 	if c.Bytes() != size {
 		t.Fatalf("%d bytes kept, want %d", c.Bytes(), size)
 	}
 	b.Variant("twice", func(j []byte) []byte { return append(append([]byte{}, j...), j...) })
-	if c.body(e, all, key[:0]) != b || c.Len() != 1 || c.Bytes() != 0 {
-		t.Errorf("after its variant: found again %v, %d bodies, %d bytes counted; want true, 1, 0", c.body(e, all, key[:0]) == b, c.Len(), c.Bytes())
+	if c.body(e, all) != b || c.Len() != 1 || c.Bytes() != 0 {
+		t.Errorf("after its variant: found again %v, %d bodies, %d bytes counted; want true, 1, 0", c.body(e, all) == b, c.Len(), c.Bytes())
 	}
 	runtime.KeepAlive(e)
 }

@@ -83,8 +83,7 @@ func (l *Lister) ListBody(ctx context.Context, p dirgate.Principal, groupID dirg
 		// later request finds this listing, so its body is not worth keeping.
 		bodies = nil
 	}
-	var key [256]byte
-	return bodies.body(e, chosen, key[:0]), nil
+	return bodies.body(e, chosen), nil
 }
 
 // renderFiltered renders Filter's result for a listing, joined from the listing's

@@ -149,3 +149,28 @@ func TestLineWriterConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestLineWriterWriteWaiting: the waiting lines are written at once, in one write,
+// and a failure is kept for the next Write as a timed batch's is.
+func TestLineWriterWriteWaiting(t *testing.T) {
+	var rec recorder
+	lw := telemetry.NewLineWriter(&rec, time.Hour)
+	fmt.Fprintln(lw, "a")
+	fmt.Fprintln(lw, "b")
+	lw.WriteWaiting()
+	if got := rec.got(); len(got) != 1 || got[0] != "a\nb\n" {
+		t.Fatalf("writes %q: want both lines in one write", got)
+	}
+	lw.WriteWaiting() // nothing waits: nothing written
+	if got := rec.got(); len(got) != 1 {
+		t.Fatalf("writes %q after an empty WriteWaiting", got)
+	}
+
+	failing := &recorder{fail: errors.New("disk full")}
+	lw = telemetry.NewLineWriter(failing, time.Hour)
+	fmt.Fprintln(lw, "lost")
+	lw.WriteWaiting()
+	if _, err := fmt.Fprintln(lw, "next"); err == nil {
+		t.Fatal("the failed batch was not reported by the next Write")
+	}
+}

@@ -64,6 +64,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, bodies pro
 			MaxSignIns: m.Config.SignInMaxConcurrent, MaxSignInsPerClient: m.Config.SignInMaxConcurrentPerClient},
 		Mounts:    mounts,
 		Decisions: dec,
+		Idle:      m.writeWaitingLines,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

@@ -112,6 +112,14 @@ func (m *Main) lines(w io.Writer) *telemetry.LineWriter {
 	return lw
 }
 
+// writeWaitingLines writes the lines batched so far, when no request is in flight
+// (proxy.Config.Idle).
+func (m *Main) writeWaitingLines() {
+	for _, lw := range m.lineWriters {
+		lw.w.WriteWaiting()
+	}
+}
+
 type lineDest struct {
 	dest io.Writer
 	w    *telemetry.LineWriter
