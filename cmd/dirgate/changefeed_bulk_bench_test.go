@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -114,11 +116,12 @@ func bulkConfigFromEnv(b *testing.B) bulkConfig {
 // bulkFixture is the run's OU: users, and groups holding some of them.
 type bulkFixture struct {
 	*feedFixture
-	cfg     bulkConfig
-	groups  []string // DNs
-	users   []string // DNs
-	guids   []string // users' GUIDs
-	members [][]int  // each group's initial members (user indexes)
+	cfg        bulkConfig
+	groups     []string // DNs
+	groupGUIDs []string
+	users      []string // DNs
+	guids      []string // users' GUIDs
+	members    [][]int  // each group's initial members (user indexes)
 }
 
 func newBulkFixture(b *testing.B, cfg bulkConfig) *bulkFixture {
@@ -155,8 +158,8 @@ func newBulkFixture(b *testing.B, cfg bulkConfig) *bulkFixture {
 		a.Attribute("member", dns)
 		return c.Add(a)
 	})
-	res, err := bf.adm.Search(goldap.NewSearchRequest(ou, goldap.ScopeSingleLevel, goldap.NeverDerefAliases, 0, 0, false,
-		"(objectClass=user)", []string{"objectGUID", "cn"}, nil))
+	res, err := bf.adm.SearchWithPaging(goldap.NewSearchRequest(ou, goldap.ScopeSingleLevel, goldap.NeverDerefAliases, 0, 0, false,
+		"(|(objectClass=user)(objectClass=group))", []string{"objectGUID", "cn"}, nil), 500)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -170,6 +173,9 @@ func newBulkFixture(b *testing.B, cfg bulkConfig) *bulkFixture {
 			b.Fatalf("user bu%d not found after seeding", i)
 		}
 		bf.guids = append(bf.guids, g)
+	}
+	for g := range cfg.Groups {
+		bf.groupGUIDs = append(bf.groupGUIDs, byCN["bg"+strconv.Itoa(g)])
 	}
 	b.Logf("bulk fixture: %d users, %d groups of %d members, seeded in %v", cfg.Users, cfg.Groups, cfg.Members, time.Since(start).Round(time.Millisecond))
 	return bf
@@ -280,10 +286,19 @@ func (bf *bulkFixture) phase(b *testing.B, name string, plan []bulkChange) bulkP
 	if name == "feed-reader" || name == "feed-polled" {
 		reads = &readCounter{}
 		rs := redistest.Start(b)
-		hook := func(m *Main) {
-			m.wrapChanges = func(s dirgate.ChangeSource) dirgate.ChangeSource { return &countingSource{ChangeSource: s, c: reads} }
-		}
-		for range 2 {
+		for i := range 2 {
+			hook := func(m *Main) {
+				m.wrapChanges = func(s dirgate.ChangeSource) dirgate.ChangeSource { return &countingSource{ChangeSource: s, c: reads} }
+				// DIRGATE_BULK_LOG: a directory for the instances' logs, at info.
+				if dir := os.Getenv("DIRGATE_BULK_LOG"); dir != "" {
+					f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, i)))
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.Cleanup(func() { f.Close() })
+					m.Logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+				}
+			}
 			_, base := startFeedInstanceWith(b, bf.feedFixture, hook, bf.dc.BindDN, bf.dc.Password, append(withRedis(b, rs.Addr()), bf.cfg.Env...)...)
 			bases = append(bases, base)
 		}
@@ -298,6 +313,7 @@ func (bf *bulkFixture) phase(b *testing.B, name string, plan []bulkChange) bulkP
 	var poll *bulkPoller
 	if name == "feed-polled" {
 		poll = newBulkPoller(bf, bases, len(plan))
+		poll.logf = b.Logf
 	}
 	window := bf.cfg.Duration + bf.cfg.Settle
 	ph := bulkPhase{Name: name, WindowS: window.Seconds(), LoadAvg: [2]string{loadAvg()}}
@@ -319,7 +335,14 @@ func (bf *bulkFixture) phase(b *testing.B, name string, plan []bulkChange) bulkP
 			}
 		})
 	}
-	time.Sleep(time.Until(start.Add(window)))
+	// Writes that overran the duration (the DC could not sustain the rate) still get
+	// the settling time.
+	end := start.Add(window)
+	if w != nil {
+		end = later(end, start.Add(w.lastDone()+bf.cfg.Settle))
+	}
+	ph.WindowS = end.Sub(start).Seconds()
+	time.Sleep(time.Until(end))
 	cpu1, procs := dcCPU()
 	ph.DCCPUS, ph.DCProcesses = (cpu1 - cpu0).Seconds(), procs
 	ph.ProcessCPUS = (processCPU() - self0).Seconds()
@@ -332,17 +355,22 @@ func (bf *bulkFixture) phase(b *testing.B, name string, plan []bulkChange) bulkP
 		cancel()
 		poll.stop()
 		ph.Polls, ph.PolledBytes, ph.Samples = poll.counts, poll.bytes.Load(), poll.samples
+		reads.readOf(poll.samples, start, bf.groupGUIDs)
 		ph.Latency = latencyOf(poll.samples)
+		ph.FeedPart, ph.RefillPart = partsOf(poll.samples)
 		b.ReportMetric(ph.Latency.P50S, "p50-s")
 		b.ReportMetric(ph.Latency.P99S, "p99-s")
 		b.ReportMetric(ph.Latency.MaxS, "max-s")
 		b.ReportMetric(float64(ph.Latency.Unseen), "unseen")
 	}
 	if reads != nil {
-		ph.Feed = reads.summary(start, start.Add(window))
+		ph.Feed = reads.summary(start, end)
 		b.ReportMetric(float64(ph.Feed.Reads), "reads")
 	}
 	b.ReportMetric(ph.DCCPUS, "dc-cpu-s")
+	if ph.FeedPart != nil {
+		b.Logf("%s: the feed's part %s; the refill's part %s", name, js(ph.FeedPart), js(ph.RefillPart))
+	}
 	b.Logf("%s: DC CPU %.1f s over %.0f s (%d samba processes), this process %.1f s, load %s -> %s; writes %s; feed %s; latency %s",
 		name, ph.DCCPUS, ph.WindowS, ph.DCProcesses, ph.ProcessCPUS, ph.LoadAvg[0], ph.LoadAvg[1], js(ph.Writes), js(ph.Feed), js(ph.Latency))
 	if poll != nil {
@@ -367,6 +395,13 @@ func (bf *bulkFixture) prime(b *testing.B, bases []string) {
 			}
 		}
 	}
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func js(v any) string {

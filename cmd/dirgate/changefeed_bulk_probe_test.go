@@ -44,6 +44,8 @@ type bulkPhase struct {
 	Polls       map[string]int `json:"polls,omitempty"` // instance:cache status (or error) -> answers
 	PolledBytes int64          `json:"polledBytes,omitempty"`
 	Latency     *bulkLatency   `json:"latency,omitempty"`
+	FeedPart    *bulkLatency   `json:"feedPart,omitempty"`   // committed to the feed's read
+	RefillPart  *bulkLatency   `json:"refillPart,omitempty"` // the feed's read to both answers
 	Samples     []*bulkSample  `json:"samples,omitempty"`
 }
 
@@ -57,6 +59,10 @@ type bulkSample struct {
 	Committed float64   `json:"committedS"`
 	Seen      []float64 `json:"seenS"`    // per instance, -1 when never
 	Latency   float64   `json:"latencyS"` // the later instance's seen minus committed, -1 when never
+	// Read is when the feed's read that reported the group after the change
+	// returned (the first that started after the write returned), -1 when none:
+	// Read-Committed is the feed's part of the latency, Latency-that the refill's.
+	Read float64 `json:"readS"`
 }
 
 type bulkLatency struct {
@@ -71,22 +77,48 @@ type bulkLatency struct {
 // latencyOf takes the nearest-rank percentiles of the samples' latencies; a change
 // never seen ranks above every seen one (+Inf).
 func latencyOf(samples []*bulkSample) *bulkLatency {
+	return percentiles(samples, func(s *bulkSample) float64 { return s.Latency })
+}
+
+// partsOf splits the latency at the feed's read.
+func partsOf(samples []*bulkSample) (feed, refill *bulkLatency) {
+	return percentiles(samples, func(s *bulkSample) float64 {
+			if s.Read < 0 {
+				return -1
+			}
+			return s.Read - s.Committed
+		}), percentiles(samples, func(s *bulkSample) float64 {
+			if s.Read < 0 || s.Latency < 0 {
+				return -1
+			}
+			return max(0, s.Latency-(s.Read-s.Committed))
+		})
+}
+
+func percentiles(samples []*bulkSample, v func(*bulkSample) float64) *bulkLatency {
 	var d []float64
 	l := &bulkLatency{N: len(samples)}
 	for _, s := range samples {
-		if s.Latency < 0 {
+		if v(s) < 0 {
 			l.Unseen++
 			d = append(d, math.Inf(1))
 			continue
 		}
-		d = append(d, s.Latency)
+		d = append(d, v(s))
 	}
 	if len(d) == 0 {
 		return l
 	}
 	slices.Sort(d)
-	pct := func(p float64) float64 { return d[max(0, int(math.Ceil(p*float64(len(d))))-1)] }
-	l.P50S, l.P95S, l.P99S, l.MaxS = pct(0.5), pct(0.95), pct(0.99), d[len(d)-1]
+	// JSON has no infinity: a percentile that falls on an unseen change is -1.
+	pct := func(p float64) float64 {
+		v := d[max(0, int(math.Ceil(p*float64(len(d))))-1)]
+		if math.IsInf(v, 1) {
+			return -1
+		}
+		return v
+	}
+	l.P50S, l.P95S, l.P99S, l.MaxS = pct(0.5), pct(0.95), pct(0.99), pct(1)
 	return l
 }
 
@@ -120,6 +152,13 @@ func (w *bulkWrites) record(_ int, start, issued, done time.Time) {
 	w.took = append(w.took, done.Sub(issued).Seconds())
 }
 
+// lastDone is when the last write returned, from the start.
+func (w *bulkWrites) lastDone() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last
+}
+
 func (w *bulkWrites) summary() *bulkWriteSum {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -136,13 +175,15 @@ func (w *bulkWrites) summary() *bulkWriteSum {
 
 // readCounter records the change feed's reads, whichever instance leads.
 type readCounter struct {
-	mu    sync.Mutex
-	reads []bulkRead
+	mu     sync.Mutex
+	reads  []bulkRead
+	failed []time.Time // reads that failed (the feed retries with a backoff)
 }
 
 type bulkRead struct {
 	at      time.Time
 	took    time.Duration
+	groups  map[string]bool // the changed objects' GUIDs
 	changes int
 	moved   bool // the USN moved: the read searched for changes
 	resync  string
@@ -159,6 +200,23 @@ type bulkFeedSum struct {
 	ReadP50S    float64 `json:"readP50S"`
 	ReadMaxS    float64 `json:"readMaxS"`
 	LongestGapS float64 `json:"longestGapS"` // between two reads' starts
+	Failed      int     `json:"failedReads"`
+}
+
+// readOf sets each sample's Read: the end of the first read that started after
+// its write returned and reported its group (groups: the groups' GUIDs).
+func (c *readCounter) readOf(samples []*bulkSample, start time.Time, groups []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range samples {
+		s.Read = -1
+		for _, r := range c.reads {
+			if at := r.at.Sub(start).Seconds(); at >= s.Committed && r.groups[groups[s.Group]] {
+				s.Read = at + r.took.Seconds()
+				break
+			}
+		}
+	}
 }
 
 func (c *readCounter) count() int {
@@ -196,6 +254,11 @@ func (c *readCounter) summary(from, to time.Time) *bulkFeedSum {
 		}
 		prev = r.at
 	}
+	for _, at := range c.failed {
+		if !at.Before(from) && !at.After(to) {
+			s.Failed++
+		}
+	}
 	if len(took) > 0 {
 		slices.Sort(took)
 		s.ReadP50S, s.ReadMaxS = took[len(took)/2], took[len(took)-1]
@@ -212,13 +275,19 @@ type countingSource struct {
 func (s *countingSource) ReadChanges(ctx context.Context, pos dirgate.ChangePosition, max int) (dirgate.ChangeBatch, error) {
 	start := time.Now()
 	b, err := s.ChangeSource.ReadChanges(ctx, pos, max)
-	if err == nil {
-		s.c.mu.Lock()
-		s.c.reads = append(s.c.reads, bulkRead{at: start, took: time.Since(start), changes: len(b.Changes),
-			moved: b.Position.USN != pos.USN, resync: b.Resync})
-		s.c.mu.Unlock()
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	if err != nil {
+		s.c.failed = append(s.c.failed, start)
+		return b, err
 	}
-	return b, err
+	changed := make(map[string]bool, len(b.Changes))
+	for _, ch := range b.Changes {
+		changed[ch.GUID] = true
+	}
+	s.c.reads = append(s.c.reads, bulkRead{at: start, took: time.Since(start), changes: len(b.Changes),
+		moved: b.Position.USN != pos.USN, resync: b.Resync, groups: changed})
+	return b, nil
 }
 
 // ChangeCoverage passes the source's on, so that the feed still checks it.
@@ -243,7 +312,10 @@ type bulkPoller struct {
 	samples []*bulkSample
 	counts  map[string]int
 	bytes   atomic.Int64
-	wg      sync.WaitGroup
+	// logf reports the first few failed polls.
+	logf     func(string, ...any)
+	errorLog int
+	wg       sync.WaitGroup
 }
 
 func newBulkPoller(bf *bulkFixture, bases []string, n int) *bulkPoller {
@@ -299,11 +371,15 @@ func (p *bulkPoller) loop(ctx context.Context, inst, g int) {
 		at := time.Since(p.t0).Seconds()
 		key := strconv.Itoa(inst) + ":" + st
 		if err != nil {
-			key = strconv.Itoa(inst) + ":error"
+			key = strconv.Itoa(inst) + ":" + err.Error()
 		}
 		p.bytes.Add(int64(len(body)))
 		p.mu.Lock()
 		p.counts[key]++
+		if err != nil && p.errorLog < 5 {
+			p.errorLog++
+			p.logf("poll %s on instance %d: %v: %.300s", p.bf.groups[g], inst, err, body)
+		}
 		if err == nil {
 			p.pending[inst][g] = slices.DeleteFunc(p.pending[inst][g], func(s *bulkSample) bool {
 				if bytes.Contains(body, []byte(`"guid":"`+p.bf.guids[s.User]+`"`)) != s.Add {
@@ -350,7 +426,10 @@ func bulkGet(base, group string) ([]byte, string, error) {
 	}
 	defer res.Body.Close()
 	body, err := io.ReadAll(res.Body)
-	if err == nil && res.StatusCode != http.StatusOK {
+	if err != nil {
+		return nil, "", err
+	}
+	if res.StatusCode != http.StatusOK {
 		err = &httpStatusError{res.StatusCode}
 	}
 	return body, res.Header.Get("X-Dirgate-Cache"), err
