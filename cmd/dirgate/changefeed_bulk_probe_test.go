@@ -204,14 +204,16 @@ type bulkFeedSum struct {
 }
 
 // readOf sets each sample's Read: the end of the first read that started after
-// its write returned and reported its group (groups: the groups' GUIDs).
+// its write was sent and reported its group (groups: the groups' GUIDs). A read that
+// starts before the write returns may already see it (its USN bound is read first);
+// one that started before the write was sent cannot.
 func (c *readCounter) readOf(samples []*bulkSample, start time.Time, groups []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, s := range samples {
 		s.Read = -1
 		for _, r := range c.reads {
-			if at := r.at.Sub(start).Seconds(); at >= s.Committed && r.groups[groups[s.Group]] {
+			if at := r.at.Sub(start).Seconds(); at >= s.Issued && r.groups[groups[s.Group]] {
 				s.Read = at + r.took.Seconds()
 				break
 			}

@@ -66,21 +66,28 @@ func drawChangeFeed(out string, args []string) error {
 		if err := json.Unmarshal(data, &r); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		n := 0
+		polled := 0
+		for _, ph := range r.Phases {
+			if len(ph.Samples) > 0 {
+				polled++
+			}
+		}
+		if polled == 0 {
+			return fmt.Errorf("%s: no phase with samples: not the output of BenchmarkChangeFeedBulk's feed-polled phase", path)
+		}
 		for _, ph := range r.Phases {
 			if len(ph.Samples) == 0 {
 				continue
 			}
-			n++
-			s := bulkSeries{label: fmt.Sprintf("%s, run %d", label, ph.Repeat+1)}
+			s := bulkSeries{label: label}
+			if polled > 1 {
+				s.label = fmt.Sprintf("%s, run %d", label, ph.Repeat+1)
+			}
 			for _, v := range ph.Samples {
 				s.committed = append(s.committed, v.Committed)
 				s.latency = append(s.latency, v.Latency)
 			}
 			series = append(series, s)
-		}
-		if n == 0 {
-			return fmt.Errorf("%s: no phase with samples: not the output of BenchmarkChangeFeedBulk's feed-polled phase", path)
 		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -127,7 +134,7 @@ func bulkCDF(path string, series []bulkSeries) error {
 		line.Color = seriesColors[i%len(seriesColors)]
 		line.Width = vg.Points(1.5)
 		p.Add(line)
-		p.Legend.Add(fmt.Sprintf("%s: p50 %.2f s, p99 %.2f s", s.label, pct(s.latency, 0.5), pct(s.latency, 0.99)), line)
+		p.Legend.Add(fmt.Sprintf("%s: p50 %s, p99 %s", s.label, secs(pct(s.latency, 0.5)), secs(pct(s.latency, 0.99))), line)
 	}
 	p.X.Min, p.X.Max = 0, math.Ceil(xmax)
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
@@ -174,4 +181,12 @@ func pct(v []float64, p float64) float64 {
 	}
 	slices.Sort(d)
 	return d[max(0, int(math.Ceil(p*float64(len(d))))-1)]
+}
+
+// secs writes a percentile; one that falls on a change never seen is "never".
+func secs(v float64) string {
+	if math.IsInf(v, 1) {
+		return "never"
+	}
+	return fmt.Sprintf("%.2f s", v)
 }
