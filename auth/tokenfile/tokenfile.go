@@ -25,12 +25,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"golang.org/x/sync/singleflight"
 	"gopkg.in/yaml.v3"
 )
 
@@ -124,6 +126,11 @@ type File struct {
 
 	mu    sync.Mutex
 	cache map[string]cached // subject canonical form -> principal
+	// expiries counts Expire calls (under mu). Concurrent resolutions of one
+	// subject share one directory read (flights), keyed by this count: a request
+	// after an Expire never joins a read that started before it.
+	expiries uint64
+	flights  singleflight.Group
 }
 
 type cached struct {
@@ -243,11 +250,12 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 	now := f.now()
 	f.mu.Lock()
 	c, ok := f.cache[key]
+	gen := f.expiries
 	f.mu.Unlock()
 	if ok && now.Before(c.expires) {
 		return f.usable(ctx, c.p, now)
 	}
-	p, err := f.resolver.Principal(ctx, subject)
+	p, err := f.resolve(ctx, key, gen, subject, now)
 	if err != nil {
 		if dirgate.ErrorCode(err) == dirgate.ENOTFOUND {
 			// The token is known but its subject is gone from the directory: the
@@ -264,13 +272,46 @@ func (f *File) principal(ctx context.Context, subject dirgate.Identifier) (dirga
 		}
 		return dirgate.Principal{}, fmt.Errorf("tokenfile: resolve subject: %w", err)
 	}
-	// Kept whatever the account's state, so that a refused token costs no directory
-	// read until the principal is due again, and is checked at each use: an expiry
-	// date passes without any change in the directory.
-	f.mu.Lock()
-	f.cache[key] = cached{p: p, fetched: now, expires: now.Add(f.ttl)}
-	f.mu.Unlock()
 	return f.usable(ctx, p, now)
+}
+
+// resolve reads subject's principal from the directory, once for all the requests
+// that ask while it is read (after every change to groups the feed expires every
+// principal: without sharing, each request of a busy caller would read the
+// directory, several searches each, at once). The read runs until the first
+// asker's deadline but is not cancelled with it. It is kept whatever the account's
+// state, so that a refused token costs no directory read until the principal is due
+// again, and is checked at each use (an expiry date passes without any change in
+// the directory); unless an Expire came since gen, when it may predate a change.
+func (f *File) resolve(ctx context.Context, key string, gen uint64, subject dirgate.Identifier, now time.Time) (dirgate.Principal, error) {
+	v, err, _ := f.flights.Do(key+"|"+strconv.FormatUint(gen, 10), func() (any, error) {
+		// A read that ended between this request's look at the cache and now.
+		f.mu.Lock()
+		c, ok := f.cache[key]
+		fresh := ok && f.expiries == gen && now.Before(c.expires)
+		f.mu.Unlock()
+		if fresh {
+			return c.p, nil
+		}
+		rctx := context.WithoutCancel(ctx)
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			rctx, cancel = context.WithDeadline(rctx, dl)
+			defer cancel()
+		}
+		p, err := f.resolver.Principal(rctx, subject)
+		if err != nil {
+			return dirgate.Principal{}, err
+		}
+		f.mu.Lock()
+		if f.expiries == gen {
+			f.cache[key] = cached{p: p, fetched: now, expires: now.Add(f.ttl)}
+		}
+		f.mu.Unlock()
+		return p, nil
+	})
+	p, _ := v.(dirgate.Principal)
+	return p, err
 }
 
 // usable returns p, or EUNAUTHENTICATED when its account may not act at now
@@ -293,6 +334,7 @@ func (f *File) Expire(match func(dirgate.Principal) bool) {
 	now := f.now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.expiries++
 	for k, c := range f.cache {
 		if now.Before(c.expires) && match(c.p) {
 			c.expires = now

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -246,5 +247,81 @@ func TestExpire(t *testing.T) {
 	r.err = dirgate.Errorf(dirgate.EUNAVAILABLE, "down")
 	if p, err := f.Authenticate(ctx, "t"); err != nil || p.DN != adminDN {
 		t.Fatalf("expired principal not used while the directory fails: %v", err)
+	}
+}
+
+// blockingResolver answers once released, counting the reads.
+type blockingResolver struct {
+	calls   atomic.Int32
+	started chan struct{}
+	release chan struct{}
+}
+
+func (r *blockingResolver) Principal(context.Context, dirgate.Identifier) (dirgate.Principal, error) {
+	r.calls.Add(1)
+	r.started <- struct{}{}
+	<-r.release
+	return dirgate.Principal{DN: adminDN, GUID: "00000000-0000-0000-0000-000000000001"}, nil
+}
+
+// TestResolutionShared: requests that need a subject's principal while it is being
+// read share the read (whenever each arrives: before the read ends it joins it,
+// after, the principal is cached).
+func TestResolutionShared(t *testing.T) {
+	r := &blockingResolver{started: make(chan struct{}, 10), release: make(chan struct{})}
+	f := openBlocking(t, r)
+	var wg sync.WaitGroup
+	authN(t, f, &wg, 8)
+	<-r.started
+	close(r.release)
+	wg.Wait()
+	if n := r.calls.Load(); n != 1 {
+		t.Fatalf("%d reads for 8 concurrent requests, want 1", n)
+	}
+}
+
+// TestResolutionAfterExpire: a request after an Expire does not join a read that
+// started before it, and only the later read's principal is kept.
+func TestResolutionAfterExpire(t *testing.T) {
+	r := &blockingResolver{started: make(chan struct{}, 10), release: make(chan struct{})}
+	f := openBlocking(t, r)
+	var wg sync.WaitGroup
+	authN(t, f, &wg, 1)
+	<-r.started
+	f.Expire(func(dirgate.Principal) bool { return true })
+	authN(t, f, &wg, 1)
+	select {
+	case <-r.started:
+	case <-time.After(30 * time.Second): // a deadline against hanging, not a measurement
+		t.Fatal("the request after Expire joined the read that started before it")
+	}
+	close(r.release)
+	wg.Wait()
+	authN(t, f, &wg, 1)
+	wg.Wait()
+	if n := r.calls.Load(); n != 2 {
+		t.Fatalf("%d reads, want 2 (the second one's principal kept)", n)
+	}
+}
+
+func openBlocking(t *testing.T, r *blockingResolver) *File {
+	t.Helper()
+	f, err := Open(Config{Data: []byte("- token: t\n  subject: " + adminDN + "\n"), Resolver: r, Logger: quiet(), PrincipalTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// authN authenticates n times at once.
+func authN(t *testing.T, f *File, wg *sync.WaitGroup, n int) {
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := f.Authenticate(context.Background(), "t"); err != nil {
+				t.Error(err)
+			}
+		}()
 	}
 }

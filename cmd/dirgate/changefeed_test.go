@@ -117,6 +117,13 @@ func newFeedFixture(t testing.TB) *feedFixture {
 // "feed-caller" view the OU only through the group "rights".
 func startFeedInstance(t testing.TB, f *feedFixture, bindDN, bindPassword string, extra ...string) (*Main, string) {
 	t.Helper()
+	return startFeedInstanceWith(t, f, nil, bindDN, bindPassword, extra...)
+}
+
+// startFeedInstanceWith is startFeedInstance with hook called on the program before
+// it runs (to set its test hooks).
+func startFeedInstanceWith(t testing.TB, f *feedFixture, hook func(*Main), bindDN, bindPassword string, extra ...string) (*Main, string) {
+	t.Helper()
 	dir := t.TempDir()
 	pw := filepath.Join(dir, "password")
 	os.WriteFile(pw, []byte(bindPassword), 0o600)
@@ -142,6 +149,9 @@ func startFeedInstance(t testing.TB, f *feedFixture, bindDN, bindPassword string
 		t.Fatal(err)
 	}
 	m := NewMain(cfg, io.Discard, io.Discard)
+	if hook != nil {
+		hook(m)
+	}
 	if err := m.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -75,9 +75,11 @@ type Main struct {
 	secret []byte
 
 	// Test hooks: wrapDirectory decorates the directory (to slow it down);
+	// wrapChanges decorates the change feed's source (to count its reads);
 	// spanExporter receives the spans; getenv replaces os.Getenv for OTEL_*;
 	// onCertReload is told each TLS certificate reload's outcome.
 	wrapDirectory func(dirgate.Directory) dirgate.Directory
+	wrapChanges   func(dirgate.ChangeSource) dirgate.ChangeSource
 	spanExporter  sdktrace.SpanExporter
 	getenv        func(string) string
 	onCertReload  func(error)
@@ -147,6 +149,9 @@ func (m *Main) Run(ctx context.Context) error {
 	}
 	if m.wrapDirectory != nil {
 		dir = m.wrapDirectory(dir)
+	}
+	if m.wrapChanges != nil && m.changes != nil {
+		m.changes = m.wrapChanges(m.changes)
 	}
 	cached, err := m.openCache(ctx, dir)
 	if err != nil {

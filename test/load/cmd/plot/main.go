@@ -11,6 +11,8 @@
 // cache bound it ran with). The memory figure is drawn from the first run.
 //
 //	go run ./test/load/cmd/plot -out docs/img default=large.json 64MiB=large-64.json
+//
+// With -changefeed it draws the change feed's figures instead (changefeed.go).
 package main
 
 import (
@@ -57,8 +59,13 @@ type memory struct {
 
 func main() {
 	out := flag.String("out", "docs/img", "directory to write the PNGs to")
+	feed := flag.Bool("changefeed", false, "draw the change feed's figures from BenchmarkChangeFeedBulk's JSON instead (changefeed.go)")
 	flag.Parse()
-	if err := drawAll(*out, flag.Args()); err != nil {
+	draw := drawAll
+	if *feed {
+		draw = drawChangeFeed
+	}
+	if err := draw(*out, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "plot:", err)
 		os.Exit(1)
 	}
