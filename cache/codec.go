@@ -13,10 +13,20 @@ import (
 
 // An entry is stored as one binary value, decoded without reflection:
 //
-//	magic "dgc1", flags byte (1: objects carry their JSON encodings),
+//	magic "dgc1", flags byte (2: objects have JSON encodings, joined),
 //	filled and fresh-until as varint Unix nanoseconds, the check string,
 //	deps: count, then (GUID, version token) pairs,
-//	objects: count, then each object's fields (and its JSON encoding).
+//	objects: count, then each object's fields (and the length of its encoding),
+//	with encodings: the whole listing's JSON array, "[" e0 "," e1 ... "]".
+//
+// The encodings are laid out as the listing's JSON, so that when the decoded entry's
+// encodings slice the value, so does a response of every object: it is sent from
+// the value itself, not from a copy (EncodedListing.JSON; issue 26: the copy was
+// 42 MiB for 100,000 members). Flag 1 is the earlier layout, each encoding beside
+// its object as a string, still decoded (a value written before the upgrade). A
+// release that knows only flag 1 refuses flag 2 as corrupt, which the cache treats
+// as a miss (logged, refilled from the directory and overwritten): replicas of both
+// during a rolling upgrade each serve exact answers, only missing more often.
 //
 // Strings are a uvarint length and bytes. Counts of maps and slices are stored plus
 // one, so that nil and empty survive the round trip (0 means nil). Decoding works on
@@ -24,7 +34,10 @@ import (
 // allocations rather than a JSON parse (docs/benchmarks.md, "Cost calibration": 9 ms).
 const magic = "dgc1"
 
-const flagFragments = 1
+const (
+	flagFragments = 1 // encodings beside their objects (decoded, no longer written)
+	flagJoined    = 2 // encodings' lengths beside their objects, the encodings joined after them
+)
 
 // dep is a group whose member list an entry was computed from, with the version
 // token the group had before it was read.
@@ -62,7 +75,7 @@ func encodeEntry(e *entry, objs []dirgate.Object, frags []string) string {
 	b = append(b, magic...)
 	var flags byte
 	if frags != nil {
-		flags |= flagFragments
+		flags |= flagJoined
 	}
 	b = append(b, flags)
 	b = binary.AppendVarint(b, e.filled.UnixNano())
@@ -77,8 +90,19 @@ func encodeEntry(e *entry, objs []dirgate.Object, frags []string) string {
 	for i := range objs {
 		b = appendObject(b, &objs[i])
 		if frags != nil {
-			b = appendString(b, frags[i])
+			b = binary.AppendUvarint(b, uint64(len(frags[i])))
 		}
+	}
+	if frags != nil {
+		b = binary.AppendUvarint(b, uint64(joinedSize(frags)))
+		b = append(b, '[')
+		for i, f := range frags {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, f...)
+		}
+		b = append(b, ']')
 	}
 	// b is not written again: the string shares its bytes rather than copying them.
 	return unsafe.String(unsafe.SliceData(b), len(b))
@@ -94,10 +118,23 @@ func entrySize(e *entry, objs []dirgate.Object, frags []string) int {
 	for i := range objs {
 		size += objectSize(&objs[i])
 		if frags != nil {
-			size += stringSize(frags[i])
+			size += uvarintSize(uint64(len(frags[i])))
 		}
 	}
+	if frags != nil {
+		n := joinedSize(frags)
+		size += uvarintSize(uint64(n)) + n
+	}
 	return size
+}
+
+// joinedSize is the length of the JSON array of frags.
+func joinedSize(frags []string) int {
+	n := 2 + max(len(frags)-1, 0)
+	for _, f := range frags {
+		n += len(f)
+	}
+	return n
 }
 
 func appendString(b []byte, s string) []byte {
@@ -225,7 +262,7 @@ func decodeEntry(s string) (*entry, error) {
 	}
 	d.off = len(magic)
 	flags := d.byte()
-	if flags&^flagFragments != 0 {
+	if flags != 0 && flags != flagFragments && flags != flagJoined {
 		return nil, errCorrupt
 	}
 	e := &entry{}
@@ -242,14 +279,27 @@ func decodeEntry(s string) (*entry, error) {
 	n := d.count(12)
 	objs := make([]dirgate.Object, n)
 	var frags []string
-	if flags&flagFragments != 0 {
+	var lens []int
+	switch flags {
+	case flagFragments:
 		frags = make([]string, n)
+	case flagJoined:
+		frags = make([]string, n)
+		lens = make([]int, n)
 	}
 	for i := range objs {
 		d.object(&objs[i])
-		if frags != nil {
+		switch flags {
+		case flagFragments:
 			frags[i] = d.string()
+		case flagJoined:
+			lens[i] = d.length()
 		}
+	}
+	var joined string
+	if flags == flagJoined {
+		joined = d.string()
+		d.split(joined, lens, frags)
 	}
 	if d.err != nil {
 		return nil, d.err
@@ -257,9 +307,15 @@ func decodeEntry(s string) (*entry, error) {
 	if d.off != len(s) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", errCorrupt, len(s)-d.off)
 	}
-	list, err := dirgate.NewEncodedListing(objs, frags)
+	var list *dirgate.EncodedListing
+	var err error
+	if flags == flagJoined {
+		list, err = dirgate.NewJoinedListing(objs, frags, joined)
+	} else {
+		list, err = dirgate.NewEncodedListing(objs, frags)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
 	e.list = list
 	e.size = len(s) + n*objectOverhead
@@ -392,6 +448,38 @@ func (d *decoder) optCount(min int) (n int, ok bool) {
 		return 0, false
 	}
 	return int(c - 1), true
+}
+
+// length reads the length of something later in the value, refusing one longer
+// than what is left.
+func (d *decoder) length() int {
+	n := d.uvarint()
+	if n > uint64(len(d.s)-d.off) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+// split slices joined, a JSON array of encodings of the given lengths, into frags:
+// each encoding a substring of it. Whether the separators are where the lengths put
+// them is NewJoinedListing's check.
+func (d *decoder) split(joined string, lens []int, frags []string) {
+	if d.err != nil {
+		return
+	}
+	off := 1
+	for i, n := range lens {
+		if i > 0 {
+			off++
+		}
+		if n > len(joined)-off {
+			d.fail()
+			return
+		}
+		frags[i] = joined[off : off+n]
+		off += n
+	}
 }
 
 func (d *decoder) string() string {
