@@ -3,9 +3,12 @@ package cache
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
@@ -92,6 +95,103 @@ func TestCodecRoundTrip(t *testing.T) {
 		if err != nil || string(body) != string(want) {
 			t.Errorf("joined body differs from json.Marshal (err %v)", err)
 		}
+		if frags != nil && got.list.JSON() != string(want) {
+			t.Errorf("the listing's JSON differs from json.Marshal")
+		}
+		if frags == nil && got.list.JSON() != "" {
+			t.Errorf("a listing without encodings has JSON %.40q", got.list.JSON())
+		}
+	}
+}
+
+// TestDecodedEntrySharesTheValue: the decoded entry's encodings and the whole
+// listing's JSON are all slices of the one stored value, so a response of every
+// object costs no copy (issue 26).
+func TestDecodedEntrySharesTheValue(t *testing.T) {
+	objs := demoObjects(t)
+	el, err := dirgate.EncodeListing(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := encodeEntry(&entry{check: "c"}, objs, el.Fragments())
+	e, err := decodeEntry(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	within := func(s string) bool {
+		p, base := uintptr(unsafe.Pointer(unsafe.StringData(s))), uintptr(unsafe.Pointer(unsafe.StringData(v)))
+		return p >= base && p+uintptr(len(s)) <= base+uintptr(len(v))
+	}
+	if j := e.list.JSON(); j == "" || !within(j) {
+		t.Fatalf("the listing's JSON (%d bytes) is not a slice of the stored value", len(j))
+	}
+	for i, f := range e.list.Fragments() {
+		if !within(f) {
+			t.Fatalf("encoding %d is not a slice of the stored value", i)
+		}
+	}
+	if got, want := e.list.FragmentBytes(), len(strings.Join(el.Fragments(), "")); got != want {
+		t.Errorf("FragmentBytes = %d, want %d", got, want)
+	}
+}
+
+// TestDecodeEarlierLayout: a value written by the release before the joined layout
+// (flag 1, each encoding beside its object; testdata/entry-flag1.bin, written by that
+// release's encodeEntry) still decodes, to the same objects and encodings, with no
+// whole-listing JSON (its responses are joined as before).
+func TestDecodeEarlierLayout(t *testing.T) {
+	v, err := os.ReadFile("testdata/entry-flag1.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v[len(magic)] != flagFragments {
+		t.Fatalf("testdata is not of the earlier layout: flags %d", v[len(magic)])
+	}
+	e, err := decodeEntry(string(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.check != "listing|legacy" || len(e.list.Objects()) != 6 || e.list.JSON() != "" {
+		t.Fatalf("decoded %q, %d objects, JSON %.20q", e.check, len(e.list.Objects()), e.list.JSON())
+	}
+	want, _ := json.Marshal(e.list.Objects())
+	if got := "[" + strings.Join(e.list.Fragments(), ",") + "]"; got != string(want) {
+		t.Errorf("encodings differ from the objects' JSON:\n%s\n%s", got, want)
+	}
+	// Re-encoded, it takes the joined layout, with the same content.
+	again, err := decodeEntry(encodeEntry(e, e.list.Objects(), e.list.Fragments()))
+	if err != nil || again.list.JSON() != string(want) || !reflect.DeepEqual(again.list.Objects(), e.list.Objects()) {
+		t.Fatalf("re-encoded: %v", err)
+	}
+}
+
+// TestDecodeRejectsJoined: a joined array whose separators or lengths do not match
+// the encodings' lengths is refused, whole.
+func TestDecodeRejectsJoined(t *testing.T) {
+	objs := []dirgate.Object{{GUID: "x"}, {GUID: "y"}}
+	good := encodeEntry(&entry{check: "c"}, objs, []string{`{"a":1}`, `{"b":2}`})
+	if e, err := decodeEntry(good); err != nil || e.list.JSON() != `[{"a":1},{"b":2}]` {
+		t.Fatalf("good value: %v", err)
+	}
+	arr := strings.Index(good, "[{")
+	tests := []struct{ name, value string }{
+		{"no opening bracket", good[:arr] + "(" + good[arr+1:]},
+		{"no closing bracket", good[:len(good)-1] + ")"},
+		{"no separator", strings.Replace(good, "},{", "} {", 1)},
+		// The lengths stored beside the objects say where each encoding ends.
+		{"length past the array", strings.Replace(good, "\x07", "\x20", 1)},
+		{"shorter encoding", strings.Replace(good, "\x07", "\x06", 1)},
+		{"array cut short", good[:arr-1] + "\x10" + good[arr:len(good)-1]},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.value == good {
+				t.Fatal("the test does not change the value")
+			}
+			if e, err := decodeEntry(tc.value); err == nil {
+				t.Errorf("decoded %q", e.list.JSON())
+			}
+		})
 	}
 }
 
@@ -112,7 +212,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"truncated", good[:len(good)-1]},
 		{"header only", good[:5]},
 		// Unknown flags mean a format this code does not know.
-		{"unknown flag", good[:4] + "\x02" + good[5:]},
+		{"unknown flag", good[:4] + "\x04" + good[5:]},
+		{"both layouts", good[:4] + "\x03" + good[5:]},
 		// Bytes after the last object: not a value this codec wrote.
 		{"trailing bytes", good + "x"},
 		// A count larger than the value could hold must not allocate it.
@@ -137,10 +238,18 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(encodeEntry(&entry{check: "c", deps: []dep{{"a", "b"}}}, objs, []string{`{"guid":"g"}`}))
 	f.Add(encodeEntry(&entry{check: "lookup"}, objs, nil))
 	f.Add(magic + "\x00")
+	f.Add(encodeEntry(&entry{check: "c"}, append(objs, objs[0]), []string{`{"guid":"g"}`, `[1,2]`}))
+	f.Add(encodeEntry(&entry{check: "c"}, nil, []string{}))
+	if legacy, err := os.ReadFile("testdata/entry-flag1.bin"); err == nil {
+		f.Add(string(legacy))
+	}
 	f.Fuzz(func(t *testing.T, v string) {
 		e, err := decodeEntry(v)
 		if err != nil {
 			return
+		}
+		if j := e.list.JSON(); j != "" && j != "["+strings.Join(e.list.Fragments(), ",")+"]" {
+			t.Fatalf("the listing's JSON %.60q is not its encodings joined", j)
 		}
 		again, err := decodeEntry(encodeEntry(e, e.list.Objects(), e.list.Fragments()))
 		if err != nil {

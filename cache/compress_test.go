@@ -1,8 +1,10 @@
 package cache
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/dirgate/dirgate"
 )
@@ -30,6 +32,16 @@ func TestPackLargeEntries(t *testing.T) {
 	if err != nil || got != blob {
 		t.Fatalf("unpack: %v (equal: %v)", err, got == blob)
 	}
+	// The decompressed bytes are a fresh string that the decoded entry slices: the
+	// whole listing's JSON included, so a response of every member copies nothing.
+	e, err := decodeEntry(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := e.list.JSON()
+	if start := uintptr(unsafe.Pointer(unsafe.StringData(j))) - uintptr(unsafe.Pointer(unsafe.StringData(got))); j == "" || start+uintptr(len(j)) != uintptr(len(got)) {
+		t.Fatalf("the listing's JSON (%d bytes) is not the end of the unpacked value", len(j))
+	}
 	small := blob[:1000]
 	if pack(small) != small {
 		t.Fatal("a small entry was compressed")
@@ -52,10 +64,28 @@ func TestPackLargeEntries(t *testing.T) {
 func FuzzUnpack(f *testing.F) {
 	f.Add(pack(strings.Repeat("dgc1 listing ", 100_000)))
 	f.Add(magicCompressed + "\x01x")
+	// A compressed entry of the joined layout, which a mutation may damage anywhere.
+	objs := make([]dirgate.Object, 2000)
+	frags := make([]string, len(objs))
+	for i := range objs {
+		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: "CN=member,OU=people,DC=example,DC=com"}
+		frags[i] = `{"guid":"` + objs[i].GUID + `","dn":"CN=member,OU=people,DC=example,DC=com"}`
+	}
+	f.Add(pack(encodeEntry(&entry{check: "c"}, objs, frags)))
 	f.Fuzz(func(t *testing.T, v string) {
 		out, err := unpack(v)
 		if err == nil && len(out) > maxUnpacked {
 			t.Fatalf("unpacked %d bytes", len(out))
+		}
+		if err != nil {
+			return
+		}
+		// What unpacks is decoded next: it must not panic, and a listing that
+		// decodes has the JSON its encodings make.
+		if e, err := decodeEntry(out); err == nil {
+			if j := e.list.JSON(); j != "" && j != "["+strings.Join(e.list.Fragments(), ",")+"]" {
+				t.Fatal("the listing's JSON is not its encodings joined")
+			}
 		}
 	})
 }

@@ -144,6 +144,12 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection) *Body
 	// Rendered outside the lock: concurrent first requests may each render it, and
 	// the first one stored wins. Their bytes are equal.
 	b := &Body{json: renderSelection(e, sel)}
+	// A body of the whole listing shares the cache's stored value (renderSelection)
+	// and is still counted at its length, as a copy would be: it keeps that value
+	// alive after the first level drops the entry, until it is evicted here, so not
+	// counting it would let kept bodies hold memory outside both bounds. While the
+	// entry is kept too, its bytes are counted by both caches, which only makes
+	// each bound conservative.
 	size := int64(len(b.json) + len(keyBuf))
 	c.mu.Lock()
 	defer c.mu.Unlock()
