@@ -253,6 +253,20 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 	if d.Spec.Replicas != nil {
 		bad("spec.replicas is set: the HorizontalPodAutoscaler owns the count, and every apply would reset it")
 	}
+	// The Go runtime's soft limit follows the container's (docs/operations.md,
+	// "Memory"): without it the heap grows to twice what is live before a
+	// collection, past a limit a large listing's fill brings close.
+	if lim := c.Resources.Limits.Memory(); !lim.IsZero() {
+		var ref *corev1.ResourceFieldSelector
+		for _, e := range c.Env {
+			if e.Name == "GOMEMLIMIT" && e.ValueFrom != nil {
+				ref = e.ValueFrom.ResourceFieldRef
+			}
+		}
+		if ref == nil || ref.Resource != "limits.memory" || (ref.ContainerName != "" && ref.ContainerName != c.Name) || (!ref.Divisor.IsZero() && ref.Divisor.Value() != 1) {
+			bad("GOMEMLIMIT is not set from the container's limits.memory, in bytes")
+		}
+	}
 
 	// Settings: the container's env and the ConfigMaps it takes env from.
 	env := map[string]string{}

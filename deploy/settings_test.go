@@ -80,11 +80,17 @@ func checkSettingName(readme map[string]bool, name string, helper map[string]boo
 			return nil
 		}
 		return fmt.Errorf("%s is not among the OpenTelemetry variables this deployment uses (otelSettings)", name)
+	case goRuntimeSettings[name]:
+		return nil
 	case helper[name]:
 		return nil
 	}
-	return fmt.Errorf("%s is neither a dirgate setting nor an OpenTelemetry variable", name)
+	return fmt.Errorf("%s is neither a dirgate setting, an OpenTelemetry variable nor a Go runtime variable the deployment sets", name)
 }
+
+// goRuntimeSettings are the Go runtime's variables a deployment may set
+// (docs/operations.md, "Memory").
+var goRuntimeSettings = map[string]bool{"GOMEMLIMIT": true}
 
 // checkRedisSecret reports settings that dirgate refuses at start: Redis without the
 // secret file keying the HMACs of what it keeps there (docs/auth.md, "What Redis
