@@ -27,6 +27,8 @@ import (
 
 	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/dirgate/dirgate/test/opabundle"
 )
 
 // The opa command is built once per run from the OPA module in go.mod (go.mod's
@@ -157,27 +159,7 @@ func signedTarball(t *testing.T, s signer, files map[string]string) []byte {
 	return tarball(t, all)
 }
 
-func tarball(t *testing.T, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for p, c := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: "/" + p, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(c)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
+func tarball(t *testing.T, files map[string]string) []byte { return opabundle.Tarball(t, files) }
 
 // untar reads a bundle's files, to tamper with one.
 func untar(t *testing.T, b []byte) map[string]string {

@@ -1,43 +1,19 @@
 package main
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/dirgate/dirgate/test/opabundle"
 )
 
 // writeBundle packs files into a bundle file as opa build lays it out.
-func writeBundle(t *testing.T, files map[string]string) string {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for p, c := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: "/" + p, Mode: 0o644, Size: int64(len(c)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(c)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), "bundle.tar.gz")
-	if err := os.WriteFile(p, buf.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+func writeBundle(t *testing.T, files map[string]string) string { return opabundle.File(t, files) }
 
 // TestPolicyCommandsTakeBundles: `dirgate policy test` and `eval` read a bundle
 // file as they read a directory: its tests run (a failing one fails the command),
