@@ -49,8 +49,12 @@ func (r *failoverRig) client(t *testing.T) redis.UniversalClient {
 }
 
 // detach makes the replica stop following the primary: from now on it misses every
-// write, as a replica that lags when its primary dies.
+// write, as a replica that lags when its primary dies. It first waits until the
+// replica has everything written so far: a replica that had not yet received the
+// listings filled before the removal would hold nothing stale to serve (CI saw the
+// control case lose nothing once).
 func (r *failoverRig) detach(t *testing.T) {
+	redistest.WaitReplicated(t, r.primary, r.replica, 10*time.Second)
 	if _, err := r.replica.Do("REPLICAOF", "NO", "ONE"); err != nil {
 		t.Fatal(err)
 	}
