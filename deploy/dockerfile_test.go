@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -450,16 +451,22 @@ func TestDockerignore(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := runIn(t, repoRoot, "go", "list", "-e", "-deps", "-f",
-		`{{if .Module}}{{if .Module.Main}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`, "./cmd/dirgate")
+		`{{if .Module}}{{if or .Module.Main .Module.Replace}}{{.Dir}}{{range .GoFiles}} {{.}}{{end}}{{range .EmbedFiles}} {{.}}{{end}}{{end}}{{end}}`, "./cmd/dirgate")
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(l)
 		rel, err := filepath.Rel(abs, f[0])
 		if err != nil {
 			t.Fatal(err)
 		}
+		if strings.HasPrefix(rel, "..") {
+			continue // a module replaced by a version, from the module cache
+		}
 		for _, name := range f[1:] {
 			need = append(need, filepath.ToSlash(filepath.Join(rel, name)))
 		}
+	}
+	for _, dir := range localReplacements(t) {
+		need = append(need, dir+"/go.mod")
 	}
 	if len(need) < 10 {
 		t.Fatalf("go list found only %v: not the build inputs", need)
@@ -472,6 +479,46 @@ func TestDockerignore(t *testing.T) {
 	for _, p := range []string{".git/config", "bin/dirgate", "dirgate", "ldap.test", ".samba/dc/x", "deploy/kubernetes/site/tokens.yaml"} {
 		if !ignored(p) {
 			t.Errorf("%s is sent to the builder: add it to Dockerfile.dockerignore", p)
+		}
+	}
+}
+
+// localReplacements are the directories go.mod replaces modules with, relative to
+// the repository root (third_party/asn1-ber).
+func localReplacements(t *testing.T) []string {
+	t.Helper()
+	var dirs []string
+	out := runIn(t, repoRoot, "go", "list", "-m", "-f", `{{with .Replace}}{{if not .Version}}{{.Path}}{{end}}{{end}}`, "all")
+	for _, d := range strings.Fields(out) {
+		dirs = append(dirs, strings.TrimPrefix(filepath.ToSlash(filepath.Clean(d)), "./"))
+	}
+	return dirs
+}
+
+// TestDockerfileCopiesLocalReplacements: the builder downloads modules before it
+// copies the source, and that download reads the go.mod of every directory go.mod
+// replaces a module with; each must be copied before it.
+func TestDockerfileCopiesLocalReplacements(t *testing.T) {
+	dirs := localReplacements(t)
+	if len(dirs) == 0 {
+		t.Skip("go.mod replaces no module with a directory")
+	}
+	text, _ := readDockerfile(t, "Dockerfile")
+	before, _, ok := strings.Cut(text, "go mod download")
+	if !ok {
+		t.Fatal("the Dockerfile no longer runs go mod download: update this test")
+	}
+	var copied []string // sources of the COPY lines before the download
+	for _, l := range strings.Split(before, "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "COPY" {
+			for _, src := range f[1 : len(f)-1] {
+				copied = append(copied, strings.TrimSuffix(strings.TrimPrefix(src, "./"), "/"))
+			}
+		}
+	}
+	for _, d := range dirs {
+		if !slices.ContainsFunc(copied, func(src string) bool { return d == src || strings.HasPrefix(d, src+"/") }) {
+			t.Errorf("Dockerfile: COPY %s/ before go mod download (go.mod replaces a module with it)", d)
 		}
 	}
 }

@@ -70,6 +70,10 @@ echo "test: go test -race"
 # test-faults), one package at a time, against the same DC and pair.
 mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover -e /test/redisfailover)
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
+# Modules of their own that go.mod replaces a dependency with (third_party/*/PATCHES.md).
+for mod in third_party/*/go.mod; do
+  (cd "$(dirname "$mod")" && go vet ./... && go test -race -count=1 ./...)
+done
 
 echo "test: fault and hostile-input suites"
 make --no-print-directory test-faults
