@@ -101,6 +101,57 @@ func (d DN) IsZero() bool { return d.raw == "" }
 // EqualFold reports whether d and o name the same entry.
 func (d DN) EqualFold(o DN) bool { return d.key == o.key }
 
+// ContainsPlain reports whether the DN s is d or lies below it, as ParseDN(s)
+// followed by EqualFold or IsDescendantOf would, without parsing s. ok is false,
+// and the parser must decide, unless s is a plain ASCII DN: each RDN one
+// type=value, nothing the parser unescapes, decodes or trims. Then s's key is s
+// lower-cased, and a ',' in it always ends an RDN. A directory names almost every
+// entry so (upstream/ldap checks the scope of every entry it reads with this).
+func (d DN) ContainsPlain(s string) (contains, ok bool) {
+	if d.key == "" || !plainASCIIDN(s) {
+		return false, false
+	}
+	k := d.key
+	if len(s) < len(k) || !asciiLowerEqual(s[len(s)-len(k):], k) {
+		return false, true
+	}
+	return len(s) == len(k) || s[len(s)-len(k)-1] == ',', true
+}
+
+// plainASCIIDN reports whether every RDN of s is type=value with a valid type and
+// a plainValue, all in ASCII.
+func plainASCIIDN(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	for rdn := range strings.SplitSeq(s, ",") {
+		eq := strings.IndexByte(rdn, '=')
+		if eq <= 0 || eq == len(rdn)-1 || !validAttributeName(rdn[:eq]) || !plainValue(rdn[eq+1:]) {
+			return false
+		}
+	}
+	return true
+}
+
+// asciiLowerEqual reports whether s lower-cased (ASCII) is lower.
+func asciiLowerEqual(s, lower string) bool {
+	if len(s) != len(lower) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // IsDescendantOf reports whether d lies strictly below o.
 func (d DN) IsDescendantOf(o DN) bool {
 	if len(o.rdn) == 0 || len(d.rdn) <= len(o.rdn) {

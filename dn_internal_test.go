@@ -108,3 +108,59 @@ func BenchmarkDNNames(b *testing.B) {
 		}
 	})
 }
+
+// containsSamples: a base and DNs that ContainsPlain decides or leaves to ParseDN.
+var containsSamples = []struct {
+	base, dn     string
+	contains, ok bool
+}{
+	{"DC=corp,DC=example,DC=com", "CN=u1,OU=large,DC=corp,DC=example,DC=com", true, true},
+	{"DC=corp,DC=example,DC=com", "cn=u1,dc=CORP,dc=example,dc=com", true, true},
+	{"DC=corp,DC=example,DC=com", "DC=corp,DC=example,DC=com", true, true},
+	{"dc=corp, dc=example, dc=com", "CN=u1,DC=corp,DC=example,DC=com", true, true},
+	{"DC=corp,DC=example,DC=com", "CN=u1,DC=xcorp,DC=example,DC=com", false, true},
+	{"DC=corp,DC=example,DC=com", "CN=u1,DC=other,DC=com", false, true},
+	{"DC=corp,DC=example,DC=com", "DC=example,DC=com", false, true},
+	{"OU=a\\,b,DC=com", "CN=x,OU=a\\,b,DC=com", false, false},
+	{"DC=example,DC=com", "CN=x,OU=a\\,DC=example,DC=com", false, false},
+	{"DC=corp,DC=com", "CN=Groß,DC=corp,DC=com", false, false},
+	{"DC=corp,DC=com", "CN=a+UID=b,DC=corp,DC=com", false, false},
+	{"DC=corp,DC=com", "CN=a, DC=corp,DC=com", false, false},
+}
+
+func TestContainsPlain(t *testing.T) {
+	for _, tt := range containsSamples {
+		contains, ok := MustParseDN(tt.base).ContainsPlain(tt.dn)
+		if contains != tt.contains || ok != tt.ok {
+			t.Errorf("%q.ContainsPlain(%q) = %v, %v; want %v, %v", tt.base, tt.dn, contains, ok, tt.contains, tt.ok)
+		}
+		checkContainsPlain(t, tt.base, tt.dn)
+	}
+}
+
+// FuzzContainsPlain holds ContainsPlain to the parser: whatever it decides, ParseDN
+// accepts and EqualFold or IsDescendantOf decides the same.
+func FuzzContainsPlain(f *testing.F) {
+	for _, tt := range containsSamples {
+		f.Add(tt.base, tt.dn)
+	}
+	f.Fuzz(checkContainsPlain)
+}
+
+func checkContainsPlain(t *testing.T, base, s string) {
+	b, err := ParseDN(base)
+	if err != nil {
+		return
+	}
+	contains, ok := b.ContainsPlain(s)
+	if !ok {
+		return
+	}
+	d, err := ParseDN(s)
+	if err != nil {
+		t.Fatalf("ContainsPlain decided %q, which ParseDN rejects: %v", s, err)
+	}
+	if want := d.EqualFold(b) || d.IsDescendantOf(b); contains != want {
+		t.Fatalf("%q.ContainsPlain(%q) = %v, ParseDN says %v", base, s, contains, want)
+	}
+}

@@ -267,11 +267,29 @@ func (d *Directory) readServed(ctx context.Context, props []string, search func(
 // inScope reports whether dn is BaseDN or below it, outside the other naming
 // contexts.
 func (d *Directory) inScope(dn string) bool {
+	// Most DNs a DC returns are plain: decided without parsing (a large group's
+	// first listing checks every member).
+	if in, ok := d.base.ContainsPlain(dn); ok && !in {
+		return false
+	} else if ok && d.outsideOtherNCsPlain(dn) {
+		return true
+	}
 	p, err := dirgate.ParseDN(dn)
 	if err != nil {
 		return false
 	}
 	return d.inScopeDN(p)
+}
+
+// outsideOtherNCsPlain reports whether the plain DN dn lies in none of the other
+// naming contexts under the base; false when any of them needs the parser to say.
+func (d *Directory) outsideOtherNCsPlain(dn string) bool {
+	for _, nc := range d.otherNCs {
+		if in, ok := nc.ContainsPlain(dn); !ok || in {
+			return false
+		}
+	}
+	return true
 }
 
 func (d *Directory) inScopeDN(p dirgate.DN) bool {
