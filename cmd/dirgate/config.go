@@ -94,6 +94,7 @@ type Config struct {
 	CacheMaxStale             time.Duration
 	CacheLease                time.Duration
 	CacheMaxBytes             int64
+	MemoryReturnGarbage       int64
 	ChangeFeed                bool
 	ChangeFeedInterval        time.Duration
 
@@ -179,6 +180,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
 	fs.DurationVar(&c.CacheLease, "cache-lease", time.Second, "with Redis: how long an instance serves its first level without reading version tokens between lease renewals; about how long a removal waits for an instance that stopped answering (0: read tokens on every request)")
 	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
+	fs.Int64Var(&c.MemoryReturnGarbage, "memory-return-garbage", 64<<20, "bytes allocated since the last collection (and at least a quarter of the live heap) after which dirgate collects and returns free memory to the system, at most every 10s (0: off; docs/operations.md)")
 	fs.BoolVar(&c.ChangeFeed, "changefeed", true, "follow changes made in the directory itself (LDAP: one reader per deployment polls uSNChanged; memory: the LDIF file is watched); off: such changes are seen after cache-ttl and principal-ttl")
 	fs.DurationVar(&c.ChangeFeedInterval, "changefeed-interval", time.Second, "how often the change feed reads the directory")
 
@@ -347,6 +349,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CacheMaxBytes <= 0 {
 		bad("cache-max-bytes", "must be positive")
+	}
+	if c.MemoryReturnGarbage < 0 || (c.MemoryReturnGarbage > 0 && c.MemoryReturnGarbage < 1<<20) {
+		bad("memory-return-garbage", "must be 0 (off) or at least 1 MiB (1048576)")
 	}
 	if c.CacheLease != 0 && (c.CacheLease < 20*time.Millisecond || c.CacheLease > time.Minute) {
 		bad("cache-lease", "must be between 20ms and 1m (0: off)")

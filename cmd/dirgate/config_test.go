@@ -60,14 +60,15 @@ func TestConfigPrecedence(t *testing.T) {
 }
 
 func TestConfigReportsEveryProblem(t *testing.T) {
-	_, err := LoadConfig([]string{"--upstream", "ldap", "--log-level", "loud", "--listen", "nope", "--ldap-pool-size", "0", "--log-flush", "2s"},
+	_, err := LoadConfig([]string{"--upstream", "ldap", "--log-level", "loud", "--listen", "nope", "--ldap-pool-size", "0", "--log-flush", "2s", "--memory-return-garbage", "4096"},
 		env(map[string]string{"DIRGATE_BASE_PATH": "noslash"}), &bytes.Buffer{})
 	if err == nil {
 		t.Fatal("invalid configuration accepted")
 	}
 	for _, want := range []string{"listen (DIRGATE_LISTEN)", "base-path (DIRGATE_BASE_PATH)", "log-level (DIRGATE_LOG_LEVEL)",
 		"tokens-file (DIRGATE_TOKENS_FILE): is required with the ldap upstream", "ldap-url (DIRGATE_LDAP_URL)",
-		"ldap-bind-dn", "ldap-password-file", "ldap-base-dn", "ldap-pool-size", "log-flush (DIRGATE_LOG_FLUSH): must be between 0 and 1s"} {
+		"ldap-bind-dn", "ldap-password-file", "ldap-base-dn", "ldap-pool-size", "log-flush (DIRGATE_LOG_FLUSH): must be between 0 and 1s",
+		"memory-return-garbage (DIRGATE_MEMORY_RETURN_GARBAGE): must be 0 (off) or at least 1 MiB"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

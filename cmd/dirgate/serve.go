@@ -19,6 +19,7 @@ import (
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/changefeed"
+	"github.com/dirgate/dirgate/internal/heapreturn"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
 	"github.com/dirgate/dirgate/upstream/ldap"
@@ -142,6 +143,12 @@ func (m *Main) Run(ctx context.Context) error {
 		return m.telemetry.Shutdown(ctx)
 	})
 	m.ready = &readiness{}
+	if n := m.Config.MemoryReturnGarbage; n > 0 {
+		// A large fill's garbage is handed back soon, not kept until the heap doubles
+		// (docs/operations.md, "Memory").
+		hr := heapreturn.Start(ctx, heapreturn.Config{MinGarbage: uint64(n), Logger: m.Logger})
+		m.closers = append(m.closers, func() error { hr.Close(); return nil })
+	}
 
 	dir, err := m.openDirectory(ctx)
 	if err != nil {
