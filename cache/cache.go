@@ -46,6 +46,10 @@ type Cache struct {
 	// lease lets trusted first-level entries skip those reads (lease.go); nil without
 	// Redis or with leases off.
 	lease *lease
+	// claimID names this instance in its fill claims (claim.go); claimWaitCount
+	// counts the misses that waited on another's claim (tests).
+	claimID        string
+	claimWaitCount atomic.Int64
 	// tokenReads counts the requests that read tokens for an entry (tests).
 	tokenReads atomic.Int64
 	health     health
@@ -135,6 +139,7 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 		store:    st,
 		sealer:   sealerFor(c),
 		keys:     keys{prefix: c.KeyPrefix},
+		claimID:  rand.Text(),
 		l1:       newFirstLevel(c.MaxBytes),
 		health:   health{interval: c.RetryInterval, log: c.Logger},
 		now:      c.now,

@@ -21,6 +21,7 @@ const (
 	DefaultMaxBytes      = 256 << 20              // DIRGATE_CACHE_MAX_BYTES
 	DefaultKeyPrefix     = "dirgate:"             // DIRGATE_REDIS_KEY_PREFIX
 	DefaultLease         = time.Second            // DIRGATE_CACHE_LEASE
+	DefaultFillWait      = 2 * time.Second        // DIRGATE_CACHE_FILL_WAIT
 )
 
 // MinSecretLength is the least number of bytes of Config.Secret with Redis (the
@@ -60,6 +61,11 @@ type Config struct {
 	// stopped answering (lease.go, DIRGATE_CACHE_LEASE). 0 means DefaultLease; a
 	// negative value reads the tokens on every request instead.
 	Lease time.Duration
+	// FillWait is how long a miss waits for another instance sharing Redis that is
+	// filling the same listing (its claim in Redis) before reading the directory
+	// itself (claim.go, DIRGATE_CACHE_FILL_WAIT). 0 means DefaultFillWait; a negative
+	// value never waits.
+	FillWait time.Duration
 	// ExpandConcurrency bounds parallel member reads while a nested listing is filled
 	// (dirgate.MemberService.ExpandConcurrency).
 	ExpandConcurrency int
@@ -104,6 +110,9 @@ func (c Config) withDefaults() Config {
 	if c.Lease == 0 {
 		c.Lease = DefaultLease
 	}
+	if c.FillWait == 0 {
+		c.FillWait = DefaultFillWait
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -135,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBytes < 0 {
 		bad("max bytes must be positive")
+	}
+	if c.FillWait > time.Minute {
+		bad("fill wait must be at most 1m (or negative: off)")
 	}
 	if c.Lease > 0 && c.Lease < 20*time.Millisecond {
 		bad("lease must be at least 20ms (or negative: off)")

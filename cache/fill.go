@@ -65,7 +65,14 @@ func (c *Cache) get(ctx context.Context, req request) (*entry, dirgate.CacheStat
 	case hit != nil:
 		return hit, dirgate.CacheHit, nil
 	}
+	hit, claimed := c.claimFill(ctx, req, stale, rd)
+	if hit != nil {
+		return hit, dirgate.CacheHit, nil
+	}
 	e, stored, err := c.fillShared(ctx, req, true, rd.dropGen)
+	if claimed {
+		c.releaseClaim(ctx, req)
+	}
 	if err != nil {
 		if c.serveStale(err, stale, rd.now) {
 			return stale, dirgate.CacheStale, nil

@@ -259,6 +259,13 @@ func (f *faultyStore) getOrSet(ctx context.Context, key, value string, ttl time.
 	return f.store.getOrSet(ctx, key, value, ttl)
 }
 
+func (f *faultyStore) delIf(ctx context.Context, key, value string) error {
+	if f.failing.Load() {
+		return errStoreDown
+	}
+	return f.store.delIf(ctx, key, value)
+}
+
 // waitFor polls cond until it holds; the bound only stops a broken test from hanging.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()

@@ -55,6 +55,10 @@ func (k keys) listing(guid string, indirect bool, props []string) (key, check st
 	return k.prefix + "{" + guid + "}:l:" + digest(check), check
 }
 
+// fillClaim is the key of the claim on an entry's fill (claim.go): the entry's key
+// with a suffix, in the same slot.
+func (k keys) fillClaim(entryKey string) string { return entryKey + ":fill" }
+
 // lookup returns the key and check string of an identifier's resolution. DNs are
 // keyed by their normalised form, so that spellings the directory treats as equal
 // share an entry.

@@ -38,6 +38,13 @@ if redis.call('GET', KEYS[2]) == ARGV[2] then
 end
 return 0`)
 
+// delIfScript deletes KEYS[1] if it holds ARGV[1].
+var delIfScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
 func newRedisStore(client redis.UniversalClient, log *slog.Logger) *redisStore {
 	return &redisStore{client: client, maxValue: maxStoredValue, log: log}
 }
@@ -116,6 +123,13 @@ func (r *redisStore) getOrSet(ctx context.Context, key, value string, ttl time.D
 		return "", fmt.Errorf("redis get or set: %w", err)
 	}
 	return old, nil
+}
+
+func (r *redisStore) delIf(ctx context.Context, key, value string) error {
+	if err := delIfScript.Run(ctx, r.client, []string{key}, value).Err(); err != nil {
+		return fmt.Errorf("redis delete if: %w", err)
+	}
+	return nil
 }
 
 // setAll pipelines the SETs (go-redis sends one batch per node of a Cluster).

@@ -24,6 +24,8 @@ type store interface {
 	// getOrSet returns the value of key, first storing value there for ttl if key
 	// holds none, atomically.
 	getOrSet(ctx context.Context, key, value string, ttl time.Duration) (string, error)
+	// delIf deletes key if, and only if, it holds value.
+	delIf(ctx context.Context, key, value string) error
 	// setAll stores values[i], none empty, under keys[i] for ttl, in one round trip
 	// (not atomically: after an error any of them may be stored).
 	setAll(ctx context.Context, keys, values []string, ttl time.Duration) error
@@ -129,6 +131,18 @@ func (m *memoryStore) getOrSet(ctx context.Context, key, value string, ttl time.
 	}
 	m.store(key, value, ttl)
 	return value, nil
+}
+
+func (m *memoryStore) delIf(ctx context.Context, key, value string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.load(key) == value { // load drops an expired value first
+		m.remove(m.items[key])
+	}
+	return nil
 }
 
 func (m *memoryStore) setAll(ctx context.Context, keys, values []string, ttl time.Duration) error {

@@ -160,6 +160,27 @@ func TestStoreConformance(t *testing.T) {
 					t.Errorf("getOrSet on a present key = %q, %v; want first (not overwritten)", got, err)
 				}
 			})
+			t.Run("DelIf", func(t *testing.T) {
+				k := ks.version("00000000-0000-0000-0000-000000000006")
+				if err := s.set(ctx, k, "mine", time.Minute); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.delIf(ctx, k, "theirs"); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustGet(t, s, k); got[0] != "mine" {
+					t.Fatalf("after delIf with another value: %q, want mine", got[0])
+				}
+				if err := s.delIf(ctx, k, "mine"); err != nil {
+					t.Fatal(err)
+				}
+				if got := mustGet(t, s, k); got[0] != "" {
+					t.Fatalf("after delIf with its value: %q, want nothing", got[0])
+				}
+				if err := s.delIf(ctx, k, "mine"); err != nil {
+					t.Errorf("delIf on a missing key: %v", err)
+				}
+			})
 			t.Run("GetOrSetIsAtomic", func(t *testing.T) {
 				// Concurrent fills of one group must agree on one version token.
 				k := ks.version("00000000-0000-0000-0000-000000000004")

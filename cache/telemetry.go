@@ -21,6 +21,7 @@ type cacheMetrics struct {
 	listings       metric.Int64Counter
 	leaseWait      metric.Float64Histogram
 	historySettled metric.Int64Counter
+	claimWaits     metric.Int64Counter
 }
 
 func newCacheMetrics() cacheMetrics {
@@ -38,7 +39,10 @@ func newCacheMetrics() cacheMetrics {
 	historySettled, _ := m.Int64Counter("dirgate_cache_history_invalidations",
 		metric.WithDescription("Times this instance invalidated every cached entry because Redis's history changed (a failover that may have lost writes)."))
 	historySettled.Add(context.Background(), 0)
-	return cacheMetrics{listings: listings, leaseWait: leaseWait, historySettled: historySettled}
+	claimWaits, _ := m.Int64Counter("dirgate_cache_fill_waits",
+		metric.WithDescription("Listing misses that found another instance filling the same listing (its claim in Redis) and waited for its entry before reading the directory."))
+	claimWaits.Add(context.Background(), 0)
+	return cacheMetrics{listings: listings, leaseWait: leaseWait, historySettled: historySettled, claimWaits: claimWaits}
 }
 
 // statusSets are the listings counter's attribute sets, built once: building one per

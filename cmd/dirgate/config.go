@@ -93,6 +93,7 @@ type Config struct {
 	CacheTTLJitter            float64
 	CacheMaxStale             time.Duration
 	CacheLease                time.Duration
+	CacheFillWait             time.Duration
 	CacheMaxBytes             int64
 	MemoryReturnGarbage       int64
 	ChangeFeed                bool
@@ -179,6 +180,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
 	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
 	fs.DurationVar(&c.CacheLease, "cache-lease", time.Second, "with Redis: how long an instance serves its first level without reading version tokens between lease renewals; about how long a removal waits for an instance that stopped answering (0: read tokens on every request)")
+	fs.DurationVar(&c.CacheFillWait, "cache-fill-wait", cache.DefaultFillWait, "with Redis: how long a listing miss waits for another instance already filling that listing (its claim in Redis) before reading the directory itself (0: never wait)")
 	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
 	fs.Int64Var(&c.MemoryReturnGarbage, "memory-return-garbage", 64<<20, "bytes allocated since the last collection (and at least a quarter of the live heap) after which dirgate collects and returns free memory to the system, at most every 10s (0: off; docs/operations.md)")
 	fs.BoolVar(&c.ChangeFeed, "changefeed", true, "follow changes made in the directory itself (LDAP: one reader per deployment polls uSNChanged; memory: the LDIF file is watched); off: such changes are seen after cache-ttl and principal-ttl")
@@ -352,6 +354,9 @@ func (c *Config) Validate() error {
 	}
 	if c.MemoryReturnGarbage < 0 || (c.MemoryReturnGarbage > 0 && c.MemoryReturnGarbage < 1<<20) {
 		bad("memory-return-garbage", "must be 0 (off) or at least 1 MiB (1048576)")
+	}
+	if c.CacheFillWait < 0 || c.CacheFillWait > time.Minute {
+		bad("cache-fill-wait", "must be between 0 (never wait) and 1m")
 	}
 	if c.CacheLease != 0 && (c.CacheLease < 20*time.Millisecond || c.CacheLease > time.Minute) {
 		bad("cache-lease", "must be between 20ms and 1m (0: off)")

@@ -285,8 +285,12 @@ func (c *Config) cacheConfig(m *Main) cache.Config {
 	if lease == 0 {
 		lease = -1 // the setting's 0 means off; the package's 0 is its default
 	}
+	fillWait := c.CacheFillWait
+	if fillWait == 0 {
+		fillWait = -1 // the setting's 0 never waits; the package's 0 is its default
+	}
 	cfg := cache.Config{
-		Lease: lease, KeyPrefix: c.RedisKeyPrefix,
+		Lease: lease, FillWait: fillWait, KeyPrefix: c.RedisKeyPrefix,
 		TTL: c.CacheTTL, TTLJitter: jitter, MaxStale: c.CacheMaxStale,
 		Timeout: c.RedisTimeout, RetryInterval: c.RedisRetryInterval, MaxBytes: c.CacheMaxBytes,
 	}
