@@ -70,15 +70,24 @@ func listAsync(in instance, group string) <-chan listResult {
 	return ch
 }
 
+// contend lists All Staff on a, whose fill is held once it has read the directory,
+// runs between, then lists it on b and waits until b waits on a's claim.
+func contend(t *testing.T, dir *countingDir, a, b instance, hold func() func(), between func()) (ra, rb <-chan listResult, release func()) {
+	t.Helper()
+	release = hold()
+	ra = listAsync(a, fixture.AllStaffDN)
+	waitFor(t, "a's fill to read the directory", func() bool { return dir.members.Load() == 1 })
+	between()
+	rb = listAsync(b, fixture.AllStaffDN)
+	waitFor(t, "b to wait on a's claim", func() bool { return b.c.claimWaitCount.Load() == 1 })
+	return ra, rb, release
+}
+
 // TestFillClaimAcrossInstances: when two instances miss one listing together, the
 // directory is read once; the second serves the first's fill from the store.
 func TestFillClaimAcrossInstances(t *testing.T) {
 	dir, a, b, hold := claimSetup(t, time.Minute)
-	release := hold()
-	ra := listAsync(a, fixture.AllStaffDN)
-	waitFor(t, "a's fill to read the directory", func() bool { return dir.members.Load() == 1 })
-	rb := listAsync(b, fixture.AllStaffDN)
-	waitFor(t, "b to wait on a's claim", func() bool { return b.c.claimWaitCount.Load() == 1 })
+	ra, rb, release := contend(t, dir, a, b, hold, func() {})
 	time.Sleep(4 * claimPoll) // b polls the store meanwhile, and must not read the directory
 	if got := dir.members.Load(); got != 1 {
 		t.Fatalf("b read the directory while a was filling: %d reads", got)
@@ -110,15 +119,14 @@ func TestFillClaimEndsWithoutEntry(t *testing.T) {
 	t.Run("removal during the fill", func(t *testing.T) {
 		dir, a, b, hold := claimSetup(t, time.Minute)
 		victim := memberOf(t, dir.Directory, fixture.AllStaffDN)
-		release := hold()
-		ra := listAsync(a, fixture.AllStaffDN) // reads with the victim, then is held
-		waitFor(t, "a's fill to read the directory", func() bool { return dir.members.Load() == 1 })
-		res, err := b.svc.Remove(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(fixture.AllStaffDN), dirgate.MustParseIdentifier(victim.GUID))
-		if err != nil || res.NoChanges {
-			t.Fatalf("remove: %+v, %v", res, err)
-		}
-		rb := listAsync(b, fixture.AllStaffDN) // after the removal: must not get a's read
-		waitFor(t, "b to wait on a's claim", func() bool { return b.c.claimWaitCount.Load() == 1 })
+		// a reads with the victim and is held; b lists after the removal, and must
+		// not get a's read.
+		ra, rb, release := contend(t, dir, a, b, hold, func() {
+			res, err := b.svc.Remove(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(fixture.AllStaffDN), dirgate.MustParseIdentifier(victim.GUID))
+			if err != nil || res.NoChanges {
+				t.Fatalf("remove: %+v, %v", res, err)
+			}
+		})
 		release()
 		<-ra
 		resB := <-rb
@@ -134,11 +142,7 @@ func TestFillClaimEndsWithoutEntry(t *testing.T) {
 	})
 	t.Run("failed fill", func(t *testing.T) {
 		dir, a, b, hold := claimSetup(t, time.Minute)
-		release := hold()
-		ra := listAsync(a, fixture.AllStaffDN)
-		waitFor(t, "a's fill to read the directory", func() bool { return dir.members.Load() == 1 })
-		rb := listAsync(b, fixture.AllStaffDN)
-		waitFor(t, "b to wait on a's claim", func() bool { return b.c.claimWaitCount.Load() == 1 })
+		ra, rb, release := contend(t, dir, a, b, hold, func() {})
 		dir.fail(errors.New("directory down (test)")) // a's fill returns, b's own read fails
 		release()
 		if r := <-ra; r.err == nil {
