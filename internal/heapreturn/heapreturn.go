@@ -21,6 +21,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Config tunes a Returner; zero fields take the defaults.
@@ -61,7 +64,8 @@ func (h Heap) Garbage() uint64 {
 type Returner struct {
 	cfg      Config
 	forced   atomic.Uint64
-	last     time.Time // the last forced collection (loop goroutine only)
+	counter  metric.Int64Counter // nil in tests that build a Returner by hand
+	last     time.Time           // the last forced collection (loop goroutine only)
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	closeOne sync.Once
@@ -71,6 +75,9 @@ type Returner struct {
 func Start(ctx context.Context, cfg Config) *Returner {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &Returner{cfg: cfg.withDefaults(), cancel: cancel}
+	r.counter, _ = otel.Meter("github.com/dirgate/dirgate/internal/heapreturn").Int64Counter("dirgate_memory_returns",
+		metric.WithDescription("Collections dirgate ran to return a burst of garbage to the system (DIRGATE_MEMORY_RETURN_GARBAGE)."))
+	r.counter.Add(ctx, 0)
 	r.wg.Add(1)
 	go r.loop(ctx)
 	return r
@@ -144,6 +151,9 @@ func (r *Returner) check() {
 	r.last = now
 	r.cfg.free()
 	r.forced.Add(1)
+	if r.counter != nil {
+		r.counter.Add(context.Background(), 1)
+	}
 	after := r.cfg.read()
 	r.cfg.Logger.Debug("heap: garbage collected and free memory returned to the system",
 		"garbage_bytes", g, "live_bytes", after.Live, "took", r.cfg.now().Sub(now).String())
