@@ -25,11 +25,32 @@ const claimPoll = 25 * time.Millisecond
 
 // claimFill claims req's fill for this instance. It returns the entry another
 // instance's fill stored, as a hit, when it came within FillWait; otherwise nil,
-// and whether this instance holds the claim (releaseClaim after the fill).
+// and whether this instance holds the claim (releaseClaim after the fill). This
+// instance's concurrent misses of req claim and wait once (singleflight); those
+// that joined check the entry's tokens again, as joiners of a fill do (fill.go).
 func (c *Cache) claimFill(ctx context.Context, req request, stale *entry, rd reading) (hit *entry, claimed bool) {
 	if c.cfg.FillWait <= 0 || req.root == "" || !c.store.shared() || !rd.usable {
 		return nil, false // no peers, an identifier resolution (cheap to read), or the store is bypassed
 	}
+	type result struct {
+		hit     *entry
+		claimed bool
+	}
+	v, _, shared := c.flights.Do("claim|"+req.key, func() (any, error) {
+		hit, claimed := c.awaitClaim(ctx, req, stale, rd)
+		return result{hit, claimed}, nil
+	})
+	r := v.(result)
+	if r.hit != nil && shared {
+		if ok, err := c.valid(ctx, r.hit); err != nil || !ok {
+			return nil, r.claimed
+		}
+	}
+	return r.hit, r.claimed
+}
+
+// awaitClaim is claimFill for one request of this instance.
+func (c *Cache) awaitClaim(ctx context.Context, req request, stale *entry, rd reading) (hit *entry, claimed bool) {
 	key := c.keys.fillClaim(req.key)
 	var holder string
 	if err := c.op(ctx, false, func(ctx context.Context) (err error) {

@@ -186,3 +186,29 @@ func directKey(in instance, dn string) string {
 	k, _ := in.c.keys.listing(g.GUID, false, nil)
 	return k
 }
+
+// TestFillClaimWaitsOncePerInstance: an instance's concurrent misses of a listing
+// another instance is filling wait on it together: one claim read and one poll loop,
+// and each answer is the other's fill.
+func TestFillClaimWaitsOncePerInstance(t *testing.T) {
+	dir, a, b, hold := claimSetup(t, time.Minute)
+	ra, rb, release := contend(t, dir, a, b, hold, func() {})
+	const n = 8
+	more := make([]<-chan listResult, n)
+	for i := range more {
+		more[i] = listAsync(b, fixture.AllStaffDN)
+	}
+	time.Sleep(4 * claimPoll) // the others join b's wait meanwhile
+	release()
+	for _, ch := range append(more, ra, rb) {
+		if r := <-ch; r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	if got := b.c.claimWaitCount.Load(); got > 2 {
+		t.Errorf("b's %d concurrent misses waited %d times, want 1 (2 if one came after the first wait ended)", n+1, got)
+	}
+	if got := dir.members.Load(); got != 1 {
+		t.Errorf("the directory was read %d times, want 1", got)
+	}
+}
