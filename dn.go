@@ -127,12 +127,21 @@ func plainASCIIDN(s string) bool {
 		}
 	}
 	for rdn := range strings.SplitSeq(s, ",") {
-		eq := strings.IndexByte(rdn, '=')
-		if eq <= 0 || eq == len(rdn)-1 || !validAttributeName(rdn[:eq]) || !plainValue(rdn[eq+1:]) {
+		if _, _, plain := plainRDN(rdn); !plain {
 			return false
 		}
 	}
 	return true
+}
+
+// plainRDN splits one RDN into its type and value when it is type=value with a
+// valid type (which holds no space) and a plainValue.
+func plainRDN(rdn string) (typ, val string, ok bool) {
+	eq := strings.IndexByte(rdn, '=')
+	if eq <= 0 || eq == len(rdn)-1 || !validAttributeName(rdn[:eq]) || !plainValue(rdn[eq+1:]) {
+		return "", "", false
+	}
+	return rdn[:eq], rdn[eq+1:], true
 }
 
 // asciiLowerEqual reports whether s lower-cased (ASCII) is lower.
@@ -250,13 +259,8 @@ func plainDNNames(s string) (display, domain string, ok bool) {
 		} else {
 			end += start
 		}
-		rdn := s[start:end]
-		eq := strings.IndexByte(rdn, '=')
-		if eq <= 0 || eq == len(rdn)-1 {
-			return "", "", false
-		}
-		typ, val := rdn[:eq], rdn[eq+1:]
-		if !plainValue(val) || typ[len(typ)-1] == ' ' || !validAttributeName(typ) {
+		typ, val, plain := plainRDN(s[start:end])
+		if !plain {
 			return "", "", false
 		}
 		if start == 0 {
