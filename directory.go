@@ -16,6 +16,7 @@ type Directory interface {
 	Lookup(ctx context.Context, id Identifier, props []string) (Object, error)
 	// Members returns the direct members of group: the values of its member attribute
 	// and the objects whose primaryGroupID is the group's RID, each once, in any order.
+	// The slice is the caller's: MemberService filters and sorts it in place.
 	Members(ctx context.Context, group Object, props []string) ([]Object, error)
 	// MemberOf returns the groups obj is a direct member of, its primary group included.
 	MemberOf(ctx context.Context, obj Object) ([]Object, error)

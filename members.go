@@ -210,8 +210,14 @@ func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOpti
 			total += len(ms)
 		}
 		// A group of 100,000 members: one allocation each, not twenty. The visited set
-		// holds only the group until the first level.
-		out = slices.Grow(out, total)
+		// holds only the group until the first level, whose one slice is kept in place
+		// (it is this call's: Directory.Members) rather than copied, 14 MB for 100,000
+		// members (issue 26); each member is written at or before where it was read.
+		if len(out) == 0 && len(members) == 1 {
+			out = members[0][:0]
+		} else {
+			out = slices.Grow(out, total)
+		}
 		if len(visited) == 1 {
 			visited = make(map[string]bool, total+1)
 			visited[group.GUID] = true

@@ -72,7 +72,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	in := &entry{check: "listing|x", filled: time.Unix(1700000000, 123), fresh: time.Unix(1700000300, 0),
 		deps: []dep{{"00000000-0000-0000-0000-000000000001", "tok"}}}
 	for _, frags := range [][]string{el.Fragments(), nil} {
-		got, err := decodeEntry(encodeEntry(in, objs, frags))
+		got, err := decodeEntry(encodeFrags(in, objs, frags))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,6 +104,44 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestEncodeEntryObjectJSON: a fill's value (the encodings made by objectJSON into
+// the value) holds what the same objects with the encodings EncodeListing gives
+// hold, and an encoder that appends other bytes when asked again is
+// an error, not a value that decodes wrong.
+func TestEncodeEntryObjectJSON(t *testing.T) {
+	objs := demoObjects(t)
+	el, err := dirgate.EncodeListing(objs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &entry{check: "listing|x", filled: time.Unix(1700000000, 123), deps: []dep{{"g", "tok"}}}
+	got, err := encodeEntry(in, objs, objectJSON(objs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Properties are stored in map order, so the values are compared decoded.
+	g, err := decodeEntry(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := decodeEntry(encodeFrags(in, objs, el.Fragments()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != entrySize(in, objs, lensOf(el.Fragments())) || g.list.JSON() != w.list.JSON() ||
+		!reflect.DeepEqual(g.list.Fragments(), w.list.Fragments()) || !reflect.DeepEqual(g.list.Objects(), objs) {
+		t.Errorf("objectJSON's value differs from EncodeListing's")
+	}
+	calls := 0
+	unsteady := func(dst []byte, i int) []byte {
+		calls++
+		return append(dst, strings.Repeat("1", calls)...)
+	}
+	if v, err := encodeEntry(in, objs[:1], unsteady); err == nil {
+		t.Errorf("an encoder that changed its bytes gave a value: %.60q", v)
+	}
+}
+
 // TestDecodedEntrySharesTheValue: the decoded entry's encodings and the whole
 // listing's JSON are all slices of the one stored value, so a response of every
 // object costs no copy (issue 26).
@@ -113,7 +151,7 @@ func TestDecodedEntrySharesTheValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := encodeEntry(&entry{check: "c"}, objs, el.Fragments())
+	v := encodeFrags(&entry{check: "c"}, objs, el.Fragments())
 	e, err := decodeEntry(v)
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +197,7 @@ func TestDecodeEarlierLayout(t *testing.T) {
 		t.Errorf("encodings differ from the objects' JSON:\n%s\n%s", got, want)
 	}
 	// Re-encoded, it takes the joined layout, with the same content.
-	again, err := decodeEntry(encodeEntry(e, e.list.Objects(), e.list.Fragments()))
+	again, err := decodeEntry(encodeFrags(e, e.list.Objects(), e.list.Fragments()))
 	if err != nil || again.list.JSON() != string(want) || !reflect.DeepEqual(again.list.Objects(), e.list.Objects()) {
 		t.Fatalf("re-encoded: %v", err)
 	}
@@ -169,7 +207,7 @@ func TestDecodeEarlierLayout(t *testing.T) {
 // the encodings' lengths is refused, whole.
 func TestDecodeRejectsJoined(t *testing.T) {
 	objs := []dirgate.Object{{GUID: "x"}, {GUID: "y"}}
-	good := encodeEntry(&entry{check: "c"}, objs, []string{`{"a":1}`, `{"b":2}`})
+	good := encodeFrags(&entry{check: "c"}, objs, []string{`{"a":1}`, `{"b":2}`})
 	if e, err := decodeEntry(good); err != nil || e.list.JSON() != `[{"a":1},{"b":2}]` {
 		t.Fatalf("good value: %v", err)
 	}
@@ -198,7 +236,7 @@ func TestDecodeRejectsJoined(t *testing.T) {
 // TestDecodeRejects: what a foreign or damaged value looks like is refused, never
 // half-decoded.
 func TestDecodeRejects(t *testing.T) {
-	good := encodeEntry(&entry{check: "c", deps: []dep{{"a", "b"}}}, []dirgate.Object{{GUID: "x", Properties: map[string][]string{"p": {"v"}}}}, []string{"{}"})
+	good := encodeFrags(&entry{check: "c", deps: []dep{{"a", "b"}}}, []dirgate.Object{{GUID: "x", Properties: map[string][]string{"p": {"v"}}}}, []string{"{}"})
 	if _, err := decodeEntry(good); err != nil {
 		t.Fatalf("good value: %v", err)
 	}
@@ -235,11 +273,11 @@ func FuzzDecodeEntry(f *testing.F) {
 	objs := []dirgate.Object{{GUID: "g", DN: "CN=x", Properties: map[string][]string{"a": {"1", "2"}, "b": nil},
 		AccountStatus:  &dirgate.AccountStatus{IsDisabled: true, ExpirationDate: dirgate.NewTimestamp(time.Unix(5, 6))},
 		PasswordStatus: &dirgate.PasswordStatus{ExpirationStatus: 1}, SID: "S-1-5-11", PrimaryGroupID: 513}}
-	f.Add(encodeEntry(&entry{check: "c", deps: []dep{{"a", "b"}}}, objs, []string{`{"guid":"g"}`}))
-	f.Add(encodeEntry(&entry{check: "lookup"}, objs, nil))
+	f.Add(encodeFrags(&entry{check: "c", deps: []dep{{"a", "b"}}}, objs, []string{`{"guid":"g"}`}))
+	f.Add(encodeFrags(&entry{check: "lookup"}, objs, nil))
 	f.Add(magic + "\x00")
-	f.Add(encodeEntry(&entry{check: "c"}, append(objs, objs[0]), []string{`{"guid":"g"}`, `[1,2]`}))
-	f.Add(encodeEntry(&entry{check: "c"}, nil, []string{}))
+	f.Add(encodeFrags(&entry{check: "c"}, append(objs, objs[0]), []string{`{"guid":"g"}`, `[1,2]`}))
+	f.Add(encodeFrags(&entry{check: "c"}, nil, []string{}))
 	if legacy, err := os.ReadFile("testdata/entry-flag1.bin"); err == nil {
 		f.Add(string(legacy))
 	}
@@ -251,7 +289,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		if j := e.list.JSON(); j != "" && j != "["+strings.Join(e.list.Fragments(), ",")+"]" {
 			t.Fatalf("the listing's JSON %.60q is not its encodings joined", j)
 		}
-		again, err := decodeEntry(encodeEntry(e, e.list.Objects(), e.list.Fragments()))
+		again, err := decodeEntry(encodeFrags(e, e.list.Objects(), e.list.Fragments()))
 		if err != nil {
 			t.Fatalf("re-encoded entry does not decode: %v", err)
 		}
@@ -288,7 +326,7 @@ func TestEntrySize(t *testing.T) {
 	}
 	for _, e := range []*entry{{}, {check: long, filled: time.Unix(-1e10, 5), fresh: time.Unix(1e10, 0), deps: deps}} {
 		for _, frags := range [][]string{el.Fragments(), nil} {
-			if got, want := len(encodeEntry(e, objs, frags)), entrySize(e, objs, frags); got != want {
+			if got, want := len(encodeFrags(e, objs, frags)), entrySize(e, objs, lensOf(frags)); got != want {
 				t.Errorf("encoded %d bytes, sized %d (fragments %v, %d deps)", got, want, frags != nil, len(e.deps))
 			}
 			for i := range objs {
@@ -298,4 +336,16 @@ func TestEntrySize(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lensOf is the lengths of frags, nil for nil.
+func lensOf(frags []string) []int {
+	if frags == nil {
+		return nil
+	}
+	lens := make([]int, len(frags))
+	for i, f := range frags {
+		lens[i] = len(f)
+	}
+	return lens
 }

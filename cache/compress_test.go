@@ -19,7 +19,7 @@ func TestPackLargeEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob := encodeEntry(&entry{check: "x"}, objs, el.Fragments())
+	blob := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
 	if len(blob) <= compressAbove {
 		t.Fatalf("a listing of 5,000 is %d bytes, not above %d", len(blob), compressAbove)
 	}
@@ -71,7 +71,7 @@ func FuzzUnpack(f *testing.F) {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: "CN=member,OU=people,DC=example,DC=com"}
 		frags[i] = `{"guid":"` + objs[i].GUID + `","dn":"CN=member,OU=people,DC=example,DC=com"}`
 	}
-	f.Add(pack(encodeEntry(&entry{check: "c"}, objs, frags)))
+	f.Add(pack(encodeFrags(&entry{check: "c"}, objs, frags)))
 	f.Fuzz(func(t *testing.T, v string) {
 		out, err := unpack(v)
 		if err == nil && len(out) > maxUnpacked {
@@ -96,7 +96,7 @@ func BenchmarkPack(b *testing.B) {
 	d := newBenchDir(5000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)
 	el, _ := dirgate.EncodeListing(objs)
-	blob := encodeEntry(&entry{check: "x"}, objs, el.Fragments())
+	blob := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
 	packed := pack(blob)
 	b.Run("pack", func(b *testing.B) {
 		b.SetBytes(int64(len(blob)))

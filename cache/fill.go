@@ -386,19 +386,18 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 	if err != nil {
 		return nil, false, false, err
 	}
-	var frags []string
+	var frags fragments
 	if req.frags {
-		el, err := dirgate.EncodeListing(objs)
-		if err != nil {
-			return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: %w", err))
-		}
-		frags = el.Fragments()
+		frags = objectJSON(objs)
 	}
 	e = &entry{check: req.check, filled: start, fresh: start.Add(c.jitteredTTL())}
 	if rec != nil {
 		e.deps = rec.deps
 	}
-	blob := encodeEntry(e, objs, frags)
+	blob, err := encodeEntry(e, objs, frags)
+	if err != nil {
+		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", err)
+	}
 	// Served in its decoded form, as every later hit is: one representation, one
 	// string backing all of its text.
 	if e, err = decodeEntry(blob); err != nil {

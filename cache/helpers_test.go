@@ -313,3 +313,17 @@ func served(t *testing.T, in instance, group string, opts dirgate.ListOptions) d
 	_, st := in.list(t, group, opts)
 	return st
 }
+
+// encodeFrags is encodeEntry with the objects' encodings given as strings (nil:
+// none), which may be anything: the decoder's tests store what no object encodes to.
+func encodeFrags(e *entry, objs []dirgate.Object, frags []string) string {
+	var f fragments
+	if frags != nil {
+		f = func(dst []byte, i int) []byte { return append(dst, frags[i]...) }
+	}
+	v, err := encodeEntry(e, objs, f)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
