@@ -84,6 +84,16 @@ type Memory struct {
 	Peak int64 `json:"peakBytes"` // VmHWM: the most it has been resident
 }
 
+// ResetPeak makes pid's peak resident memory (VmHWM) its resident memory now, so
+// that the next ReadMemory's Peak is the most it held from this call on (Linux's
+// /proc/<pid>/clear_refs, value 5; the caller must own pid).
+func ResetPeak(pid int) error {
+	if err := os.WriteFile("/proc/"+strconv.Itoa(pid)+"/clear_refs", []byte("5"), 0); err != nil {
+		return fmt.Errorf("load: reset peak memory: %w", err)
+	}
+	return nil
+}
+
 // ReadMemory reads pid's resident memory (0: this process).
 func ReadMemory(pid int) (Memory, error) {
 	path := "/proc/self/status"

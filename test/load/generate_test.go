@@ -3,6 +3,9 @@ package load
 import (
 	"bytes"
 	"context"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/dirgate/dirgate"
@@ -53,5 +56,34 @@ func TestReadMemory(t *testing.T) {
 	}
 	if _, err := ReadMemory(1 << 30); err == nil { // above any pid_max
 		t.Error("no error for a process that cannot exist")
+	}
+}
+
+// ResetPeak forgets a peak the process no longer holds: 64 MiB touched and returned
+// to the system stay in VmHWM until it is reset.
+func TestResetPeak(t *testing.T) {
+	b := make([]byte, 64<<20)
+	for i := range b {
+		b[i] = 1
+	}
+	runtime.KeepAlive(b)
+	b = nil
+	debug.FreeOSMemory()
+	before, err := ReadMemory(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if before.Peak-before.RSS < 48<<20 {
+		t.Fatalf("64 MiB touched and returned left peak %d, resident %d", before.Peak, before.RSS)
+	}
+	if err := ResetPeak(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+	after, err := ReadMemory(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Peak-after.RSS > 16<<20 {
+		t.Errorf("after the reset the peak is %d, resident %d", after.Peak, after.RSS)
 	}
 }

@@ -41,7 +41,8 @@ type sizeResult struct {
 	First firstListing `json:"firstListing"`
 	// Bodies are the bytes of the answer in each coding ("identity" for none).
 	Bodies map[string]int `json:"bodyBytes"`
-	// Served is dirgate's memory after every run of this size (Peak: the most during them).
+	// Served is dirgate's memory after every run of this size (Peak: the most from the
+	// first listing on; Loaded.Peak is the load's).
 	Served load.Memory `json:"served"`
 	// BareServed is the bare server's, for the same bodies of one coding (the last).
 	BareServed load.Memory `json:"bareServed"`
@@ -173,6 +174,10 @@ func runSize(ctx context.Context, o *options, work, policyDir string, n int, std
 	if res.Loaded, err = load.ReadMemory(pid); err != nil {
 		return res, nil, nil, err
 	}
+	// Served.Peak is what serving took the process to, not the load's own peak.
+	if err := load.ResetPeak(pid); err != nil {
+		return res, nil, nil, err
+	}
 
 	// The first listing: a miss, read from the memory upstream and filled.
 	before, err := load.ProcessCPUTime(pid)
@@ -191,8 +196,8 @@ func runSize(ctx context.Context, o *options, work, policyDir string, n int, std
 	}
 	res.First.CPU = after - before
 	res.First.CPUPerMemberU = float64(res.First.CPU.Microseconds()) / float64(n)
-	fmt.Fprintf(stdout, "%d members: export %d MB, dirgate pid %d holds %d MB loaded; first listing %s wall, %s CPU (%.1f µs a member)\n",
-		n, res.LDIFBytes>>20, pid, res.Loaded.RSS>>20, res.First.Wall.Round(time.Millisecond), res.First.CPU, res.First.CPUPerMemberU)
+	fmt.Fprintf(stdout, "%d members: export %d MB, dirgate pid %d holds %d MB loaded (%d MB at the load's peak); first listing %s wall, %s CPU (%.1f µs a member)\n",
+		n, res.LDIFBytes>>20, pid, res.Loaded.RSS>>20, res.Loaded.Peak>>20, res.First.Wall.Round(time.Millisecond), res.First.CPU, res.First.CPUPerMemberU)
 
 	client := load.Process{Name: load.ClientProcess}
 	targets := map[string]map[string]load.Target{} // coding -> target name -> target
