@@ -142,6 +142,34 @@ func TestEncodeEntryObjectJSON(t *testing.T) {
 	}
 }
 
+// TestDecodeEntryInto: a fill's objects take the decoded ones in their own array,
+// equal to what decodeEntry gives; an array too small is left alone.
+func TestDecodeEntryInto(t *testing.T) {
+	objs := demoObjects(t)
+	v, err := encodeEntry(&entry{check: "c"}, objs, objectJSON(objs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := decodeEntry(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]dirgate.Object, len(objs), len(objs)+3)
+	dst[0] = dirgate.Object{GUID: "before", Properties: map[string][]string{"stale": {"x"}}}
+	got, err := decodeEntryInto(v, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &got.list.Objects()[0] != &dst[0] || !reflect.DeepEqual(got.list.Objects(), want.list.Objects()) {
+		t.Errorf("decoded into dst: same array %v, equal %v", &got.list.Objects()[0] == &dst[0], reflect.DeepEqual(got.list.Objects(), want.list.Objects()))
+	}
+	small := make([]dirgate.Object, 1)
+	got, err = decodeEntryInto(v, small)
+	if err != nil || &got.list.Objects()[0] == &small[0] || small[0].GUID != "" || !reflect.DeepEqual(got.list.Objects(), want.list.Objects()) {
+		t.Errorf("an array too small was used or changed (err %v)", err)
+	}
+}
+
 // TestDecodedEntrySharesTheValue: the decoded entry's encodings and the whole
 // listing's JSON are all slices of the one stored value, so a response of every
 // object costs no copy (issue 26).

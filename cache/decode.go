@@ -13,7 +13,13 @@ import (
 // decodeEntry decodes a stored value. Values come from a store that other programs
 // may write to, so every length is checked against what is left and a value that
 // does not decode exactly is an error, never a panic.
-func decodeEntry(s string) (*entry, error) {
+func decodeEntry(s string) (*entry, error) { return decodeEntryInto(s, nil) }
+
+// decodeEntryInto is decodeEntry that decodes the objects into dst's array when it
+// is large enough: a fill decodes what it has just encoded into the objects it
+// encoded, which nothing else holds, rather than into a second array (14 MB for
+// 100,000 members, issue 26). dst's objects are overwritten, even on error.
+func decodeEntryInto(s string, dst []dirgate.Object) (*entry, error) {
 	d := &decoder{s: s}
 	if len(s) < len(magic)+1 || s[:len(magic)] != magic {
 		return nil, errCorrupt
@@ -35,7 +41,13 @@ func decodeEntry(s string) (*entry, error) {
 		}
 	}
 	n := d.count(12)
-	objs := make([]dirgate.Object, n)
+	var objs []dirgate.Object
+	if cap(dst) >= n {
+		objs = dst[:n]
+		clear(objs)
+	} else {
+		objs = make([]dirgate.Object, n)
+	}
 	var frags []string
 	var lens []int
 	switch flags {

@@ -26,7 +26,8 @@ type request struct {
 	// drop them there (changefeed.go). Their tokens are checked in the store.
 	followed bool
 	// fill computes the value from the directory; rec, when not nil, must be given the
-	// version of every group before its members are read.
+	// version of every group before its members are read. The slice it returns is
+	// the cache's from then on (the decoded entry reuses its array).
 	fill func(ctx context.Context, rec *recorder) ([]dirgate.Object, error)
 }
 
@@ -399,8 +400,9 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", err)
 	}
 	// Served in its decoded form, as every later hit is: one representation, one
-	// string backing all of its text.
-	if e, err = decodeEntry(blob); err != nil {
+	// string backing all of its text. The fill's objects are the fill's own
+	// (request.fill), and are not read again: they take the decoded ones.
+	if e, err = decodeEntryInto(blob, objs); err != nil {
 		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
 	}
 	complete = rec != nil && !rec.broken
