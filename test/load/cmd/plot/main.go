@@ -5,7 +5,8 @@
 //	                      bare server writing the same bytes, one line per coding
 //	large-cpu-member.png  the same per member: a flat line is no cliff
 //	large-memory.png      dirgate's resident memory against members (loaded, after
-//	                      serving), beside the export's and the body's size
+//	                      serving, and what serving added after it and at its
+//	                      peak), beside the export's and the body's size
 //
 // Each argument is LABEL=FILE; the label names the run in the legends (e.g. the
 // cache bound it ran with). The memory figure is drawn from the first run.
@@ -212,8 +213,14 @@ func mem(path string, r *run) error {
 		{"RSS with the export loaded", func(i int) float64 { return sizes[i].Loaded.RSS }},
 		{"LDIF export", func(i int) float64 { return sizes[i].LDIFBytes }},
 		{"body (identity)", func(i int) float64 { return sizes[i].Bodies["identity"] }},
+		// What serving added: after it, and at its peak (the load's peak is not
+		// counted: bench resets it once the export is loaded).
+		{"RSS grown by serving: after", func(i int) float64 { return sizes[i].Served.RSS - sizes[i].Loaded.RSS }},
+		{"RSS grown by serving: peak", func(i int) float64 { return sizes[i].Served.Peak - sizes[i].Loaded.RSS }},
+		{"3 × body", func(i int) float64 { return 3 * sizes[i].Bodies["identity"] }},
 	}
-	palette := []color.Color{codingColor["identity"], codingColor["zstd"], color.Gray{Y: 0x80}, codingColor["gzip"]}
+	palette := []color.Color{codingColor["identity"], codingColor["zstd"], color.Gray{Y: 0x80}, codingColor["gzip"],
+		color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff}, color.Gray{Y: 0x40}}
 	for j, s := range series {
 		var xys plotter.XYs
 		for i := range sizes {
@@ -230,8 +237,11 @@ func mem(path string, r *run) error {
 		}
 		line.Color, points.Color = palette[j], palette[j]
 		points.Shape = shapes[j%len(shapes)]
+		if s.name == "3 × body" {
+			line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		}
 		p.Add(line, points)
 		p.Legend.Add(s.name, line, points)
 	}
-	return p.Save(8*vg.Inch, 5*vg.Inch, path)
+	return p.Save(8*vg.Inch, 5.5*vg.Inch, path)
 }
