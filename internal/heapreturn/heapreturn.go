@@ -3,9 +3,10 @@
 //
 // By default the Go collector lets the heap grow to twice what is live before it
 // runs. With the memory upstream most of what is live is the directory, hundreds of
-// megabytes, so the garbage of one large first listing (about 2.4 KB a member,
-// 240 MB at 100,000 members) stays resident, and the process keeps pages it will
-// not use again until the next burst (docs/operations.md, "Memory"). A Returner
+// megabytes, so a burst of garbage (a large first listing leaves about 0.4 KB a
+// member, an export's reload several times the export) stays resident, and the
+// process keeps pages it will not use again until the next burst
+// (docs/operations.md, "Memory"). A Returner
 // reads the heap every Interval and, once the bytes allocated since the last
 // collection exceed both MinGarbage and Fraction of the live heap, runs
 // debug.FreeOSMemory (a collection, then every free page handed back), at most once
