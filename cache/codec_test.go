@@ -142,6 +142,30 @@ func TestEncodeEntryObjectJSON(t *testing.T) {
 	}
 }
 
+// TestEncodeEntryAllocations: a fill's value is allocated once, beside the lengths
+// of its encodings and the scratch buffer they are measured in, whatever the number
+// of objects: never a buffer per encoding (issue 26: those were a third of what a
+// first listing allocated).
+func TestEncodeEntryAllocations(t *testing.T) {
+	objs := demoObjects(t)
+	for len(objs) < 1600 {
+		objs = append(objs, objs...)
+	}
+	e := &entry{check: "c", deps: []dep{{"g", "tok"}}}
+	allocs := func(objs []dirgate.Object) float64 {
+		frags := objectJSON(objs)
+		return testing.AllocsPerRun(5, func() {
+			if _, err := encodeEntry(e, objs, frags); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	few, many := allocs(objs[:len(objs)/8]), allocs(objs)
+	if many > few || many > 16 {
+		t.Errorf("encoding %d objects made %.0f allocations, %d objects %.0f", len(objs), many, len(objs)/8, few)
+	}
+}
+
 // TestDecodeEntryInto: a fill's objects take the decoded ones in their own array,
 // equal to what decodeEntry gives; an array too small is left alone.
 func TestDecodeEntryInto(t *testing.T) {
