@@ -204,10 +204,14 @@ func serverAnswered(err error) bool {
 type collector struct {
 	entries []*dirgate.Entry
 	pending [][]pendingRange
+	names   lowerNames
 }
 
 func (col *collector) add(e *goldap.Entry) error {
-	de, p, err := convert(e)
+	if col.names == nil {
+		col.names = lowerNames{}
+	}
+	de, p, err := convert(e, col.names)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,5 +199,78 @@ func TestASQControl(t *testing.T) {
 	c := asqControl("member").(*goldap.ControlString)
 	if want := append([]byte{0x30, 0x08, 0x04, 0x06}, "member"...); !bytes.Equal([]byte(c.ControlValue), want) || !c.Criticality || c.ControlType != oidASQ {
 		t.Errorf("asqControl(member) = %+v", c)
+	}
+}
+
+// FuzzConvert: an entry converted keeps exactly what Entry.Add would have built from
+// it (the values under their lower-case names, nil for an attribute without values,
+// ranged parts joined), and the same pending ranges, whatever names and values a
+// server sends; appending to a converted attribute never writes into go-ldap's.
+func FuzzConvert(f *testing.F) {
+	f.Add("objectGUID", "member;range=0-1", "Member", "cn", []byte("a\x00bc"), uint8(3))
+	f.Add("mail", "mail", "MAIL", "member;range=2-*", []byte(""), uint8(0))
+	f.Add("x;range=9-5", "a", "b", "c", []byte("v"), uint8(1))
+	f.Fuzz(func(t *testing.T, n0, n1, n2, n3 string, vals []byte, counts uint8) {
+		var attrs []*goldap.EntryAttribute
+		for i, name := range []string{n0, n1, n2, n3} {
+			k := int(counts>>(2*i)) & 3 // 0 to 3 values, cut from vals
+			var bv [][]byte
+			for j := range k {
+				bv = append(bv, vals[min(j, len(vals)):])
+			}
+			attrs = append(attrs, &goldap.EntryAttribute{Name: name, ByteValues: bv})
+		}
+		e := &goldap.Entry{DN: "CN=x", Attributes: attrs}
+		want := dirgate.NewEntry(e.DN)
+		var wantPending []pendingRange
+		wantErr := false
+		for _, a := range attrs {
+			r, ranged, err := parseRange(a.Name)
+			if err != nil {
+				wantErr = true
+				break
+			}
+			if !ranged {
+				want.Add(a.Name, a.ByteValues...)
+				continue
+			}
+			want.Add(r.attr, a.ByteValues...)
+			if !r.last {
+				wantPending = append(wantPending, pendingRange{attr: r.attr, next: r.high + 1})
+			}
+		}
+		got, pending, err := convert(e, lowerNames{})
+		if (err != nil) != wantErr {
+			t.Fatalf("convert err = %v, want an error: %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		if !reflect.DeepEqual(got, want) || !reflect.DeepEqual(pending, wantPending) {
+			t.Fatalf("convert = %#v, %v\nwant %#v, %v", got, pending, want, wantPending)
+		}
+		for k, vs := range got.Attrs {
+			got.Attrs[k] = append(vs, []byte("appended"))
+		}
+		for _, a := range attrs {
+			for _, v := range a.ByteValues[len(a.ByteValues):cap(a.ByteValues)] {
+				if v != nil {
+					t.Fatalf("appending to the entry wrote into go-ldap's values of %q", a.Name)
+				}
+			}
+		}
+	})
+}
+
+// lowerNames keeps at most maxLowerNames names: a server cannot make it grow.
+func TestLowerNamesBounded(t *testing.T) {
+	n := lowerNames{}
+	for i := range 3 * maxLowerNames {
+		if got := n.lower(fmt.Sprintf("Attr%d", i)); got != fmt.Sprintf("attr%d", i) {
+			t.Fatalf("lower = %q", got)
+		}
+	}
+	if len(n) != maxLowerNames {
+		t.Errorf("%d names kept, want %d", len(n), maxLowerNames)
 	}
 }
