@@ -3,7 +3,7 @@
 //
 // By default the Go collector lets the heap grow to twice what is live before it
 // runs. With the memory upstream most of what is live is the directory, hundreds of
-// megabytes, so a burst of garbage (a large first listing leaves about 0.4 KB a
+// megabytes, so a burst of garbage (a large first listing leaves about 0.35 KB a
 // member, an export's reload several times the export) stays resident, and the
 // process keeps pages it will not use again until the next burst
 // (docs/operations.md, "Memory"). A Returner
