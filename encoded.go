@@ -26,9 +26,12 @@ type EncodedListing struct {
 	size      int // bytes of all fragments
 }
 
-// EncodeListing encodes every object of objs. The encodings are carved out of
-// shared chunks: a listing of 100,000 objects is some 44 MB of JSON, and one string
-// per object was 100,000 allocations for the collector to follow.
+// EncodeListing encodes every object of objs, for a caller that holds objects
+// without their encodings (the renderer's and the proxy's tests; dirgate's cache
+// writes the encodings straight into its stored value and pairs them with
+// NewJoinedListing, cache/codec.go). The encodings are carved out of shared chunks:
+// a listing of 100,000 objects is some 44 MB of JSON, and one string per object was
+// 100,000 allocations for the collector to follow.
 func EncodeListing(objs []Object) (*EncodedListing, error) {
 	frags := make([]string, len(objs))
 	var scratch, chunk []byte
