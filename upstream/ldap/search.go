@@ -95,7 +95,8 @@ type pendingRange struct {
 // values came back ranged and incomplete. The entry keeps go-ldap's value slices
 // (nothing else holds or changes them) rather than copies, and takes the lower-case
 // names from names: a DC writes the same few names in every entry, and lower-casing
-// and copying each was an eighth of a large group's read (BenchmarkLargeDCMembers).
+// and copying each (Entry.Add) was 8.5% of a large group's read in a CPU profile of
+// BenchmarkLargeDCMembers, and 19 of its 203 allocations a member.
 func convert(e *goldap.Entry, names lowerNames) (*dirgate.Entry, []pendingRange, error) {
 	out := &dirgate.Entry{DN: e.DN, Attrs: make(map[string][][]byte, len(e.Attributes))}
 	var pending []pendingRange
