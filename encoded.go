@@ -66,7 +66,7 @@ func NewEncodedListing(objs []Object, frags []string) (*EncodedListing, error) {
 // NewJoinedListing is NewEncodedListing for encodings that lie in joined, the whole
 // listing's JSON array, as its elements: frags[i] must be the substring of joined
 // that is its i-th element (not merely equal to it), so that the array and the
-// encodings are one copy of the bytes (a cache's stored value, issue 26). An error
+// encodings are one copy of the bytes (a cache's stored value). An error
 // means they do not.
 func NewJoinedListing(objs []Object, frags []string, joined string) (*EncodedListing, error) {
 	if frags == nil || len(objs) != len(frags) {

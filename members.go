@@ -212,7 +212,7 @@ func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOpti
 		// A group of 100,000 members: one allocation each, not twenty. The visited set
 		// holds only the group until the first level, whose one slice is kept in place
 		// (it is this call's: Directory.Members) rather than copied, 14 MB for 100,000
-		// members (issue 26); each member is written at or before where it was read.
+		// members; each member is written at or before where it was read.
 		if len(out) == 0 && len(members) == 1 {
 			out = members[0][:0]
 		} else {

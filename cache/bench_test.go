@@ -220,7 +220,7 @@ func BenchmarkDecode1000(b *testing.B) {
 }
 
 // BenchmarkEncode1000 encodes a 1,000-object listing with its JSON encodings, what
-// every fill pays before it stores (issue 26: a first listing's cost per member).
+// every fill pays before it stores (a first listing's cost per member).
 func BenchmarkEncode1000(b *testing.B) {
 	d := newBenchDir(1000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)

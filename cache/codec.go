@@ -21,7 +21,7 @@ import (
 //
 // The encodings are laid out as the listing's JSON, so that when the decoded entry's
 // encodings slice the value, so does a response of every object: it is sent from
-// the value itself, not from a copy (EncodedListing.JSON; issue 26: the copy was
+// the value itself, not from a copy (EncodedListing.JSON; the copy was
 // 42 MiB for 100,000 members). Flag 1 is the earlier layout, each encoding beside
 // its object as a string, still decoded (a value written before the upgrade). A
 // release that knows only flag 1 refuses flag 2 as corrupt, which the cache treats
@@ -79,7 +79,7 @@ func objectJSON(objs []dirgate.Object) fragments {
 // objects is about 60 MB, which the string below keeps whole. The encodings are
 // made twice, once to measure them and once into the value, rather than kept in
 // buffers of their own: those were 44 MB of garbage per 100,000 members, a third of
-// what a first fill allocated (issue 26), and encoding costs less (about 0.4 µs an
+// what a first fill allocated, and encoding costs less (about 0.4 µs an
 // object, BenchmarkObjectJSON). An error means frags appended other bytes the
 // second time.
 func encodeEntry(e *entry, objs []dirgate.Object, frags fragments) (string, error) {

@@ -144,7 +144,7 @@ func TestEncodeEntryObjectJSON(t *testing.T) {
 
 // TestEncodeEntryAllocations: a fill's value is allocated once, beside the lengths
 // of its encodings and the scratch buffer they are measured in, whatever the number
-// of objects: never a buffer per encoding (issue 26: those were a third of what a
+// of objects: never a buffer per encoding (those were a third of what a
 // first listing allocated).
 func TestEncodeEntryAllocations(t *testing.T) {
 	objs := demoObjects(t)
@@ -196,7 +196,7 @@ func TestDecodeEntryInto(t *testing.T) {
 
 // TestDecodedEntrySharesTheValue: the decoded entry's encodings and the whole
 // listing's JSON are all slices of the one stored value, so a response of every
-// object costs no copy (issue 26).
+// object costs no copy.
 func TestDecodedEntrySharesTheValue(t *testing.T) {
 	objs := demoObjects(t)
 	el, err := dirgate.EncodeListing(objs)

@@ -18,7 +18,7 @@ func decodeEntry(s string) (*entry, error) { return decodeEntryInto(s, nil) }
 // decodeEntryInto is decodeEntry that decodes the objects into dst's array when it
 // is large enough: a fill decodes what it has just encoded into the objects it
 // encoded, which nothing else holds, rather than into a second array (14 MB for
-// 100,000 members, issue 26). dst's objects are overwritten, even on error.
+// 100,000 members). dst's objects are overwritten, even on error.
 func decodeEntryInto(s string, dst []dirgate.Object) (*entry, error) {
 	d := &decoder{s: s}
 	if len(s) < len(magic)+1 || s[:len(magic)] != magic {

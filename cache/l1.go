@@ -14,7 +14,7 @@ import (
 // Beside the bound it keeps one entry larger than the whole bound (big), the most
 // recently added such one. Serving a listing needs it decoded anyway: not kept, it
 // would be decoded again by every request, each holding its own copy while it
-// writes (issue 26: 90 ms a request for 100,000 members, and a new listing that no
+// writes (90 ms a request for 100,000 members, and a new listing that no
 // rendered body or remembered decision is keyed by). Kept, every request shares one.
 // So the first level holds at most its bound plus its largest listing.
 type firstLevel struct {

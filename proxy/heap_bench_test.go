@@ -11,7 +11,7 @@ import (
 )
 
 // BenchmarkLargeListingHeap is the heap a served listing of a generated group of n
-// members holds (issue 26: at most 3 times its body): the heap in use after a
+// members holds (the target: at most 3 times its body): the heap in use after a
 // collection once the listing has been served (filled, then a hit, in identity,
 // gzip and zstd, so that its body and compressed forms are made), less the heap
 // before it with the same directory and handler. The in-process store (no Redis),

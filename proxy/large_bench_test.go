@@ -144,7 +144,7 @@ func inProcessHandler(tb testing.TB, dir dirgate.Directory, authz dirgate.Author
 // BenchmarkLargeFirstListing is the first listing of a generated group of n members
 // (docs/benchmarks.md, "Large listings"): a cache miss, read from the memory
 // upstream, encoded, stored, decided and written, each iteration on a new cache.
-// cpu-ns/member is the figure issue 26 bounds (10 µs); divide allocs/op by the
+// cpu-ns/member is the figure the large-group target bounds (10 µs); divide allocs/op by the
 // members for what the collector follows per member.
 func BenchmarkLargeFirstListing(b *testing.B) {
 	if testing.Short() {

@@ -90,7 +90,7 @@ type bodyKey struct {
 // NewBodyCache returns a cache of at most maxBytes of bodies, plus one larger than
 // that. Any body within the bound is kept, pushing out what it must: one that is not
 // kept is rendered (and compressed) again on every request, at a cost in proportion
-// to its size (issue 26: 175 ms a request for 100,000 members, gzip more). A body
+// to its size (175 ms a request for 100,000 members, gzip more). A body
 // larger than the whole bound takes the place kept beside the bound, leaving the
 // others where they are: every request for that listing would otherwise hold a copy
 // of its own, so keeping one shared body costs less memory under concurrent callers,

@@ -72,7 +72,7 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 }
 
 // TestBodyCacheKeepsLargeBodies: a body larger than a quarter of the bound, within
-// it or beyond it, is kept and found again (issue 26: a body that is not kept is
+// it or beyond it, is kept and found again (a body that is not kept is
 // rendered and compressed again on every request). One beyond the bound is kept
 // beside it, not counted in its bytes.
 func TestBodyCacheKeepsLargeBodies(t *testing.T) {

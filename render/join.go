@@ -124,7 +124,7 @@ func sameTime(a, b *dirgate.Timestamp) bool {
 //
 // A selection of every object (a caller who may see everything) is the listing's
 // own JSON when e has it (EncodedListing.JSON): the bytes of the cache's stored
-// value, returned without a copy (issue 26: 42 MiB for 100,000 members, per listing
+// value, returned without a copy (42 MiB for 100,000 members, per listing
 // served). They are a string's bytes, never to be written: the slice's capacity ends
 // at its length, so that an append copies rather than writes past it, and nothing
 // that receives a Body writes to its JSON.

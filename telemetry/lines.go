@@ -79,7 +79,7 @@ func (lw *LineWriter) Flush() error {
 // WriteWaiting writes the waiting lines now, as the interval's end would: an error
 // is kept for the next Write. A server calls it when it has nothing else in flight,
 // so that lines logged one request at a time are written at the end of their
-// request instead of waking the process up an interval later (issue 26: with one
+// request instead of waking the process up an interval later (with one
 // client, those wake-ups were much of a cached listing's cost beyond the bare
 // server's).
 func (lw *LineWriter) WriteWaiting() {

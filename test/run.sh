@@ -16,7 +16,7 @@ if ((${#need[@]})); then
   apt-get update -qq
   apt-get install -y -qq samba samba-ad-dc samba-ad-provision ldap-utils jq redis-server redis-tools chromium >/dev/null
 fi
-# --- issue 28: Prometheus (promtool for deploy/prometheus, the server for the alert
+# Prometheus (promtool for deploy/prometheus, the server for the alert
 # end-to-end test in test/faults). Without recommends: prometheus-node-exporter would
 # come with it and listen on every address where the package scripts start services.
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
@@ -25,7 +25,6 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
-# --- end issue 28
 
 echo "test: gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))

@@ -1,4 +1,4 @@
-// Package failover holds dirgate's end-to-end failover tests (issue 24): two dirgate
+// Package failover holds dirgate's end-to-end failover tests: two dirgate
 // replicas, sharing one Redis, run as child processes (test/child) in front of the
 // two replicating Samba AD DCs of test/samba/pair.sh, and the tests kill a DC, drop
 // its packets or hold back its replication while clients keep listing, signing in

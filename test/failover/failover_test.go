@@ -23,7 +23,7 @@ const loadAfterFault = 6 * time.Second
 // measured times are logged; this only catches a feed that stopped.
 const feedBound = 20 * time.Second
 
-// TestPreferredDCKilled follows issue 24 through a DC's crash and return:
+// TestPreferredDCKilled follows a preferred DC through its crash and return:
 //
 //  1. Under load (cached and uncached listings, sign-ins, on two replicas), DC1,
 //     the preferred DC, is killed: no request fails, none takes over 5 s. A change

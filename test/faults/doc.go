@@ -1,4 +1,4 @@
-// Package faults holds dirgate's fault tests (issue #7 point 3: Redis killed under
+// Package faults holds dirgate's fault tests (Redis killed under
 // load, the domain controller down, a slow and cutting upstream, a soak run). They
 // run the real binary as a child process (test/child), make the faults with
 // test/faultproxy, and count what each fault costs the requests sent meanwhile

@@ -1,4 +1,4 @@
-# test/faults/faults.mk: the fault and hostile-input suites (issue #7 points 3 and 4).
+# test/faults/faults.mk: the fault and hostile-input suites.
 # The main Makefile includes it after test/samba/samba.mk, whose with-samba it uses.
 #
 #   make test-faults    fault tests (Redis killed or hung under load, the DC stopped or

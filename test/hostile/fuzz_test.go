@@ -1,6 +1,6 @@
 package hostile
 
-// Fuzz targets for the parsers of untrusted input that had none (issue #7 point 4).
+// Fuzz targets for the parsers of untrusted input that had none.
 // Already fuzzed elsewhere: ParseDN, ParseIdentifier, NormalizeProperties (root),
 // proxy's parseListQuery, ldap's parseRange, memory's LDIF loader, the cache's entry
 // decoder, policy's mask, pattern, JSON and lower-casing helpers. Added here, through

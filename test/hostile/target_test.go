@@ -1,4 +1,4 @@
-// Package hostile sends dirgate the requests an attacker would (issue #7 point 4):
+// Package hostile sends dirgate the requests an attacker would:
 // LDAP filter and DN injection in every parameter, oversized, repeated and badly
 // encoded parameters, header tricks, token guessing, probing for objects the caller
 // may not view, and checks that no secret ever reaches a log line or a span. It runs the real binary (test/child)

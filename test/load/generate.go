@@ -18,7 +18,7 @@ const GeneratedGroupDN = "CN=Generated Staff," + fixture.GroupsOU
 // plus n users under OU=Staff, each with the attributes an AD user has (names, mail,
 // account and password state, GUID, SID), all of them the direct members of
 // GeneratedGroupDN. The same n gives the same bytes. Large listings are measured on
-// it (issue 26): 100,000 members make a 69 MB export, too large to commit.
+// it: 100,000 members make a 69 MB export, too large to commit.
 func GeneratedExport(n int) []byte {
 	var b bytes.Buffer
 	b.Write(fixture.Export(fixture.Large()))

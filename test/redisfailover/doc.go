@@ -1,4 +1,4 @@
-// Package redisfailover holds dirgate's end-to-end Redis failover tests (issue 25):
+// Package redisfailover holds dirgate's end-to-end Redis failover tests:
 // two dirgate instances, run as child processes (test/child) in front of the harness
 // Samba DC, share a Redis deployment of real processes (test/redistest), and the
 // tests make its primary fail over while clients list groups, change memberships

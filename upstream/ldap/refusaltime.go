@@ -10,7 +10,7 @@ import (
 )
 
 // refusalTimes makes a name that is no account take as long to refuse as a wrong
-// password of a real one (issue 11: no enumeration). The DC refuses a bind of a DN
+// password of a real one (no enumeration of accounts). The DC refuses a bind of a DN
 // that no account has in a few milliseconds, but a real account's wrong password
 // only after it has recorded the failure (badPwdCount): 14–58% of the time, measured
 // against Samba (docs/auth.md, "Unknown users"). So the adapter remembers how long

@@ -12,7 +12,7 @@ import (
 // BenchmarkLoadGenerated loads a generated AD export of n users (load.GeneratedExport,
 // the export the load tool's large listings use) and reports what the loaded
 // directory keeps on the heap per byte of LDIF (docs/benchmarks.md, "Large
-// listings"; issue 26 asks for at most 4), after a collection, the export itself not
+// listings"; the target is at most 4), after a collection, the export itself not
 // counted; and what the load allocated in all per byte of LDIF, most of it garbage
 // the collector must get through. 100,000 members take a minute or more a load: run
 // one size with, for example, -bench 'LoadGenerated/members=10000$'.

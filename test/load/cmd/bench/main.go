@@ -469,7 +469,7 @@ func pairs(reports []*load.Report, wls []load.Workload) []pairing {
 }
 
 // verdict compares, for every workload run against a dirgate and the bare server, the
-// medians with the targets of issue #12, and says by how much a missed one is missed.
+// medians with the project's performance targets, and says by how much a missed one is missed.
 // The CPU target is judged on the median of the repetitions' paired ratios; the ratio
 // of the two medians is printed beside it.
 func verdict(w io.Writer, sums []load.Summary, paired []pairing) error {
