@@ -153,7 +153,7 @@ func (a *Authorizer) AllowExplain(ctx context.Context, q ExplainQuery) error {
 // q.Subject only as the request names it (its DN, GUID or SID as typed): the
 // decisions API refuses a caller denied there without reading the directory about
 // the subject. A policy that needs more of the subject (its groups, or its DN when
-// it is named by GUID) to allow denies here: fail closed. Only a denial is logged;
+// it is named by GUID or SID) to allow denies here: fail closed. Only a denial is logged;
 // an allowed caller is asked again on the resolved subject, and that is logged.
 func (a *Authorizer) AllowExplainNamed(ctx context.Context, q ExplainQuery) error {
 	return a.allowExplain(ctx, a.current.Load(), q, false)
