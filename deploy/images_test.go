@@ -119,7 +119,6 @@ func manifestImages(v any, where string) []imageRef {
 					}
 					out = append(out, imageRef{ref, where + " images"})
 				}
-				delete(v, "images")
 			}
 		}
 		img, hasImage := v["image"].(string)
