@@ -91,10 +91,10 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if want := []string{"dirgate", "otel-collector", "redis", "samba"}; !slices.Equal(names, want) {
+	if want := []string{"dirgate", "otel-collector", "redis", "samba", "secret"}; !slices.Equal(names, want) {
 		return []string{fmt.Sprintf("services %v, want %v", names, want)}
 	}
-	gw, dc, redis, otel := p.Services["dirgate"], p.Services["samba"], p.Services["redis"], p.Services["otel-collector"]
+	gw, dc, redis, otel, sec := p.Services["dirgate"], p.Services["samba"], p.Services["redis"], p.Services["otel-collector"], p.Services["secret"]
 
 	for name, s := range p.Services {
 		for _, port := range s.Ports {
@@ -151,6 +151,10 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 			if strings.HasSuffix(k, "_FILE") && m.Target == *v {
 				bad("dirgate %s mounts the file itself: edits replace the inode and are never seen; mount its directory", k)
 			}
+		case m.Type == types.VolumeTypeVolume && k == "DIRGATE_SECRET_FILE":
+			for _, e := range checkSecretVolume(p, gw, sec, m, *v) {
+				bad("dirgate %s=%s: %s", k, *v, e)
+			}
 		case m.Type == types.VolumeTypeVolume:
 			// Written by the DC's entrypoint: the samba service must mount the same
 			// volume, writable, where entrypoint.sh publishes, and publish that file.
@@ -173,6 +177,11 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 				bad("dirgate %s=%s: entrypoint.sh publishes no such file", k, *v)
 			}
 		}
+	}
+	// The secret is generated at the first start, never a file of the repository:
+	// dirgate refuses the one this directory once committed (cmd/dirgate/published.go).
+	if m, ok := mountOf(gw, env(gw, "DIRGATE_SECRET_FILE")); ok && m.Type != types.VolumeTypeVolume {
+		bad("dirgate DIRGATE_SECRET_FILE must be generated at the first start into a volume (the secret service), not mounted from %s", m.Source)
 	}
 	for _, k := range []string{"DIRGATE_UPSTREAM", "DIRGATE_LDAP_URL", "DIRGATE_LDAP_PASSWORD_FILE", "DIRGATE_TOKENS_FILE", "DIRGATE_POLICY_DIR", "DIRGATE_REDIS_ADDR"} {
 		if env(gw, k) == "" {
@@ -224,6 +233,55 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 	}
 	for _, e := range checkOtelConfig(data, env(gw, "OTEL_EXPORTER_OTLP_ENDPOINT"), env(gw, "DIRGATE_LISTEN")) {
 		bad("otel-collector: %s", e)
+	}
+	return errs
+}
+
+// checkSecretVolume checks that dirgate's secret file (file, in dirgate's mount m)
+// is written at the first start by the secret service into a volume only the two
+// share: kept when it exists, handed to dirgate's user, before dirgate starts, by a
+// service without network or capabilities beyond chown.
+func checkSecretVolume(p *types.Project, gw, sec types.ServiceConfig, m types.ServiceVolumeConfig, file string) []string {
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if !m.ReadOnly {
+		bad("dirgate must mount volume %s read-only", m.Source)
+	}
+	for name, s := range p.Services {
+		for _, v := range s.Volumes {
+			if v.Source == m.Source && name != "dirgate" && name != "secret" {
+				bad("volume %s is also mounted by %s", m.Source, name)
+			}
+		}
+	}
+	var w *types.ServiceVolumeConfig
+	for i := range sec.Volumes {
+		if sec.Volumes[i].Source == m.Source && !sec.Volumes[i].ReadOnly {
+			w = &sec.Volumes[i]
+		}
+	}
+	if w == nil {
+		return append(errs, fmt.Sprintf("volume %s is not written by the secret service", m.Source))
+	}
+	path := w.Target + "/" + strings.TrimPrefix(file, m.Target+"/")
+	script := strings.Join(append(append([]string{}, sec.Entrypoint...), sec.Command...), " ")
+	uid, _, _ := strings.Cut(gw.User, ":")
+	switch {
+	case !strings.Contains(script, "> "+path):
+		bad("the secret service must write %s", path)
+	case !strings.Contains(script, "test -s "+path+" ||"):
+		bad("the secret service must keep an existing %s (test -s %s ||): a new secret ends every signed-in token", path, path)
+	case !strings.Contains(script, "/dev/urandom"):
+		bad("the secret service must draw the secret from /dev/urandom")
+	case !strings.Contains(script, "chown "+uid+":"):
+		bad("the secret service must chown %s to dirgate's user %s", path, uid)
+	}
+	if d := gw.DependsOn["secret"]; d.Condition != types.ServiceConditionCompletedSuccessfully {
+		bad("dirgate must wait for the secret service to complete successfully")
+	}
+	if sec.NetworkMode != "none" || !sec.ReadOnly || !slices.Equal(sec.CapDrop, []string{"ALL"}) || !slices.Equal(sec.CapAdd, []string{"CHOWN"}) ||
+		!slices.Contains(sec.SecurityOpt, "no-new-privileges:true") || len(sec.Ports) > 0 {
+		bad("the secret service must run with network_mode none, read_only, cap_drop ALL, cap_add CHOWN only, no-new-privileges, no ports")
 	}
 	return errs
 }
@@ -346,6 +404,15 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 		{name: "otlp port", old: "http://otel-collector:4318", new: "http://otel-collector:4317", want: "OTLP/HTTP receiver"},
 		{name: "root", old: `user: "65532:65532"`, new: `user: "0:0"`, want: "must run as 65532"},
 		{name: "dockerfile", old: "dockerfile: deploy/Dockerfile", new: "dockerfile: Dockerfile", want: "must build deploy/Dockerfile"},
+		// The secret: generated at the first start, kept, never committed.
+		{name: "committed secret", old: "      - dirgate-secret:/etc/dirgate/secret:ro\n", new: "      - ./compose/tokens:/etc/dirgate/secret:ro\n", want: "must be generated at the first start"},
+		{name: "secret not waited for", old: "condition: service_completed_successfully", new: "condition: service_started", want: "wait for the secret service"},
+		{name: "secret replaced at each start", old: "test -s /secret/secret || ", new: "rm -f /secret/secret; ", want: "keep an existing"},
+		{name: "secret written elsewhere", old: "      - dirgate-secret:/secret\n", new: "      - dirgate-secret:/secrets\n", want: "must write /secrets/secret"},
+		{name: "secret for root", old: "chown 65532:65532", new: "chown 0:0", want: "to dirgate's user 65532"},
+		{name: "secret writable by dirgate", old: "dirgate-secret:/etc/dirgate/secret:ro", new: "dirgate-secret:/etc/dirgate/secret", want: "read-only"},
+		{name: "secret shared", old: "      - dc-shared:/run/dirgate-dc\n", new: "      - dc-shared:/run/dirgate-dc\n      - dirgate-secret:/run/stolen:ro\n", want: "also mounted by samba"},
+		{name: "secret service on the network", old: "    network_mode: none\n", new: "", want: "network_mode none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

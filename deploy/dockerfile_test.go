@@ -212,7 +212,8 @@ func checkDockerfile(stages []stage, mb makeBuild, goVersion string) []error {
 		return append(errs, fmt.Errorf("line %d: COPY --from=%s names no earlier stage", copyIn.line, copyIn.flags["from"]))
 	}
 
-	if want := "golang:" + goVersion; builder.image != want && !strings.HasPrefix(builder.image, want+"-") {
+	// A digest after the tag (golang:1.26@sha256:…) pins the tag's content.
+	if want, img := "golang:"+goVersion, strings.Split(builder.image, "@")[0]; img != want && !strings.HasPrefix(img, want+"-") {
 		bad("builder image %s, want %s (go.mod's go version)", builder.image, want)
 	}
 	workdir, makeRuns := "/", 0

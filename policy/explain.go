@@ -137,7 +137,7 @@ func truncateUTF8(s string, max int) string {
 // q.Caller to explain q.Subject in q.Group. A refusal is an EFORBIDDEN error; a
 // draft that cannot be tried is a *DraftError.
 func (a *Authorizer) Explain(ctx context.Context, q ExplainQuery) (Explanation, error) {
-	if err := a.allowExplain(ctx, a.current.Load(), q); err != nil {
+	if err := a.allowExplain(ctx, a.current.Load(), q, true); err != nil {
 		return Explanation{}, err
 	}
 	return a.Compare(ctx, q)
@@ -146,7 +146,17 @@ func (a *Authorizer) Explain(ctx context.Context, q ExplainQuery) (Explanation, 
 // AllowExplain asks the active policy whether q.Caller may explain q.Subject in
 // q.Group (q.Objects is not needed): the decisions API asks before it lists.
 func (a *Authorizer) AllowExplain(ctx context.Context, q ExplainQuery) error {
-	return a.allowExplain(ctx, a.current.Load(), q)
+	return a.allowExplain(ctx, a.current.Load(), q, true)
+}
+
+// AllowExplainNamed is AllowExplain asked before the subject is looked up, with
+// q.Subject only as the request names it (its DN, GUID or SID as typed): the
+// decisions API refuses a caller denied there without reading the directory about
+// the subject. A policy that needs more of the subject (its groups, or its DN when
+// it is named by GUID or SID) to allow denies here: fail closed. Only a denial is logged;
+// an allowed caller is asked again on the resolved subject, and that is logged.
+func (a *Authorizer) AllowExplainNamed(ctx context.Context, q ExplainQuery) error {
+	return a.allowExplain(ctx, a.current.Load(), q, false)
 }
 
 // Compare is Explain without asking whether q.Caller may: for `dirgate policy
@@ -277,7 +287,7 @@ type explainInput struct {
 	Request Request           `json:"request"`
 }
 
-func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuery) error {
+func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuery, logAllowed bool) error {
 	start := time.Now()
 	in := explainInput{Action: ActionExplain, Subject: Input{Subject: q.Caller}.normalize().Subject,
 		Object: Input{Subject: q.Subject}.normalize().Subject, Group: q.Group, Request: requestOf(dirgate.ListOptions{})}
@@ -296,7 +306,9 @@ func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuer
 	// Logged like a removal: the explored principal is the object.
 	logged := Input{Action: ActionExplain, Subject: q.Caller, Object: &dirgate.Object{DN: q.Subject.DN, GUID: q.Subject.GUID},
 		Group: q.Group, Request: requestOf(dirgate.ListOptions{})}.normalize()
-	a.dlog.change(ctx, v.revision, logged, allowed, err, time.Since(start), nil)
+	if !allowed || logAllowed {
+		a.dlog.change(ctx, v.revision, logged, allowed, err, time.Since(start), nil)
+	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to see this principal's decisions in this group.", Err: err}
 	}

@@ -466,6 +466,10 @@ func (c *Config) validateSecret(bad func(setting, format string, args ...any)) [
 		bad("secret-file", "%v", err)
 		return nil
 	}
+	if isPublishedSecret(secret) {
+		bad("secret-file", "%s holds a secret published with dirgate's source, known to anyone: write a random one (e.g. head -c 32 /dev/urandom | base64)", c.SecretFile)
+		return nil
+	}
 	return secret
 }
 

@@ -139,13 +139,16 @@ func TestConfigCandidateSampleRange(t *testing.T) {
 }
 
 // TestConfigRedisNeedsTheSecret: Redis without DIRGATE_SECRET_FILE, or with one too
-// short, is a configuration error reported with the others, not a warning: whoever
+// short or published (known to anyone), is a configuration error reported with the others, not a warning: whoever
 // can write to Redis would otherwise choose the account a token resolves to.
 func TestConfigRedisNeedsTheSecret(t *testing.T) {
 	dir := t.TempDir()
 	short, long := filepath.Join(dir, "short"), filepath.Join(dir, "long")
 	os.WriteFile(short, []byte("too short\n"), 0o600)
 	os.WriteFile(long, []byte("a secret of thirty-two bytes or more\n"), 0o600)
+	// The compose try-out's example, once committed to the repository: public.
+	published := filepath.Join(dir, "published")
+	os.WriteFile(published, []byte("  compose try-out only: a committed, public secret; never reuse it\n"), 0o600)
 	for _, tc := range []struct {
 		name string
 		env  map[string]string
@@ -157,6 +160,10 @@ func TestConfigRedisNeedsTheSecret(t *testing.T) {
 			[]string{"secret-file (DIRGATE_SECRET_FILE)", "at least 32 are required"}},
 		{"with a missing one", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_SECRET_FILE": filepath.Join(dir, "none")},
 			[]string{"secret-file (DIRGATE_SECRET_FILE)", "no such file"}},
+		{"with a published one", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_SECRET_FILE": published},
+			[]string{"secret-file (DIRGATE_SECRET_FILE)", "published with dirgate's source"}},
+		{"with a published one in process", map[string]string{"DIRGATE_SECRET_FILE": published},
+			[]string{"secret-file (DIRGATE_SECRET_FILE)", "published with dirgate's source"}},
 		{"with one", map[string]string{"DIRGATE_REDIS_ADDR": "127.0.0.1:1", "DIRGATE_SECRET_FILE": long}, nil},
 		{"in process without one", map[string]string{}, nil},
 	} {

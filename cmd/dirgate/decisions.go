@@ -45,15 +45,11 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 	// The policy is asked before anything is listed, and before a caller learns
 	// whether the subject or group exists: an identifier that resolves to nothing
 	// stands for itself (as typed) in the explain decision, so a caller who may not
-	// explain gets 403 for known and unknown identifiers alike.
-	subject, subjectErr := d.svc.Principal(ctx, q.Subject)
-	if subjectErr != nil {
-		if dirgate.ErrorCode(subjectErr) != dirgate.ENOTFOUND {
-			return nil, subjectErr
-		}
-		subject = standIn(q.Subject)
-		subjectErr = &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: subjectErr}
-	}
+	// explain gets 403 for known and unknown identifiers alike. It is asked first on
+	// the subject as typed, before the subject is looked up (a fresh read and one
+	// memberOf read per group): a caller refused there causes no read about the
+	// subject and cannot time whether it exists. The group is resolved first, as a
+	// listing resolves it before deciding on it.
 	group, groupErr := d.svc.Group(ctx, q.Group)
 	if groupErr != nil {
 		if c := dirgate.ErrorCode(groupErr); c != dirgate.ENOTFOUND && c != dirgate.EINVALID {
@@ -62,12 +58,26 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 		p := standIn(q.Group)
 		group = dirgate.Object{DN: p.DN, GUID: p.GUID, SID: p.SID}
 	}
-	eq := policy.ExplainQuery{Caller: caller, Subject: subject, Group: group, Options: q.Options, Draft: q.Draft}
-	if err := d.authz.AllowExplain(ctx, eq); err != nil {
+	eq := policy.ExplainQuery{Caller: caller, Subject: standIn(q.Subject), Group: group, Options: q.Options, Draft: q.Draft}
+	if err := d.authz.AllowExplainNamed(ctx, eq); err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
-	if subjectErr != nil {
-		return nil, subjectErr
+	subject, err := d.svc.Principal(ctx, q.Subject)
+	if err != nil {
+		if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+			return nil, err
+		}
+		// The decision on the subject as typed is the request's: logged, then 404.
+		if err := d.authz.AllowExplain(ctx, eq); err != nil {
+			return nil, fmt.Errorf("explain: %w", err)
+		}
+		return nil, &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: err}
+	}
+	// Asked again on the resolved subject: a policy may deny by the subject's
+	// groups, or by its DN when the request named it by GUID or SID.
+	eq.Subject = subject
+	if err := d.authz.AllowExplain(ctx, eq); err != nil {
+		return nil, fmt.Errorf("explain: %w", err)
 	}
 	if groupErr != nil {
 		return nil, groupErr

@@ -1,14 +1,17 @@
 package hostile
 
 import (
+	"context"
 	"encoding/json"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/sambatest"
 )
 
 // decisionsCases attack the decisions API's subject parameter (the explored
@@ -82,4 +85,56 @@ func TestSlowDecisionsBody(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("a stalled draft was answered %d after %v", r.Status, took.Round(time.Millisecond))
+}
+
+// TestDecisionsRefusalSendsTheDCNothing: on the DC, a caller the policy does
+// not let explain (the help desk) is refused before the subject is looked up: no
+// byte reaches the directory, and the answer and its time are the same for a
+// subject with many groups, an unknown DN and an unknown GUID. A caller allowed to
+// explain still has the subject read.
+func TestDecisionsRefusalSendsTheDCNothing(t *testing.T) {
+	dc := sambatest.Env(t)
+	child.RequireFixture(t, dc)
+	px, ldapURL := child.ProxyDC(t, dc)
+	admin, helpdesk := child.NewToken(t, "hostile-"), child.NewToken(t, "hostile-")
+	tokens := child.WriteTokens(t, map[string]string{admin: fixture.DemoAdminDN, helpdesk: fixture.DemoHelpdeskDN})
+	p := child.Start(t, nil, append(child.LDAPArgs(t, dc, ldapURL, tokens), "--principal-ttl", "10m", "--decision-log", "off")...)
+	base := strings.Replace(p.Base, "/api/directoryObjects/groupMembers", "/api/policy/decisions", 1)
+	ask := func(tok, subject string) (child.Result, int64, time.Duration) {
+		sent := px.Stats().Up
+		start := time.Now()
+		r := client.Do(context.Background(), "GET", base+"?group="+enc(fixture.MixedDN)+"&subject="+enc(subject), tok)
+		return r, px.Stats().Up - sent, time.Since(start)
+	}
+	// The caller's principal and the group's resolution are read once, then kept.
+	if r, _, _ := ask(helpdesk, fixture.DemoAdminDN); r.Status != 403 {
+		t.Fatalf("warm-up: %s", r)
+	}
+	subjects := []string{fixture.DemoAdminDN, "CN=Nobody Here," + fixture.ITOU, "{0badc0de-0000-4000-8000-000000000001}"}
+	const rounds = 20
+	var first string
+	took := make([][]time.Duration, len(subjects))
+	for i := 0; i < rounds; i++ {
+		for j, s := range subjects {
+			r, sent, d := ask(helpdesk, s)
+			took[j] = append(took[j], d)
+			if r.Status != 403 || sent != 0 {
+				t.Fatalf("help desk on %s: %d after %d bytes to the directory, want 403 after none: %.200s", s, r.Status, sent, r.Body)
+			}
+			if first == "" {
+				first = string(r.Body)
+			} else if string(r.Body) != first {
+				t.Fatalf("help desk on %s: %s, want the same answer as for %s: %s", s, r.Body, subjects[0], first)
+			}
+		}
+	}
+	for j, s := range subjects {
+		slices.Sort(took[j])
+		t.Logf("help desk on %s: median %v, max %v over %d requests", s, took[j][rounds/2].Round(10*time.Microsecond), took[j][rounds-1].Round(10*time.Microsecond), rounds)
+	}
+	if r, sent, d := ask(admin, subjects[1]); r.Status != 404 || sent == 0 {
+		t.Errorf("admin on an unknown subject: %d after %d bytes, want 404 after a look-up: %.200s", r.Status, sent, r.Body)
+	} else {
+		t.Logf("admin on an unknown subject: 404 after %d bytes to the directory, %v", sent, d.Round(10*time.Microsecond))
+	}
 }
