@@ -67,9 +67,9 @@ type Config struct {
 	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
 	Candidate CandidateConfig
 	// Schema, when set, names the attributes the directory's schema marks
-	// confidential: the property policy treats them as secret, beside the built-in
-	// list (properties.go). nil means the built-in list only.
-	Schema dirgate.ConfidentialSchema
+	// confidential or DN-valued: the property policy treats them as secret, beside
+	// the built-in lists (properties.go). nil means the built-in lists only.
+	Schema dirgate.PropertySchema
 }
 
 // Validate reports every problem of the configuration at once.

@@ -125,7 +125,7 @@ func writePolicy(t testing.TB, module string) string {
 
 type fakeSchema map[string]bool
 
-func (s fakeSchema) ConfidentialAttributes() map[string]bool { return s }
+func (s fakeSchema) NamedOnlyProperties() map[string]bool { return s }
 
 // propObjects is a listing whose objects carry public, secret and confidential
 // attributes.
