@@ -65,7 +65,8 @@ type Main struct {
 	// signInPolicy is the policy's optional sign-in rule (set by openPolicy).
 	signInPolicy session.SignInPolicy
 	// schema names the directory's confidential and DN-valued attributes, for the property
-	// policy (set by openDirectory when the upstream reads them; nil otherwise).
+	// policy (set by openDirectory: the LDAP upstream reads its schema, the memory
+	// upstream finds the attributes naming its entries).
 	schema dirgate.PropertySchema
 	// ldap is the LDAP upstream when configured: the cache gives it the shared
 	// journal of membership writes (upstream/ldap/overlay.go).
