@@ -467,7 +467,7 @@ type Decision struct {
 	Error string `json:"error,omitempty"`
 	// Properties is, for an allowed view when the policy has the property rule, the
 	// rule's value for the object (sorted): the attributes the caller may read of it
-	// ("*": every one that is not secret).
+	// ("*": every one that is neither secret nor DN-valued).
 	Properties []string `json:"properties,omitempty"`
 }
 
