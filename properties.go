@@ -49,6 +49,10 @@ var secretProperties = map[string]string{
 	"mspkidpapimasterkeys":                "credential roaming: the account's DPAPI master keys",
 	"mspkiroamingtimestamp":               "credential roaming timestamps",
 	"msds-executescriptpassword":          "a domain rename script's password",
+	"userpkcs12":                          "RFC 2798 inetOrgPerson: a PKCS #12 file, the user's certificate with its private key (attributeID 2.16.840.1.113730.3.1.216)",
+	"privatekey":                          "MS-ADA3 Private-Key: an encrypted private key",
+	"msdns-signingkeys":                   "the DNS server's encrypted DNSSEC signing keys of an AD-integrated zone",
+	"linktracksecret":                     "the secret of the distributed link tracking service",
 }
 
 // IsSecretProperty reports whether name (lower-case) is one of the built-in secret
@@ -60,9 +64,11 @@ func IsSecretProperty(name string) bool {
 
 // SecretProperties lists the built-in secret attributes, lower-cased and sorted,
 // with where each comes from.
-func SecretProperties() [][2]string {
-	out := make([][2]string, 0, len(secretProperties))
-	for k, v := range secretProperties {
+func SecretProperties() [][2]string { return sortedPairs(secretProperties) }
+
+func sortedPairs(m map[string]string) [][2]string {
+	out := make([][2]string, 0, len(m))
+	for k, v := range m {
 		out = append(out, [2]string{k, v})
 	}
 	slices.SortFunc(out, func(a, b [2]string) int {
@@ -77,16 +83,123 @@ func SecretProperties() [][2]string {
 	return out
 }
 
-// ConfidentialSchema is implemented by an upstream that reads which attributes its
-// directory's schema marks confidential (searchFlags bit 0x80, CONFIDENTIAL in
-// MS-ADTS 3.1.1.2.3): the property policy treats them as secret
-// (docs/policy.md). The LDAP upstream reads them at start-up and again
-// periodically; the memory upstream has no schema and does not implement it.
-type ConfidentialSchema interface {
-	// ConfidentialAttributes returns the lower-cased lDAPDisplayNames of the
-	// confidential attributes, as last read. The map is shared and must not be
-	// modified; it is replaced, never changed, when the schema is read again.
-	ConfidentialAttributes() map[string]bool
+// dnProperties are attributes whose values name other directory objects (by DN,
+// or by SID for the token groups), lower-cased: the link and back-link attributes
+// of Active Directory and the DN-valued attributes of RFC 4519, RFC 2307 and
+// Exchange that directories commonly hold. A caller may view an object without
+// being allowed to view the objects its memberOf, manager or directReports name,
+// so the property policy returns them only to a caller whose policy names them,
+// as it does secrets (docs/policy.md, "Which properties a caller may read"). The
+// LDAP upstream also reads every DN-valued attribute of its directory's schema
+// (upstream/ldap/schema.go): this list is what the memory upstream, which has no
+// schema, goes by, and a floor for a schema read. The value says where each
+// comes from.
+var dnProperties = map[string]string{
+	"member":                          "group membership (RFC 4519, AD linked attribute)",
+	"memberof":                        "back-link of member: the groups an object belongs to",
+	"msds-memberoftransitive":         "constructed: every group an object belongs to, nested included",
+	"msds-membertransitive":           "constructed: every member of a group, nested included",
+	"tokengroups":                     "constructed: the SIDs of every security group of an account",
+	"tokengroupsglobalanduniversal":   "constructed: the SIDs of an account's global and universal groups",
+	"tokengroupsnogcacceptable":       "constructed: the SIDs of an account's groups, without a global catalog",
+	"nonsecuritymember":               "members of a non-security group (AD linked attribute)",
+	"nonsecuritymemberbl":             "back-link of nonSecurityMember",
+	"uniquemember":                    "RFC 4519 groupOfUniqueNames membership",
+	"roleoccupant":                    "RFC 4519 organizationalRole occupants",
+	"mssfu30posixmember":              "RFC 2307 / Services for UNIX group members",
+	"mssfu30posixmemberof":            "back-link of msSFU30PosixMember",
+	"manager":                         "the object's manager (AD linked attribute)",
+	"directreports":                   "back-link of manager: the people reporting to the object",
+	"managedby":                       "the object's owner (AD linked attribute)",
+	"managedobjects":                  "back-link of managedBy: what the object manages",
+	"secretary":                       "RFC 4524 / AD: the person's secretary",
+	"assistant":                       "AD: the person's assistant",
+	"seealso":                         "RFC 4519: related objects",
+	"owner":                           "RFC 4519: the owners of the object",
+	"ownerbl":                         "back-link of owner",
+	"msds-primarycomputer":            "the computers a user primarily uses (AD linked attribute)",
+	"msds-isprimarycomputerfor":       "back-link of msDS-PrimaryComputer",
+	"msds-hostserviceaccount":         "the managed service accounts a computer hosts (AD linked attribute)",
+	"msds-hostserviceaccountbl":       "back-link of msDS-HostServiceAccount: the computers hosting a service account",
+	"msds-revealedusers":              "the accounts whose secrets a read-only DC holds",
+	"msds-revealondemandgroup":        "the groups whose secrets a read-only DC may cache",
+	"msds-neverrevealgroup":           "the groups whose secrets a read-only DC never caches",
+	"msds-authenticatedatdc":          "back-link: the read-only DCs an account authenticated at",
+	"msds-authenticatedtoaccountlist": "the accounts that authenticated at a read-only DC",
+	"msds-psoapplied":                 "back-link: the password settings objects applying to an object",
+	"msds-psoappliesto":               "the objects a password settings object applies to",
+	"msds-resultantpso":               "constructed: the password settings object in force for a user",
+	"msds-assignedauthnpolicysilo":    "the authentication policy silo of an account",
+	"msds-authnpolicysilomembers":     "the accounts of an authentication policy silo",
+	"msds-oidtogrouplink":             "the group an issuance policy grants (authentication mechanism assurance)",
+	"msds-oidtogrouplinkbl":           "back-link of msDS-OIDToGroupLink",
+	"publicdelegates":                 "Exchange: who may send on behalf of the mailbox",
+	"publicdelegatesbl":               "back-link of publicDelegates",
+	"msexchdelegatelistlink":          "Exchange: who holds full access to the mailbox (automapping)",
+	"msexchdelegatelistbl":            "back-link of msExchDelegateListLink",
+	"msexchcomanagedbylink":           "Exchange: a distribution group's other managers",
+	"altrecipient":                    "Exchange: where the mailbox forwards to",
+	"altrecipientbl":                  "back-link of altRecipient",
+}
+
+// dnPropertiesCovered are the DN-valued attributes that "*" covers all the same:
+// they name the object itself, its parent (both in the object's DN, which every
+// answer carries) or a schema object, which every authenticated account of the
+// directory may read and which objectType already summarises.
+var dnPropertiesCovered = map[string]bool{
+	"distinguishedname":   true, // the object's own DN
+	"msds-parentdistname": true, // constructed: the DN of the object's parent
+	"objectcategory":      true, // the classSchema object of the object's class
+	"subschemasubentry":   true, // the schema's subentry (CN=Aggregate,CN=Schema,…)
+}
+
+// IsDNProperty reports whether name (lower-case) is one of the built-in
+// attributes whose values name other objects (dnProperties).
+func IsDNProperty(name string) bool {
+	_, ok := dnProperties[name]
+	return ok
+}
+
+// DNPropertyCovered reports whether name (lower-case) is a DN-valued attribute
+// that "*" covers nevertheless: the object's own DN, its parent's, or a schema
+// object (dnPropertiesCovered).
+func DNPropertyCovered(name string) bool { return dnPropertiesCovered[name] }
+
+// DNProperties lists the built-in attributes whose values name other objects,
+// lower-cased and sorted, with where each comes from.
+func DNProperties() [][2]string { return sortedPairs(dnProperties) }
+
+// IsOIDProperty reports whether name is a numeric OID (1.2.840.113556.1.4.90)
+// rather than an attribute's name: NormalizeProperties accepts both forms, and
+// names starting with a digit are OIDs.
+func IsOIDProperty(name string) bool { return name != "" && '0' <= name[0] && name[0] <= '9' }
+
+// NamedOnlyProperty reports whether the property policy's "*" leaves name
+// (lower-case) out, so that it is returned only to a caller whose policy names it
+// (docs/policy.md, "Which properties a caller may read"): a built-in secret
+// (IsSecretProperty), a built-in attribute naming other objects (IsDNProperty),
+// one in schema (a PropertySchema's NamedOnlyProperties, nil without one), or any
+// name given as an OID. An OID is left out whatever attribute it stands for: the
+// lists go by name, a schema extension's attributes (LAPS's) have OIDs of its
+// own choosing, and a directory may answer an OID request under the attribute's
+// name (Samba does, so the value is empty anyway) or under the OID: an OID is
+// never taken to be public.
+func NamedOnlyProperty(name string, schema map[string]bool) bool {
+	return IsSecretProperty(name) || IsDNProperty(name) || schema[name] || IsOIDProperty(name)
+}
+
+// PropertySchema is implemented by an upstream that reads from its directory's
+// schema which attributes the property policy's "*" must leave out
+// (docs/policy.md): those the schema marks confidential (searchFlags bit 0x80,
+// CONFIDENTIAL in MS-ADTS 3.1.1.2.3) and those whose values are DNs
+// (attributeSyntax 2.5.5.1, 2.5.5.7 or 2.5.5.14) but for DNPropertyCovered. The
+// LDAP upstream reads them at start-up and again periodically; the memory
+// upstream has no schema and does not implement it.
+type PropertySchema interface {
+	// NamedOnlyProperties returns the lower-cased lDAPDisplayNames of those
+	// attributes, as last read. The map is shared and must not be modified; it is
+	// replaced, never changed, when the schema is read again.
+	NamedOnlyProperties() map[string]bool
 }
 
 // ErrPropertiesWithheld is a ViewSelector's answer when some of the listing's

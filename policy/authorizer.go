@@ -68,9 +68,9 @@ type Config struct {
 	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
 	Candidate CandidateConfig
 	// Schema, when set, names the attributes the directory's schema marks
-	// confidential: the property policy treats them as secret, beside the built-in
-	// list (properties.go). nil means the built-in list only.
-	Schema dirgate.ConfidentialSchema
+	// confidential or DN-valued: the property policy treats them as secret, beside
+	// the built-in lists (properties.go). nil means the built-in lists only.
+	Schema dirgate.PropertySchema
 	// NetworkBuiltins lets the policy (and the candidate) call the builtins that
 	// reach outside dirgate: http.send, net.lookup_ip_addr, opa.runtime, and JSON
 	// schema references fetched from the network. false: a policy that calls them
@@ -473,7 +473,7 @@ type Decision struct {
 	Error string `json:"error,omitempty"`
 	// Properties is, for an allowed view when the policy has the property rule, the
 	// rule's value for the object (sorted): the attributes the caller may read of it
-	// ("*": every one that is not secret).
+	// ("*": every one that is neither secret nor DN-valued).
 	Properties []string `json:"properties,omitempty"`
 }
 

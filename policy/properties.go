@@ -70,25 +70,26 @@ func hasPropertyRule(c *ast.Compiler) bool {
 	return len(c.GetRulesForVirtualDocument(propertiesRef)) > 0 || len(c.GetRulesWithPrefix(propertiesRef)) > 0
 }
 
-// secretFunc returns the test of a secret attribute: the built-in list, and the
-// attributes the directory's schema marks confidential, as last read.
+// secretFunc returns the test of an attribute "*" does not cover
+// (dirgate.NamedOnlyProperty): the built-in lists, names given as OIDs, and the
+// attributes the directory's schema marks confidential or DN-valued, as last read.
 func (a *Authorizer) secretFunc() func(string) bool {
 	return secretOf(a.confidential())
 }
 
 // confidential returns the attributes the directory's schema marks confidential,
 // as last read: a map replaced, never changed, when the schema is read again
-// (dirgate.ConfidentialSchema).
+// (dirgate.PropertySchema: DN-valued ones too).
 func (a *Authorizer) confidential() map[string]bool {
 	if a.cfg.Schema == nil {
 		return nil
 	}
-	return a.cfg.Schema.ConfidentialAttributes()
+	return a.cfg.Schema.NamedOnlyProperties()
 }
 
 // secretOf is the test of a secret attribute given the confidential ones.
 func secretOf(confidential map[string]bool) func(string) bool {
-	return func(name string) bool { return dirgate.IsSecretProperty(name) || confidential[name] }
+	return func(name string) bool { return dirgate.NamedOnlyProperty(name, confidential) }
 }
 
 // mayWithhold reports whether v could leave out some of props (a listing's

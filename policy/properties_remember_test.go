@@ -20,7 +20,7 @@ type swapSchema struct {
 	m atomic.Pointer[map[string]bool]
 }
 
-func (s *swapSchema) ConfidentialAttributes() map[string]bool { return *s.m.Load() }
+func (s *swapSchema) NamedOnlyProperties() map[string]bool { return *s.m.Load() }
 
 // logResults splits a decision log into its lines' "result" objects.
 func logResults(t *testing.T, log *bytes.Buffer) []string {

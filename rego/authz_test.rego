@@ -271,8 +271,19 @@ test_helpdesk_reads_public_properties_of_what_it_views if {
 	authz.properties == {"*"} with input as view(helpdesk, computer, finance)
 }
 
-test_admin_names_the_laps_attributes if {
-	authz.properties == {"*", "ms-mcs-admpwd", "mslaps-password"} with input as view(admin, computer, finance)
+test_admin_names_the_laps_and_linked_attributes if {
+	authz.properties == {
+		"*", "ms-mcs-admpwd", "mslaps-password",
+		"member", "memberof", "manager", "directreports", "managedby", "managedobjects",
+	} with input as view(admin, computer, finance)
+}
+
+# The help desk views users and groups, but not every object their memberOf or
+# manager names: its roles name no attribute that names other objects, so "*" alone
+# leaves them out.
+test_helpdesk_reads_no_linked_attributes if {
+	not "memberof" in authz.properties with input as view(helpdesk, user, finance)
+	not "manager" in authz.properties with input as view(helpdesk, user, finance)
 }
 
 test_no_properties_without_the_view if {

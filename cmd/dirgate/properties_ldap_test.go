@@ -167,7 +167,7 @@ func TestLAPSWithheldOnSamba(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close() })
-	if m.schema == nil || !m.schema.ConfidentialAttributes()["ms-mcs-admpwd"] {
+	if m.schema == nil || !m.schema.NamedOnlyProperties()["ms-mcs-admpwd"] {
 		t.Errorf("the schema's confidential attributes do not include ms-mcs-admpwd: %v", m.schema)
 	}
 	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"

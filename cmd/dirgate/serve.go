@@ -64,9 +64,10 @@ type Main struct {
 	checker dirgate.CredentialChecker
 	// signInPolicy is the policy's optional sign-in rule (set by openPolicy).
 	signInPolicy session.SignInPolicy
-	// schema names the directory's confidential attributes, for the property
-	// policy (set by openDirectory when the upstream reads them; nil otherwise).
-	schema dirgate.ConfidentialSchema
+	// schema names the directory's confidential and DN-valued attributes, for the property
+	// policy (set by openDirectory: the LDAP upstream reads its schema, the memory
+	// upstream finds the attributes naming its entries).
+	schema dirgate.PropertySchema
 	// ldap is the LDAP upstream when configured: the cache gives it the shared
 	// journal of membership writes (upstream/ldap/overlay.go).
 	ldap *ldap.Directory

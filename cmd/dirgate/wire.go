@@ -32,7 +32,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		} else {
 			d.SetPasswords(demoPasswords)
 		}
-		m.checker = d
+		m.checker, m.schema = d, d
 		return d, nil
 	case "ldap":
 		d, err := ldap.Config{

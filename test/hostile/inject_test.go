@@ -124,6 +124,11 @@ func getCases() []hostileCase {
 		// (docs/policy.md), whatever the caller: not even their names answer.
 		{name: "properties secret attributes withheld", query: listQuery(hd, "&properties="+strings.Join(withheldSecrets, ",")),
 			want: []int{200}, ok: noPropertyKeys(withheldSecrets)},
+		// A name given as an OID is left out unless a role names that OID, whatever
+		// attribute it stands for: secrets and DN-valued attributes cannot be had
+		// under another spelling than the one the lists know.
+		{name: "properties by OID withheld", query: listQuery(hd, "&properties="+strings.Join(withheldOIDs, ",")),
+			want: []int{200}, ok: noPropertyKeys(withheldOIDs)},
 		// Oversized and many.
 		{name: "properties 101 names", query: listQuery(hd, "&properties="+manyNames(101)), want: bad, param: "properties", noLDAP: true},
 		{name: "properties name of 129 bytes", query: listQuery(hd, "&properties=a"+strings.Repeat("b", 128)), want: bad, param: "properties", noLDAP: true},
@@ -248,7 +253,13 @@ func noPropertyValues(t *testing.T, _ *target, r child.Result) {
 // withheldSecrets are secret attributes (built-in or confidential in the schema)
 // that no demo role names.
 var withheldSecrets = []string{"unicodePwd", "msDS-KeyCredentialLink", "msFVE-RecoveryPassword", "msFVE-KeyPackage",
-	"msTPM-OwnerInformation", "msDS-ManagedPassword", "supplementalCredentials", "unixUserPassword", "msKds-RootKeyData"}
+	"msTPM-OwnerInformation", "msDS-ManagedPassword", "supplementalCredentials", "unixUserPassword", "msKds-RootKeyData", "userPKCS12"}
+
+// withheldOIDs are the attributeIDs of secret and DN-valued attributes (the
+// Samba 4.17 schema's): userPKCS12, unicodePwd, msFVE-RecoveryPassword, memberOf
+// and manager.
+var withheldOIDs = []string{"2.16.840.1.113730.3.1.216", "1.2.840.113556.1.4.90", "1.2.840.113556.1.4.1964",
+	"1.2.840.113556.1.2.102", "0.9.2342.19200300.100.1.10"}
 
 // noPropertyKeys checks that no object of a listing has any of names among its
 // properties.

@@ -58,7 +58,7 @@ type Directory struct {
 	metrics metric.Registration // the pool's gauges, removed at Close
 
 	changes changeState // what ReadChanges learnt (changes.go)
-	schema  schemaState // the schema's confidential attributes (schema.go)
+	schema  schemaState // the schema's confidential and DN-valued attributes (schema.go)
 }
 
 var _ dirgate.Directory = (*Directory)(nil)
@@ -174,10 +174,10 @@ func (d *Directory) discover(ctx context.Context) error {
 		d.asq = d.asq || c == oidASQ
 	}
 	d.pageASQ.Store(!strings.Contains(strings.ToLower(vendor), "samba"))
-	// The property policy withholds confidential attributes (docs/policy.md): a
-	// gateway that cannot tell which they are does not start.
+	// The property policy withholds confidential and DN-valued attributes
+	// (docs/policy.md): a gateway that cannot tell which they are does not start.
 	d.schema.nc = schemaNC
-	return d.readConfidential(ctx)
+	return d.readSchema(ctx)
 }
 
 // do runs f on a pooled connection of one server after another until one answers

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,9 @@ type fakeServer struct {
 	name string
 	// confidential are the lDAPDisplayNames of the schema's confidential attributes.
 	confidential []string
+	// dnSyntax are the lDAPDisplayNames of the schema's DN-valued attributes, with
+	// their attributeSyntax.
+	dnSyntax map[string]string
 }
 
 type fakeObj struct {
@@ -72,7 +76,9 @@ type fakeObj struct {
 
 func newFakeServer() *fakeServer {
 	return &fakeServer{vendor: "Samba Team (https://www.samba.org)", domain: "DC=corp,DC=example,DC=com", asq: true,
-		confidential: []string{"msFVE-RecoveryPassword", "unixUserPassword"}}
+		confidential: []string{"msFVE-RecoveryPassword", "unixUserPassword"},
+		dnSyntax: map[string]string{"member": "2.5.5.1", "msDS-RevealedUsers": "2.5.5.7", "distinguishedName": "2.5.5.1",
+			"objectCategory": "2.5.5.1", "msDS-RevealedList": "2.5.5.14"}}
 }
 
 func (s *fakeServer) add(o *fakeObj) *fakeObj {
@@ -272,10 +278,18 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 			"dsServiceName":       {"CN=NTDS Settings,CN=" + cmpOr(s.name, "DC1") + ",CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration," + s.domain},
 		}}}, nil
 	}
-	if req.Filter == confidentialFilter && req.BaseDN == "CN=Schema,CN=Configuration,"+s.domain {
+	if req.Filter == schemaFilter && req.BaseDN == "CN=Schema,CN=Configuration,"+s.domain {
 		var out []*fakeObj
 		for _, n := range s.confidential {
-			out = append(out, &fakeObj{dn: "CN=" + n + "," + req.BaseDN, attrs: map[string][]string{"lDAPDisplayName": {n}}})
+			syntax := cmpOr(s.dnSyntax[n], "2.5.5.10")
+			out = append(out, &fakeObj{dn: "CN=" + n + "," + req.BaseDN, attrs: map[string][]string{"lDAPDisplayName": {n},
+				"searchFlags": {"640"}, "attributeSyntax": {syntax}}})
+		}
+		for n, syntax := range s.dnSyntax {
+			if !slices.Contains(s.confidential, n) {
+				out = append(out, &fakeObj{dn: "CN=" + n + "," + req.BaseDN, attrs: map[string][]string{"lDAPDisplayName": {n},
+					"searchFlags": {"0"}, "attributeSyntax": {syntax}}})
+			}
 		}
 		return out, nil
 	}

@@ -3,6 +3,7 @@ package ldap
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -11,34 +12,62 @@ import (
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
-// SchemaRefreshInterval is how old the confidential attributes read from the schema
-// may grow before a listing that asks for properties has them read again (in the
+// SchemaRefreshInterval is how old the attributes read from the schema may grow
+// before a listing that asks for properties has them read again (in the
 // background; that listing and the next use the set already read).
 const SchemaRefreshInterval = 10 * time.Minute
 
-// confidentialFilter finds the attributeSchema objects whose searchFlags has
-// CONFIDENTIAL (0x80, MS-ADTS 3.1.1.2.3) set, with the bitwise-AND matching rule.
-const confidentialFilter = "(&(objectClass=attributeSchema)(searchFlags:1.2.840.113556.1.4.803:=128))"
+// schemaFilter finds the attributeSchema objects the property policy's "*" leaves
+// out (docs/policy.md): those whose searchFlags has CONFIDENTIAL (0x80, MS-ADTS
+// 3.1.1.2.3) set, with the bitwise-AND matching rule, and those whose values are
+// DNs: attributeSyntax 2.5.5.1 (DN), 2.5.5.7 (DN-Binary and OR-Name) and 2.5.5.14
+// (DN-String and Access-Point), the syntaxes of MS-ADTS 3.1.1.2.2.2 that hold an
+// object reference.
+const schemaFilter = "(&(objectClass=attributeSchema)(|(searchFlags:1.2.840.113556.1.4.803:=128)" +
+	"(attributeSyntax=2.5.5.1)(attributeSyntax=2.5.5.7)(attributeSyntax=2.5.5.14)))"
 
-// schemaState is what the adapter knows of the schema's confidential attributes.
-type schemaState struct {
-	nc           string // the schema naming context, from the rootDSE
-	confidential atomic.Pointer[map[string]bool]
-	readAt       atomic.Int64 // unix nanoseconds of the last successful read
-	refreshing   atomic.Bool
-	lastErr      atomic.Pointer[string]
+// flagConfidential is searchFlags' CONFIDENTIAL bit.
+const flagConfidential = 0x80
+
+// dnSyntaxes are the attributeSyntax values of schemaFilter whose values are DNs.
+var dnSyntaxes = map[string]bool{"2.5.5.1": true, "2.5.5.7": true, "2.5.5.14": true}
+
+// schemaSets is one read of the schema: the confidential attributes, the DN-valued
+// ones "*" leaves out, and their union, lower-cased lDAPDisplayNames.
+type schemaSets struct {
+	confidential, dn, namedOnly map[string]bool
 }
 
-var _ dirgate.ConfidentialSchema = (*Directory)(nil)
+// schemaState is what the adapter knows of the schema.
+type schemaState struct {
+	nc         string // the schema naming context, from the rootDSE
+	sets       atomic.Pointer[schemaSets]
+	readAt     atomic.Int64 // unix nanoseconds of the last successful read
+	refreshing atomic.Bool
+	lastErr    atomic.Pointer[string]
+}
 
-// ConfidentialAttributes returns the lower-cased lDAPDisplayNames of the attributes
-// the schema marks confidential, read at Open. When the set is older than
+var _ dirgate.PropertySchema = (*Directory)(nil)
+
+// NamedOnlyProperties returns the lower-cased lDAPDisplayNames of the attributes
+// the schema marks confidential or whose values are DNs (but for
+// dirgate.DNPropertyCovered), read at Open: the property policy returns them only
+// to a caller whose policy names them. When the set is older than
 // SchemaRefreshInterval, it starts reading it again in the background and returns
 // the set it has; a read that fails keeps the set (SchemaError reports it).
-func (d *Directory) ConfidentialAttributes() map[string]bool {
-	m := d.schema.confidential.Load()
+func (d *Directory) NamedOnlyProperties() map[string]bool { return d.schemaSets().namedOnly }
+
+// ConfidentialAttributes returns the part of NamedOnlyProperties that the schema
+// marks confidential.
+func (d *Directory) ConfidentialAttributes() map[string]bool { return d.schemaSets().confidential }
+
+// DNAttributes returns the part of NamedOnlyProperties whose values are DNs.
+func (d *Directory) DNAttributes() map[string]bool { return d.schemaSets().dn }
+
+func (d *Directory) schemaSets() schemaSets {
+	m := d.schema.sets.Load()
 	if m == nil {
-		return nil
+		return schemaSets{}
 	}
 	if d.now().UnixNano()-d.schema.readAt.Load() > int64(SchemaRefreshInterval) && d.schema.refreshing.CompareAndSwap(false, true) {
 		go func() {
@@ -46,7 +75,7 @@ func (d *Directory) ConfidentialAttributes() map[string]bool {
 			if d.closed.Load() {
 				return
 			}
-			if err := d.readConfidential(context.Background()); err != nil {
+			if err := d.readSchema(context.Background()); err != nil {
 				s := err.Error()
 				d.schema.lastErr.Store(&s)
 			} else {
@@ -57,8 +86,8 @@ func (d *Directory) ConfidentialAttributes() map[string]bool {
 	return *m
 }
 
-// SchemaError is why the last attempt to read the confidential attributes again
-// failed ("" when it did not): the set read before stays in force.
+// SchemaError is why the last attempt to read the schema again failed ("" when it
+// did not): the sets read before stay in force.
 func (d *Directory) SchemaError() string {
 	if s := d.schema.lastErr.Load(); s != nil {
 		return *s
@@ -66,29 +95,41 @@ func (d *Directory) SchemaError() string {
 	return ""
 }
 
-// readConfidential reads the confidential attributes of the schema naming context
-// (its attributeSchema objects are its direct children).
-func (d *Directory) readConfidential(ctx context.Context) error {
+// readSchema reads the confidential and DN-valued attributes of the schema naming
+// context (its attributeSchema objects are its direct children) in one search.
+func (d *Directory) readSchema(ctx context.Context) error {
 	if d.schema.nc == "" {
 		return fmt.Errorf("ldap: the rootDSE names no schemaNamingContext")
 	}
-	var names map[string]bool
+	var sets schemaSets
 	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
-		names = map[string]bool{}
+		sets = schemaSets{confidential: map[string]bool{}, dn: map[string]bool{}, namedOnly: map[string]bool{}}
 		return search(ctx, c, query{
-			base: d.schema.nc, scope: goldap.ScopeSingleLevel, filter: confidentialFilter,
-			attrs: []string{"lDAPDisplayName"}, pageSize: d.cfg.PageSize,
+			base: d.schema.nc, scope: goldap.ScopeSingleLevel, filter: schemaFilter,
+			attrs: []string{"lDAPDisplayName", "searchFlags", "attributeSyntax"}, pageSize: d.cfg.PageSize,
 		}, func(e *goldap.Entry) error {
-			if n := e.GetAttributeValue("lDAPDisplayName"); n != "" {
-				names[strings.ToLower(n)] = true
+			n := strings.ToLower(e.GetAttributeValue("lDAPDisplayName"))
+			if n == "" {
+				return nil
+			}
+			// The filter matched: the server found the bit set or the syntax a DN. A
+			// searchFlags the adapter cannot read on an attribute that is not
+			// DN-valued counts as confidential.
+			isDN := dnSyntaxes[e.GetAttributeValue("attributeSyntax")]
+			flags, err := strconv.ParseInt(e.GetAttributeValue("searchFlags"), 10, 64)
+			if err == nil && flags&flagConfidential != 0 || err != nil && !isDN {
+				sets.confidential[n], sets.namedOnly[n] = true, true
+			}
+			if isDN && !dirgate.DNPropertyCovered(n) {
+				sets.dn[n], sets.namedOnly[n] = true, true
 			}
 			return nil
 		})
 	})
 	if err != nil {
-		return wrap("read the schema's confidential attributes", err)
+		return wrap("read the schema's confidential and DN-valued attributes", err)
 	}
-	d.schema.confidential.Store(&names)
+	d.schema.sets.Store(&sets)
 	d.schema.readAt.Store(d.now().UnixNano())
 	return nil
 }

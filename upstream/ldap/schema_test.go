@@ -8,10 +8,11 @@ import (
 	"time"
 )
 
-// TestConfidentialAttributes: the schema's confidential attributes are read at
-// open, lower-cased, and read again in the background once older than
-// SchemaRefreshInterval; a failed read keeps the set in force.
-func TestConfidentialAttributes(t *testing.T) {
+// TestSchemaAttributes: the schema's confidential and DN-valued attributes are read
+// at open, lower-cased, and read again in the background once older than
+// SchemaRefreshInterval; a failed read keeps the sets in force. The object's own
+// DN and its schema class (dirgate.DNPropertyCovered) are not among the DN-valued.
+func TestSchemaAttributes(t *testing.T) {
 	o := newOrg()
 	srv := o.srv
 	d := o.dir(t, Config{})
@@ -23,8 +24,16 @@ func TestConfidentialAttributes(t *testing.T) {
 	if got := keys(); !slices.Equal(got, []string{"msfve-recoverypassword", "unixuserpassword"}) {
 		t.Fatalf("ConfidentialAttributes = %v", got)
 	}
+	wantDN := []string{"member", "msds-revealedlist", "msds-revealedusers"}
+	if got := slices.Sorted(maps.Keys(d.DNAttributes())); !slices.Equal(got, wantDN) {
+		t.Fatalf("DNAttributes = %v, want %v", got, wantDN)
+	}
+	if got, want := slices.Sorted(maps.Keys(d.NamedOnlyProperties())), slices.Sorted(slices.Values(append(keys(), wantDN...))); !slices.Equal(got, want) {
+		t.Fatalf("NamedOnlyProperties = %v, want %v", got, want)
+	}
 	srv.mu.Lock()
 	srv.confidential = append(srv.confidential, "ms-Mcs-AdmPwd")
+	srv.dnSyntax["manager"] = "2.5.5.1"
 	srv.mu.Unlock()
 	if got := keys(); len(got) != 2 {
 		t.Fatalf("read again before the interval: %v", got)
@@ -36,6 +45,9 @@ func TestConfidentialAttributes(t *testing.T) {
 			t.Fatalf("not read again after the interval: %v", keys())
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+	if n := d.NamedOnlyProperties(); !n["manager"] || !n["ms-mcs-admpwd"] {
+		t.Errorf("NamedOnlyProperties after the second read: %v", n)
 	}
 	// A failing read keeps the set.
 	now.Store(start.Add(3 * SchemaRefreshInterval).UnixNano())
@@ -49,5 +61,8 @@ func TestConfidentialAttributes(t *testing.T) {
 	}
 	if got := keys(); len(got) != 3 {
 		t.Errorf("after a failed read: %v, want the three read before", got)
+	}
+	if got := len(d.DNAttributes()); got != 4 {
+		t.Errorf("after a failed read: %d DN-valued attributes, want the four read before", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dirgate/dirgate"
@@ -47,6 +48,8 @@ type Directory struct {
 	passwords map[string][sha256.Size]byte // by lower-case sAMAccountName (signin.go)
 
 	watch watchState // the file and what was loaded from it (watch.go)
+	// dnAttrs are the attributes found naming loaded entries (dnvalued.go).
+	dnAttrs atomic.Pointer[map[string]bool]
 }
 
 var _ dirgate.Directory = (*Directory)(nil)

@@ -82,6 +82,9 @@ func (d *Directory) reloadIfChanged() error {
 	if err != nil {
 		return fmt.Errorf("memory: reload (the previous directory keeps serving): %w", err)
 	}
+	// The DN-valued attributes only grow: a listing cached from the previous file
+	// may still hold values of an attribute that names objects there only.
+	d.dnAttrs.Store(unionOf(d.dnAttrs.Load(), nd.dnAttrs.Load()))
 	d.mu.Lock()
 	d.records, d.byKey, d.byGUID, d.bySID, d.byPrimary = nd.records, nd.byKey, nd.byGUID, nd.bySID, nd.byPrimary
 	d.mu.Unlock()

@@ -27,8 +27,9 @@ reasons contains sprintf("role %s, scope %s", [role.name, json.marshal(scope)]) 
 
 # properties names the attributes the caller may read on input.object when it views
 # it with properties: those of every role that grants the view, a role without
-# "properties" giving ["*"] (every attribute that is not secret). A secret attribute
-# (LAPS passwords, BitLocker keys, anything the schema marks confidential, ...) is
+# "properties" giving ["*"] (every attribute that is neither secret nor DN-valued).
+# A secret attribute (LAPS passwords, BitLocker keys, anything the schema marks
+# confidential, ...) or one naming other objects (memberOf, manager, ...) is
 # returned only to a role that names it (docs/policy.md, "Which properties a caller
 # may read").
 properties contains lower(name) if {

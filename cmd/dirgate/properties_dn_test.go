@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/sambatest"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// dnProbe are the requested properties of the DN-valued tests: attributes naming
+// other objects, by name and by OID (memberOf's), secrets named by OID (userPKCS12's
+// and unicodePwd's), userPKCS12 by name, and one public attribute.
+const dnProbe = "&properties=memberOf,manager,directReports,managedBy,member,description,userPKCS12," +
+	"1.2.840.113556.1.2.102,2.16.840.1.113730.3.1.216,1.2.840.113556.1.4.90"
+
+// namedOnlyKeys are the lower-cased keys of dnProbe that only a policy naming them
+// returns.
+var namedOnlyKeys = []string{"memberof", "manager", "directreports", "managedby", "member", "userpkcs12",
+	"1.2.840.113556.1.2.102", "2.16.840.1.113730.3.1.216", "1.2.840.113556.1.4.90"}
+
+// TestDNPropertiesFollowViewOnMemoryUpstream: the help desk, which views the members
+// of All Staff but not CN=Domain Users (a group outside its scopes, which answers it
+// 404), read Paula Primary's memberOf naming Domain Users. Attributes whose values
+// name other objects are returned only to a policy that names them: the directory
+// admins' role does, the help desk's does not. Names given by OID and userPKCS12 (a
+// private key) are withheld as well. Twice: the second answer comes from the cache.
+func TestDNPropertiesFollowViewOnMemoryUpstream(t *testing.T) {
+	demo, err := os.ReadFile("../../upstream/memory/demo.ldif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const paula = "CN=Paula Primary,OU=Finance,OU=Staff,DC=corp,DC=example,DC=com"
+	const allStaff = "CN=All Staff,OU=Groups,DC=corp,DC=example,DC=com"
+	const domainUsers = "CN=Domain Users,CN=Users,DC=corp,DC=example,DC=com"
+	anchor := "dn: " + paula + "\n"
+	if !strings.Contains(string(demo), anchor) || !strings.Contains(string(demo), "memberOf: "+domainUsers+"\n") {
+		t.Fatal("the demo changed: no Paula Primary in Domain Users")
+	}
+	dir := t.TempDir()
+	ldif, tokens := filepath.Join(dir, "dir.ldif"), filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(ldif, []byte(strings.Replace(string(demo), anchor, anchor+"userPKCS12: PFX-Private-Key-1\n", 1)), 0o644)
+	os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"+
+		"- token: demo-helpdesk\n  subject: "+hugo+"\n"), 0o600)
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
+		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	if r := call(t, "GET", base+"?group="+url.QueryEscape(domainUsers), "demo-helpdesk"); r.status != 404 {
+		t.Fatalf("the help desk may view Domain Users (%d): the test needs a group hidden from it", r.status)
+	}
+	for range 2 {
+		r := call(t, "GET", base+"?group="+url.QueryEscape(allStaff)+dnProbe, "demo-helpdesk")
+		if r.status != 200 || !strings.Contains(string(r.body), paula) {
+			t.Fatalf("the help desk's listing of All Staff: %d %.300s", r.status, r.body)
+		}
+		for _, leak := range []string{"Domain Users", "PFX-Private-Key-1"} {
+			if strings.Contains(string(r.body), leak) {
+				t.Errorf("the help desk reads %q", leak)
+			}
+		}
+		read := map[string]string{} // property: the first object the help desk reads it of
+		for _, o := range listAs(t, base, "demo-helpdesk", allStaff, dnProbe) {
+			for _, k := range namedOnlyKeys {
+				if _, ok := o.Properties[k]; ok && read[k] == "" {
+					read[k] = o.DN
+				}
+			}
+			if _, ok := o.Properties["description"]; !ok {
+				t.Errorf("the help desk lost description of %s: %v", o.DN, o.Properties)
+			}
+		}
+		for _, k := range namedOnlyKeys {
+			if read[k] != "" {
+				t.Errorf("the help desk reads %s (of %s, and maybe others)", k, read[k])
+			}
+		}
+		var seen bool
+		for _, o := range listAs(t, base, adminTok, allStaff, dnProbe) {
+			if o.DN == paula {
+				seen = slices.Contains(o.Properties["memberof"], domainUsers)
+			}
+		}
+		if !seen {
+			t.Errorf("the directory admins (whose role names memberOf) do not read Paula's memberOf")
+		}
+	}
+}
+
+// TestDNPropertiesOnSamba: on the DC, the schema's DN-valued attributes are read
+// with its confidential ones, and the help desk, which views a user of OU=Staff, no
+// longer reads the user's memberOf naming a group of CN=Users or its manager
+// (CN=Administrator), objects it may not view; nor userPKCS12, by name or by OID.
+// The directory admins' role names memberOf and manager and reads them.
+func TestDNPropertiesOnSamba(t *testing.T) {
+	dc := sambatest.Env(t)
+	admin := dc.DialAdmin(t)
+	suffix := fmt.Sprintf("%d", time.Now().UnixNano()%1e9)
+	user := "CN=DN Probe " + suffix + "," + fixture.ITOU
+	hiddenGroup := "CN=dn-hidden-" + suffix + ",CN=Users," + dc.BaseDN
+	const pfx = "PFX-Private-Key-2"
+	add := goldap.NewAddRequest(user, nil)
+	add.Attribute("objectClass", []string{"top", "person", "organizationalPerson", "user"})
+	add.Attribute("sAMAccountName", []string{"dnprobe" + suffix})
+	add.Attribute("userAccountControl", []string{"514"})
+	add.Attribute("manager", []string{dc.AdminDN})
+	add.Attribute("userPKCS12", []string{pfx})
+	if err := admin.Add(add); err != nil {
+		t.Fatalf("create %s: %v", user, err)
+	}
+	t.Cleanup(func() {
+		c := dc.DialAdmin(t)
+		for _, dn := range []string{hiddenGroup, user} {
+			if err := c.Del(goldap.NewDelRequest(dn, nil)); err != nil {
+				t.Errorf("delete %s: %v", dn, err)
+			}
+		}
+	})
+	hidden := goldap.NewAddRequest(hiddenGroup, nil)
+	hidden.Attribute("objectClass", []string{"top", "group"})
+	hidden.Attribute("member", []string{user})
+	if err := admin.Add(hidden); err != nil {
+		t.Fatalf("create %s: %v", hiddenGroup, err)
+	}
+	group := dc.TempGroup(t, "dn-probe-"+suffix, user)
+
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(tokens, []byte("- token: e2e-admin\n  subject: "+fixture.DemoAdminDN+"\n- token: e2e-helpdesk\n  subject: "+fixture.DemoHelpdeskDN+"\n"), 0o600)
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
+		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", writeSecret(t, dc.Password), "--ldap-base-dn", dc.BaseDN,
+		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--policy-dir", policyViewingGroups(t, fixture.GroupsOU, fixture.HelpDeskDN),
+		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+
+	schema, ok := m.schema.(interface{ DNAttributes() map[string]bool })
+	if !ok {
+		t.Fatalf("the LDAP upstream reads no DN-valued attributes: %T", m.schema)
+	}
+	dn := schema.DNAttributes()
+	for _, a := range []string{"member", "memberof", "manager", "directreports", "managedby", "msds-revealedusers", "msds-revealedlist"} {
+		if !dn[a] || !m.schema.NamedOnlyProperties()[a] {
+			t.Errorf("%s is not among the schema's DN-valued attributes", a)
+		}
+	}
+	for _, a := range []string{"distinguishedname", "objectcategory"} {
+		if dn[a] {
+			t.Errorf("%s is among the DN-valued attributes \"*\" leaves out", a)
+		}
+	}
+	t.Logf("the schema has %d DN-valued attributes that \"*\" leaves out", len(dn))
+
+	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	if r := call(t, "GET", base+"?group="+url.QueryEscape(hiddenGroup), "e2e-helpdesk"); r.status != 404 {
+		t.Fatalf("the help desk may view %s (%d): the test needs a group hidden from it", hiddenGroup, r.status)
+	}
+	for range 2 { // the second time from the cache
+		r := call(t, "GET", base+"?group="+url.QueryEscape(group)+dnProbe, "e2e-helpdesk")
+		if r.status != 200 || !strings.Contains(string(r.body), "DN Probe") {
+			t.Fatalf("the help desk's listing: %d %.300s", r.status, r.body)
+		}
+		for _, leak := range []string{"dn-hidden-", "CN=Administrator", pfx} {
+			if strings.Contains(string(r.body), leak) {
+				t.Errorf("the help desk reads %q", leak)
+			}
+		}
+		objs := listAs(t, base, "e2e-helpdesk", group, dnProbe)
+		for _, k := range namedOnlyKeys {
+			if v, ok := objs[0].Properties[k]; ok {
+				t.Errorf("the help desk reads %s: %q", k, v)
+			}
+		}
+		objs = listAs(t, base, "e2e-admin", group, dnProbe)
+		if len(objs) != 1 || !slices.Contains(objs[0].Properties["memberof"], hiddenGroup) ||
+			!slices.Equal(objs[0].Properties["manager"], []string{dc.AdminDN}) {
+			t.Errorf("the directory admins (whose role names memberOf and manager) read %+v", objs)
+		}
+		if v, ok := objs[0].Properties["userpkcs12"]; ok {
+			t.Errorf("the directory admins, whose role does not name it, read userPKCS12: %q", v)
+		}
+	}
+}

@@ -1,0 +1,68 @@
+package dirgate_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+)
+
+// TestNamedOnlyProperty: the property policy's "*" leaves out the built-in secrets
+// (userPKCS12 among them), the built-in attributes naming other objects, the
+// schema's confidential and DN-valued attributes, and every name given as an OID
+// (a secret's, a DN-valued attribute's, or one no list knows); it covers the
+// object's own DN, its class and public attributes.
+func TestNamedOnlyProperty(t *testing.T) {
+	schema := map[string]bool{"ipsecfilterreference": true, "ms-mcs-admpwd": true}
+	for _, tc := range []struct {
+		name      string
+		namedOnly bool
+	}{
+		{"userpkcs12", true},
+		{"ms-mcs-admpwd", true},
+		{"unicodepwd", true},
+		{"memberof", true},
+		{"member", true},
+		{"manager", true},
+		{"directreports", true},
+		{"managedby", true},
+		{"ipsecfilterreference", true},             // the schema's
+		{"2.16.840.1.113730.3.1.216", true},        // userPKCS12
+		{"1.2.840.113556.1.2.102", true},           // memberOf
+		{"1.2.840.113556.1.4.90", true},            // unicodePwd
+		{"2.5.4.13", true},                         // description: an OID is never taken to be public
+		{"1.2.840.113556.1.8000.2554.50051", true}, // an extension's
+		{"description", false},
+		{"mail", false},
+		{"distinguishedname", false},
+		{"objectcategory", false},
+		{"usercertificate", false}, // a public certificate
+		{"m1", false},              // a name starting with a letter is no OID
+	} {
+		if got := dirgate.NamedOnlyProperty(tc.name, schema); got != tc.namedOnly {
+			t.Errorf("NamedOnlyProperty(%q) = %v, want %v", tc.name, got, tc.namedOnly)
+		}
+	}
+	if dirgate.NamedOnlyProperty("ipsecfilterreference", nil) {
+		t.Error("ipsecFilterReference is named-only without a schema: it is not on the built-in list")
+	}
+}
+
+// TestPropertyListsLowerCase: the built-in lists are looked up with the lower-case
+// names NormalizeProperties makes; an entry with a capital letter would never match.
+// No attribute is both DN-valued and covered.
+func TestPropertyListsLowerCase(t *testing.T) {
+	for _, list := range [][][2]string{dirgate.SecretProperties(), dirgate.DNProperties()} {
+		for _, e := range list {
+			if e[0] != strings.ToLower(e[0]) || e[1] == "" {
+				t.Errorf("%q (%q): want a lower-case name and its source", e[0], e[1])
+			}
+			if dirgate.DNPropertyCovered(e[0]) {
+				t.Errorf("%q is both named-only and covered by \"*\"", e[0])
+			}
+		}
+	}
+	if !dirgate.IsSecretProperty("userpkcs12") {
+		t.Error("userPKCS12 (a certificate and its private key) is not secret")
+	}
+}
