@@ -471,3 +471,24 @@ func TestServerStateExposition(t *testing.T) {
 		t.Errorf("after %s's Close:\n%s", dc1, body)
 	}
 }
+
+// TestNotFoundCountsAsAnAnswer: a look-up of an unknown object is recorded with the
+// outcome of one that found its object ("ok"), not one of its own: an object a
+// caller may not view is found where an unknown one is not, both are answered the
+// same 404, and /metrics must not tell them apart (docs/operations.md, "Metrics").
+func TestNotFoundCountsAsAnAnswer(t *testing.T) {
+	r := newMetricReader(t)
+	f := &fakeDir{}
+	d := New(f, Settings{Name: "ldap", TelemetryOnly: true})
+	if _, err := d.Lookup(context.Background(), testID, nil); err != nil {
+		t.Fatal(err)
+	}
+	notFound := dirgate.Errorf(dirgate.ENOTFOUND, "The object was not found.")
+	f.set(notFound)
+	if _, err := d.Lookup(context.Background(), testID, nil); !errors.Is(err, notFound) {
+		t.Fatalf("lookup of an unknown object: %v, want its error unchanged", err)
+	}
+	if got, want := durationCounts(t, r), map[string]uint64{"lookup ok": 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dirgate_upstream_duration counts = %v, want %v", got, want)
+	}
+}
