@@ -45,7 +45,7 @@ func (d vanishingDir) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirga
 // buckets of durations (which vary from run to run), are left out.
 func scrape(t *testing.T, m *Main) map[string]string {
 	t.Helper()
-	r := call(t, "GET", "http://"+m.Addr()+"/metrics", "")
+	r := call(t, "GET", metricsURL(m), "")
 	if r.status != 200 {
 		t.Fatalf("/metrics: %d %s", r.status, r.body)
 	}
