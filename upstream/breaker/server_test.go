@@ -19,6 +19,9 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 const dc1, dc2 = "ldaps://dc1:636", "ldaps://dc2:636"
@@ -478,6 +481,9 @@ func TestServerStateExposition(t *testing.T) {
 // same 404, and /metrics must not tell them apart (docs/operations.md, "Metrics").
 func TestNotFoundCountsAsAnAnswer(t *testing.T) {
 	r := newMetricReader(t)
+	spans := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
 	f := &fakeDir{}
 	d := New(f, Settings{Name: "ldap", TelemetryOnly: true})
 	if _, err := d.Lookup(context.Background(), testID, nil); err != nil {
@@ -490,5 +496,14 @@ func TestNotFoundCountsAsAnAnswer(t *testing.T) {
 	}
 	if got, want := durationCounts(t, r), map[string]uint64{"lookup ok": 2}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("dirgate_upstream_duration counts = %v, want %v", got, want)
+	}
+	// The trace, the operators' alone, still says which look-up found nothing.
+	var got []string
+	for _, s := range spans.Ended() {
+		got = append(got, labels(attribute.NewSet(s.Attributes()...)))
+	}
+	if len(got) != 2 || strings.Contains(got[0], "dirgate.not_found") || !strings.Contains(got[1], "dirgate.not_found=true") ||
+		!strings.Contains(got[1], "dirgate.outcome=ok") {
+		t.Errorf("span attributes %q, want dirgate.not_found on the second look-up's only", got)
 	}
 }
