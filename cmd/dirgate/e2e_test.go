@@ -397,3 +397,38 @@ func withRedis(t testing.TB, addr string) []string {
 	}
 	return []string{"--redis-addr", addr, "--secret-file", secret}
 }
+
+// TestMetricsAddressAnnounced: the address the metrics listener bound (port 0 picks
+// one) is in the "dirgate serving" log line, beside the API's, and the demo's
+// greeting shows where to scrape.
+func TestMetricsAddressAnnounced(t *testing.T) {
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-flush", "0"},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	m := NewMain(cfg, &stdout, &stderr)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	var line struct {
+		Msg         string `json:"msg"`
+		Addr        string `json:"addr"`
+		MetricsAddr string `json:"metrics_addr"`
+	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, `"dirgate serving"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line.Addr != m.Addr() || line.MetricsAddr != m.MetricsAddr() || strings.HasSuffix(line.MetricsAddr, ":0") {
+		t.Errorf("serving line %+v, want addr %s and metrics_addr %s", line, m.Addr(), m.MetricsAddr())
+	}
+	if want := "http://" + m.MetricsAddr() + "/metrics"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("the demo's greeting does not show %s:\n%s", want, stdout.String())
+	}
+}
