@@ -256,7 +256,11 @@ func (m *Main) Run(ctx context.Context) error {
 	metricsAddr := "off"
 	if m.metricsSrv != nil {
 		metricsAddr = m.MetricsAddr()
-		go m.metricsSrv.Serve(m.metricsLn) // its error is Shutdown's (Close)
+		go func(srv *http.Server, ln net.Listener) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.Logger.Error("metrics listener stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}(m.metricsSrv, m.metricsLn)
 	}
 	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "metrics_addr", metricsAddr, "scheme", m.scheme,
 		"base_path", m.Config.BasePath, "upstream", m.Config.Upstream, "tracing", m.telemetry.Tracing)
