@@ -231,7 +231,7 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 		bad("otel-collector: %v", err)
 		return errs
 	}
-	for _, e := range checkOtelConfig(data, env(gw, "OTEL_EXPORTER_OTLP_ENDPOINT"), env(gw, "DIRGATE_LISTEN")) {
+	for _, e := range checkOtelConfig(data, env(gw, "OTEL_EXPORTER_OTLP_ENDPOINT"), env(gw, "DIRGATE_METRICS_LISTEN")) {
 		bad("otel-collector: %s", e)
 	}
 	return errs
@@ -328,7 +328,7 @@ func checkOtelConfig(data []byte, endpoint, listen string) []string {
 		}
 	}
 	if _, port, err := net.SplitHostPort(listen); err != nil || !strings.Contains(string(data), "dirgate:"+port) {
-		errs = append(errs, fmt.Sprintf("no scrape target dirgate:%s (DIRGATE_LISTEN %q)", port, listen))
+		errs = append(errs, fmt.Sprintf("no scrape target dirgate:%s (DIRGATE_METRICS_LISTEN %q)", port, listen))
 	}
 	return errs
 }
@@ -448,7 +448,7 @@ func TestOtelConfigChecks(t *testing.T) {
 		{name: "undefined exporter", old: "exporters: [debug]\n    metrics", new: "exporters: [logging]\n    metrics", want: "exporters logging"},
 		// A key the model does not know (misspelt section) must not pass unseen.
 		{name: "unknown section", old: "processors:\n  batch", new: "procesors:\n  batch", want: "unknown field"},
-		{name: "no scrape of dirgate", old: "targets: [dirgate:8080]", new: "targets: [dirgate:9090]", want: "no scrape target"},
+		{name: "no scrape of dirgate", old: "targets: [dirgate:9464]", new: "targets: [dirgate:8080]", want: "no scrape target"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -459,7 +459,7 @@ func TestOtelConfigChecks(t *testing.T) {
 				}
 				cfg = strings.Replace(cfg, tt.old, tt.new, 1)
 			}
-			errs := checkOtelConfig([]byte(cfg), "http://otel-collector:4318", "0.0.0.0:8080")
+			errs := checkOtelConfig([]byte(cfg), "http://otel-collector:4318", "0.0.0.0:9464")
 			got := strings.Join(errs, "\n")
 			if tt.want == "" && len(errs) > 0 || tt.want != "" && !strings.Contains(got, tt.want) {
 				t.Errorf("checkOtelConfig: %q, want %q", got, tt.want)

@@ -253,12 +253,15 @@ func checkDockerfile(stages []stage, mb makeBuild, goVersion string) []error {
 		bad("final USER %q: want a numeric non-zero uid (runAsNonRoot checks the number)", u)
 	}
 
-	listen := ""
+	listen, metricsListen := "", ""
 	for _, in := range final.all("ENV") {
 		for _, kv := range strings.Fields(in.args) {
 			k, v, ok := strings.Cut(kv, "=")
 			if ok && k == "DIRGATE_LISTEN" {
 				listen = v
+			}
+			if ok && k == "DIRGATE_METRICS_LISTEN" {
+				metricsListen = v
 			}
 			// On 0.0.0.0 the embedded demo's public tokens and passwords are refused
 			// unless DIRGATE_DEMO says otherwise: the image must not say so for
@@ -280,6 +283,20 @@ func checkDockerfile(stages []stage, mb makeBuild, goVersion string) []error {
 	}
 	if !exposed {
 		bad("final stage does not EXPOSE the DIRGATE_LISTEN port %q", port)
+	}
+	// The metrics port too, or a container's /metrics is on its own loopback only.
+	host, port, err = net.SplitHostPort(metricsListen)
+	if err != nil || host != "0.0.0.0" {
+		bad("final stage ENV DIRGATE_METRICS_LISTEN=%q: want 0.0.0.0:PORT (the default 127.0.0.1 cannot be scraped)", metricsListen)
+	}
+	exposed = false
+	for _, in := range final.all("EXPOSE") {
+		for _, p := range strings.Fields(in.args) {
+			exposed = exposed || strings.TrimSuffix(p, "/tcp") == port
+		}
+	}
+	if !exposed {
+		bad("final stage does not EXPOSE the DIRGATE_METRICS_LISTEN port %q", port)
 	}
 
 	eps := final.all("ENTRYPOINT")
@@ -373,6 +390,8 @@ func TestDockerfileRunsMakeBuild(t *testing.T) {
 		// The demo's credentials are public: never served by the image by default.
 		{name: "demo on", old: "ENV DIRGATE_LISTEN=0.0.0.0:8080", new: "ENV DIRGATE_LISTEN=0.0.0.0:8080 DIRGATE_DEMO=true", want: "sets DIRGATE_DEMO"},
 		{name: "port mismatch", old: "EXPOSE 8080", new: "EXPOSE 9090", want: "does not EXPOSE"},
+		{name: "metrics on loopback", old: "ENV DIRGATE_METRICS_LISTEN=0.0.0.0:9464", new: "ENV DIRGATE_METRICS_LISTEN=127.0.0.1:9464", want: "DIRGATE_METRICS_LISTEN=\"127.0.0.1:9464\""},
+		{name: "metrics port not exposed", old: "EXPOSE 9464", new: "EXPOSE 9090", want: "does not EXPOSE the DIRGATE_METRICS_LISTEN port"},
 		// Shell form needs /bin/sh, which distroless lacks.
 		{name: "shell entrypoint", old: `ENTRYPOINT ["/usr/local/bin/dirgate"]`, new: `ENTRYPOINT /usr/local/bin/dirgate`, want: "exec form"},
 		{name: "entrypoint elsewhere", old: `ENTRYPOINT ["/usr/local/bin/dirgate"]`, new: `ENTRYPOINT ["/dirgate"]`, want: "ENTRYPOINT runs"},

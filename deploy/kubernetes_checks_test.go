@@ -546,6 +546,8 @@ func checkBundle(b *bundle) []string {
 		}
 	}
 
+	checkMetricsPort(b, gw, bad)
+
 	// The Redis cache keeps nothing on disk.
 	for _, d := range all[*appsv1.Deployment](b) {
 		for _, c := range d.Spec.Template.Spec.Containers {
@@ -558,4 +560,82 @@ func checkBundle(b *bundle) []string {
 		}
 	}
 	return errs
+}
+
+// checkMetricsPort: dirgate serves /metrics on a port of its own
+// (DIRGATE_METRICS_LISTEN), which the pod declares and the scrape annotation names;
+// no Service exposes it, and no NetworkPolicy rule lets a source outside a named
+// namespace reach it (docs/operations.md, "Metrics"). The API's port is not
+// concerned.
+func checkMetricsPort(b *bundle, gw *appsv1.Deployment, bad func(string, ...any)) {
+	var c *corev1.Container
+	for i, ct := range gw.Spec.Template.Spec.Containers {
+		if ct.Name == gatewayContainer {
+			c = &gw.Spec.Template.Spec.Containers[i]
+		}
+	}
+	if c == nil {
+		return
+	}
+	listen := envValue(*c, "DIRGATE_METRICS_LISTEN")
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil || host != "0.0.0.0" {
+		bad("DIRGATE_METRICS_LISTEN %q: want 0.0.0.0:PORT (the default 127.0.0.1 cannot be scraped)", listen)
+		return
+	}
+	port, _ := strconv.Atoi(portStr)
+	name := ""
+	for _, cp := range c.Ports {
+		if int(cp.ContainerPort) == port {
+			name = cp.Name
+		}
+	}
+	if name == "" {
+		bad("DIRGATE_METRICS_LISTEN port %d is not a container port", port)
+		return
+	}
+	if a, ok := gw.Spec.Template.Annotations["prometheus.io/port"]; ok && a != portStr {
+		bad("annotation prometheus.io/port %q: dirgate serves /metrics on port %d", a, port)
+	}
+	isMetrics := func(p intstr.IntOrString) bool {
+		return p.Type == intstr.Int && int(p.IntVal) == port || p.Type == intstr.String && p.StrVal == name
+	}
+	for _, s := range all[*corev1.Service](b) {
+		if !slices.Contains(b.selects(&metav1.LabelSelector{MatchLabels: s.Spec.Selector}), gw) {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			if isMetrics(p.TargetPort) {
+				bad("Service %s exposes the metrics port (%s): whoever reaches the Service would read /metrics", s.Name, p.TargetPort.String())
+			}
+		}
+	}
+	restricted := false
+	for _, np := range all[*networkingv1.NetworkPolicy](b) {
+		if !slices.Contains(b.selects(&np.Spec.PodSelector), gw) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			continue
+		}
+		restricted = true
+		for _, r := range np.Spec.Ingress {
+			admits := len(r.Ports) == 0
+			for _, p := range r.Ports {
+				admits = admits || p.Port == nil || isMetrics(*p.Port)
+			}
+			if !admits {
+				continue
+			}
+			if len(r.From) == 0 {
+				bad("NetworkPolicy %s: the metrics port is reachable from any source", np.Name)
+			}
+			for _, peer := range r.From {
+				ns := peer.NamespaceSelector
+				if ns == nil || len(ns.MatchLabels) == 0 && len(ns.MatchExpressions) == 0 {
+					bad("NetworkPolicy %s: the metrics port is reachable from a peer without a namespace of its own (%+v)", np.Name, peer)
+				}
+			}
+		}
+	}
+	if !restricted {
+		bad("no NetworkPolicy restricts ingress to the %s pods: the metrics port is open to all", gw.Name)
+	}
 }

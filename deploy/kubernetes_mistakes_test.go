@@ -12,6 +12,7 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -121,13 +122,42 @@ func TestChecksCatchMistakes(t *testing.T) {
 		{name: "redis persistence", want: "--appendonly no", mutate: func(b *bundle) {
 			b.deployment("dirgate-redis").Spec.Template.Spec.Containers[0].Args = []string{"--appendonly", "yes"}
 		}},
-		{name: "network policy port", want: "ingress port metrics is not a port", mutate: func(b *bundle) {
-			p := intstr.FromString("metrics")
+		{name: "network policy port", want: "ingress port stats is not a port", mutate: func(b *bundle) {
+			p := intstr.FromString("stats")
 			for _, np := range all[*networkingv1.NetworkPolicy](b) {
 				if np.Name == gatewayName {
 					np.Spec.Ingress[0].Ports[0].Port = &p
 				}
 			}
+		}},
+		// The metrics port is for Prometheus alone (docs/operations.md, "Metrics").
+		{name: "metrics from anywhere", want: "the metrics port is reachable from any source", mutate: func(b *bundle) {
+			gatewayPolicy(b).Spec.Ingress[1].From = nil
+		}},
+		{name: "metrics beside the API", want: "the metrics port is reachable from any source", mutate: func(b *bundle) {
+			np := gatewayPolicy(b)
+			p := intstr.FromString("metrics")
+			np.Spec.Ingress[0].Ports = append(np.Spec.Ingress[0].Ports, networkingv1.NetworkPolicyPort{Port: &p})
+		}},
+		{name: "metrics from every namespace", want: "without a namespace of its own", mutate: func(b *bundle) {
+			gatewayPolicy(b).Spec.Ingress[1].From[0].NamespaceSelector = &metav1.LabelSelector{}
+		}},
+		{name: "no ingress policy", want: "no NetworkPolicy restricts ingress", mutate: func(b *bundle) {
+			np := gatewayPolicy(b)
+			np.Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		}},
+		{name: "metrics on the Service", want: "exposes the metrics port", mutate: func(b *bundle) {
+			for _, s := range all[*corev1.Service](b) {
+				if s.Name == gatewayName {
+					s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "metrics", Port: 9464, TargetPort: intstr.FromString("metrics")})
+				}
+			}
+		}},
+		{name: "metrics on loopback", want: "DIRGATE_METRICS_LISTEN \"127.0.0.1:9464\"", mutate: func(b *bundle) {
+			envVar(b, "DIRGATE_METRICS_LISTEN").Value = "127.0.0.1:9464"
+		}},
+		{name: "scrape annotation", want: "prometheus.io/port \"8080\"", mutate: func(b *bundle) {
+			b.deployment(gatewayName).Spec.Template.Annotations["prometheus.io/port"] = "8080"
 		}},
 	}
 	for _, tt := range tests {
@@ -212,4 +242,14 @@ func TestSiteFilesIgnored(t *testing.T) {
 			t.Errorf("%s.example is ignored by git: the template would be lost", p)
 		}
 	}
+}
+
+// gatewayPolicy is the base NetworkPolicy of the gateway pods.
+func gatewayPolicy(b *bundle) *networkingv1.NetworkPolicy {
+	for _, np := range all[*networkingv1.NetworkPolicy](b) {
+		if np.Name == gatewayName {
+			return np
+		}
+	}
+	panic("no NetworkPolicy " + gatewayName)
 }

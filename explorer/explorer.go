@@ -15,7 +15,7 @@ import (
 	"strconv"
 )
 
-// Path is where the page is served, outside the API's base path like /metrics.
+// Path is where the page is served, outside the API's base path like /healthz.
 const Path = "/explorer/"
 
 // CSP is the page's Content-Security-Policy: its own script, style and API only;

@@ -404,13 +404,18 @@ func (a *Authorizer) decideView(ctx context.Context, v *version, p dirgate.Princ
 		span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision),
 			attribute.Int("dirgate.policy.allowed", n), attribute.Int("dirgate.policy.denied", denied))
 	}
-	a.metrics.decisions.Add(ctx, int64(n), viewAllowed)
-	a.metrics.decisions.Add(ctx, int64(denied), viewDenied)
+	// One count per listing, however many objects it decided or hid: the number
+	// hidden is what the caller must not learn (docs/auth.md), and a series counting
+	// it would tell whoever reads the metrics.
+	a.metrics.decisions.Add(ctx, 1, viewAllowed)
 	// The candidate is asked before the answer returns, bounded by its budget (its
 	// plan's building included): its comparison belongs in this request's decision
 	// line, and asking it afterwards would need a bound of its own on the
 	// comparisons in flight, which a slow candidate would fill.
-	cand := a.cand.view(ctx, in, objs, allowed, st.decided)
+	cand, failed := a.cand.view(ctx, in, objs, allowed, st.decided)
+	// Only the objects the caller sees are counted: that the candidate would show
+	// one the active policy hides is in the decision line alone.
+	a.cand.record(ctx, ActionView, cand.shownOnly(), failed)
 	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand, withheld: wh})
 	return allowed, n, st.from, wh, nil
 }
@@ -449,10 +454,18 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 		a.logger.Error("policy: evaluation failed; "+action+" denied", "revision", v.revision,
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
-	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), a.cand.change(ctx, in, val, allowed))
+	cand, candFailed := a.cand.change(ctx, in, val, allowed)
+	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
-	a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("decision", decision)))
+	// A refusal of a member the caller may not view is answered as an unknown member
+	// (MemberService.refusal), about which no decision is made: it is counted only
+	// when the caller is told it (its 403), as are the candidate's comparison and
+	// failures of that request.
+	if allowed || a.mayView(ctx, v, in) {
+		a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("decision", decision)))
+		a.cand.record(ctx, action, cand, candFailed)
+	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: denial, Err: err}
 	}

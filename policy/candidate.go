@@ -96,7 +96,7 @@ type candidateMetrics struct {
 func newCandidateMetrics() candidateMetrics {
 	m := otel.Meter("github.com/dirgate/dirgate/policy")
 	differences, _ := m.Int64Counter("dirgate_policy_candidate_differences",
-		metric.WithDescription("Per-object decisions where the candidate policy differs from the active one, by action (view, remove, add) and change (newly_allowed, newly_denied)."))
+		metric.WithDescription("Decisions where the candidate policy differs from the active one, by action (view, remove, add) and change (newly_allowed, newly_denied), counted only for objects and requests whose active outcome the caller sees."))
 	reloads, _ := m.Int64Counter("dirgate_policy_candidate_reloads",
 		metric.WithDescription("Candidate policy loads by outcome (ok, failed)."))
 	errs, _ := m.Int64Counter("dirgate_policy_candidate_errors",
@@ -185,15 +185,16 @@ type candidateDiff struct {
 // view decides a listing under the candidate and compares it with the active
 // policy's decisions of its first decided objects. The candidate decides the whole
 // listing, with no size limit, so that its plan remembers complete decisions and a
-// cached listing costs it no more than the active policy.
-func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) (d *candidateDiff) {
+// cached listing costs it no more than the active policy. failed tells that the
+// evaluation failed (d is then nil); nothing is counted here (record).
+func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) (d *candidateDiff, failed bool) {
 	v := c.sampled()
 	if v == nil {
-		return nil
+		return nil, false
 	}
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
-	defer c.isolate(ctx, ActionView, v, &d)
+	defer c.isolate(ActionView, v, &d, &failed)
 	buf := candidateBools.Get().(*[]bool)
 	defer candidateBools.Put(buf)
 	if cap(*buf) < len(objs) {
@@ -203,8 +204,8 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 	clear(cand)
 	candidateTestHook(ActionView)
 	if _, err := v.filterView(ctx, c.logger, in, objs, cand, 0); err != nil {
-		c.failed(ctx, ActionView, v, err)
-		return nil
+		c.failed(ActionView, v, err)
+		return nil, true
 	}
 	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
 	for i := range decided {
@@ -212,39 +213,39 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 			d.add(objs[i].GUID, cand[i])
 		}
 	}
-	c.count(ctx, ActionView, d)
-	return d
+	return d, false
 }
 
 // candidateBools are the candidate's decisions of a listing, reused between
 // requests: a listing of thousands of objects would otherwise allocate as many.
 var candidateBools = sync.Pool{New: func() any { return new([]bool) }}
 
-// change decides one membership change under the candidate.
-func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) (d *candidateDiff) {
+// change decides one membership change under the candidate. failed tells that
+// the evaluation failed (an error decided as a denial is still compared); nothing is
+// counted here (record).
+func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) (d *candidateDiff, failed bool) {
 	v := c.sampled()
 	if v == nil || val == nil {
-		return nil
+		return nil, false
 	}
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
-	defer c.isolate(ctx, in.Action, v, &d)
+	defer c.isolate(in.Action, v, &d, &failed)
 	candidateTestHook(in.Action)
 	out, err := v.decide(ctx, val)
 	if err != nil {
 		if ctx.Err() != nil {
-			c.failed(ctx, in.Action, v, err)
-			return nil
+			c.failed(in.Action, v, err)
+			return nil, true
 		}
-		c.metrics.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("action", in.Action)))
+		failed = true
 		c.logger.Error("candidate policy: evaluation failed; "+in.Action+" would be denied", "revision", v.revision, "err", err)
 	}
 	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
 	if got := out.allowed && err == nil; got != allowed {
 		d.add(in.Object.GUID, got)
 	}
-	c.count(ctx, in.Action, d)
-	return d
+	return d, failed
 }
 
 // budget returns the context the candidate evaluates under: detached from the
@@ -268,20 +269,20 @@ func (c *candidate) budgetOf() time.Duration {
 	return DefaultCandidateBudget
 }
 
-// failed reports a candidate evaluation that ended in an error: the request is
-// not compared.
-func (c *candidate) failed(ctx context.Context, action string, v *version, err error) {
-	c.metrics.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action)))
+// failed logs a candidate evaluation that ended in an error: the request is not
+// compared. It is counted by record, when the request's outcome is one its caller
+// sees.
+func (c *candidate) failed(action string, v *version, err error) {
 	c.logger.Warn("candidate policy: evaluation failed or ran out of its budget; not compared", "action", action,
 		"revision", v.revision, "err", err)
 }
 
 // isolate, deferred, turns a panic in the candidate's evaluation into a failed
 // evaluation: the active policy's answer stands, the request is not compared.
-func (c *candidate) isolate(ctx context.Context, action string, v *version, d **candidateDiff) {
+func (c *candidate) isolate(action string, v *version, d **candidateDiff, failed *bool) {
 	if r := recover(); r != nil {
-		*d = nil
-		c.failed(ctx, action, v, fmt.Errorf("panic: %v", r))
+		*d, *failed = nil, true
+		c.failed(action, v, fmt.Errorf("panic: %v", r))
 	}
 }
 
@@ -304,7 +305,21 @@ func (d *candidateDiff) add(guid string, nowAllowed bool) {
 	}
 }
 
-func (c *candidate) count(ctx context.Context, action string, d *candidateDiff) {
+// record counts a compared request in dirgate_policy_candidate_differences and
+// dirgate_policy_candidate_errors. The Authorizer calls it only for a request whose
+// outcome its caller sees, and never with differences about objects the active
+// policy hides from it (docs/operations.md, "Metrics"): an object the caller may not
+// view must count as one that does not exist, which no candidate decides about.
+func (c *candidate) record(ctx context.Context, action string, d *candidateDiff, failed bool) {
+	if c == nil {
+		return
+	}
+	if failed {
+		c.metrics.errors.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action)))
+	}
+	if d == nil {
+		return
+	}
 	if d.nAllowed > 0 {
 		c.metrics.differences.Add(ctx, int64(d.nAllowed), metric.WithAttributes(
 			attribute.String("action", action), attribute.String("change", "newly_allowed")))

@@ -21,7 +21,7 @@ type policyMetrics struct {
 func newPolicyMetrics() policyMetrics {
 	m := otel.Meter("github.com/dirgate/dirgate/policy")
 	decisions, _ := m.Int64Counter("dirgate_policy_decisions",
-		metric.WithDescription("Per-object authorization decisions by action (view, remove, add) and decision (allow, deny)."))
+		metric.WithDescription("Requests decided by the policy, by action and the decision the caller was told: view allow per listing answered (not per object), remove or add allow or deny (a refusal answered as an unknown member is not counted)."))
 	reloads, _ := m.Int64Counter("dirgate_policy_reloads",
 		metric.WithDescription("Policy reloads by outcome (ok, failed); a failed reload keeps the last good policy."))
 	// Both outcomes exist from start-up at 0: a series that first appears at 1 has no
@@ -58,8 +58,6 @@ func (pm policyMetrics) observeState(a *Authorizer) metric.Registration {
 	return reg
 }
 
-// The attributes of a listing's decision counts, built once rather than per listing.
-var (
-	viewAllowed = metric.WithAttributeSet(attribute.NewSet(attribute.String("action", ActionView), attribute.String("decision", "allow")))
-	viewDenied  = metric.WithAttributeSet(attribute.NewSet(attribute.String("action", ActionView), attribute.String("decision", "deny")))
-)
+// viewAllowed is the attribute set of a listing's count, built once rather than per
+// listing.
+var viewAllowed = metric.WithAttributeSet(attribute.NewSet(attribute.String("action", ActionView), attribute.String("decision", "allow")))

@@ -38,14 +38,16 @@ func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, 
 	// A denial ends the request, so its line is the request's one line; an allowed
 	// view is followed by the request's own decision (its listing, removal or
 	// addition), whose line names the same group and object.
-	if cand := a.cand.viewOne(ctx, in, allowed); !allowed || cand.differs() {
+	cand, candFailed := a.cand.viewOne(ctx, in, allowed)
+	if !allowed || cand.differs() {
 		a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
 	}
-	decision := viewDenied
+	// Not counted in dirgate_policy_decisions: an allowed view is followed by the
+	// request's own decision, which is; a denied one is answered as an unknown object,
+	// about which nothing is counted, so neither is it, nor the candidate's view of it.
 	if allowed {
-		decision = viewAllowed
+		a.cand.record(ctx, ActionView, cand, candFailed)
 	}
-	a.metrics.decisions.Add(ctx, 1, decision)
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to view this object.", Err: err}
 	}
@@ -80,22 +82,24 @@ func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) 
 }
 
 // viewOne decides one view under the candidate, as AllowView does under the active
-// policy, and compares the two.
-func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *candidateDiff) {
+// policy, and compares the two; failed tells that the evaluation failed. Nothing is
+// counted here (candidate.record).
+func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *candidateDiff, failed bool) {
 	v := c.sampled()
 	if v == nil {
-		return nil
+		return nil, false
 	}
 	ctx, cancel := c.budget(ctx)
 	defer cancel()
-	defer c.isolate(ctx, ActionView, v, &d)
+	defer c.isolate(ActionView, v, &d, &failed)
 	candidateTestHook(ActionView)
 	got, err := v.decideOne(ctx, c.logger, in)
 	if err != nil {
 		if ctx.Err() != nil {
-			c.failed(ctx, ActionView, v, err)
-			return nil
+			c.failed(ActionView, v, err)
+			return nil, true
 		}
+		failed = true
 		c.logger.Error("candidate policy: evaluation failed; view would be denied", "revision", v.revision, "err", err)
 		got = false
 	}
@@ -103,8 +107,27 @@ func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *can
 	if got != allowed {
 		d.add(in.Object.GUID, got)
 	}
-	c.count(ctx, ActionView, d)
-	return d
+	return d, failed
+}
+
+// mayView tells whether in's subject may view in's object (its member) under v: a
+// refused change is told to the caller only then (MemberService.refusal). An
+// evaluation error is a denial, as in AllowView.
+func (a *Authorizer) mayView(ctx context.Context, v *version, in Input) bool {
+	in.Action, in.Request = ActionView, requestOf(dirgate.ListOptions{})
+	ok, err := v.decideOne(ctx, a.logger, in.normalize())
+	return ok && err == nil
+}
+
+// shownOnly is d without the objects the active policy hid (those the candidate
+// would newly allow): what may be counted of a listing's comparison.
+func (d *candidateDiff) shownOnly() *candidateDiff {
+	if d == nil || d.nAllowed == 0 {
+		return d
+	}
+	c := *d
+	c.nAllowed = 0
+	return &c
 }
 
 // differs reports whether the candidate decided differently (false without one).

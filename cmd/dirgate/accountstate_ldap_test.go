@@ -21,7 +21,7 @@ func startAccountState(t *testing.T, dc sambatest.DC, tokensFile string, extra .
 	pw := filepath.Join(t.TempDir(), "password")
 	os.WriteFile(pw, []byte(dc.Password), 0o600)
 	log = &syncBuffer{}
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn", "--log-flush", "0", "--upstream", "ldap",
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "warn", "--log-flush", "0", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", pw, "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokensFile, "--decision-log", "off"}, extra...),
 		func(string) string { return "" }, io.Discard)

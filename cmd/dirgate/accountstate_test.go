@@ -107,7 +107,7 @@ func TestAccountStateMemory(t *testing.T) {
 	// The accounts may view the group they list: in order, they answer 200.
 	policy := policyViewingGroups(t, "OU=Groups,DC=corp,DC=example,DC=com", aaron, bella, caleb, daisy)
 	log := &syncBuffer{}
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "warn", "--memory-ldif", ldif, "--tokens-file", tokens,
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "warn", "--memory-ldif", ldif, "--tokens-file", tokens,
 		"--policy-dir", policy, "--decision-log", "off", "--principal-ttl", "1h", "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

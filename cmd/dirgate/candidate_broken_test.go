@@ -68,7 +68,8 @@ func TestBrokenCandidateReported(t *testing.T) {
 		t.Fatalf("the help desk's removal of a user answered %d, want 403", want.removal)
 	}
 
-	root := startDemoWith(t, "--policy-candidate-dir", candDir, "--decision-log", dlog, "--log-flush", "0")
+	m := startMain(t, nil, "--policy-candidate-dir", candDir, "--decision-log", dlog, "--log-flush", "0")
+	root := "http://" + m.Addr()
 	checks := readyChecks(t, root)
 	if c := checks["policyCandidate"]; !strings.Contains(c, "the candidate policy does not load") || !strings.Contains(c, "no candidate is compared") {
 		t.Errorf("/readyz's policyCandidate check is %q, want the broken candidate reported", c)
@@ -76,7 +77,7 @@ func TestBrokenCandidateReported(t *testing.T) {
 	if checks["policy"] != "ok" {
 		t.Errorf("/readyz's policy check is %q with a broken candidate", checks["policy"])
 	}
-	metrics := string(call(t, "GET", root+"/metrics", "").body)
+	metrics := string(call(t, "GET", metricsURL(m), "").body)
 	for _, m := range []string{"dirgate_policy_candidate_broken 1\n", `dirgate_policy_candidate_reloads_total{outcome="failed"} 1` + "\n"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %q", strings.TrimSpace(m))
@@ -113,7 +114,7 @@ func TestBrokenCandidateReported(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	metrics = string(call(t, "GET", root+"/metrics", "").body)
+	metrics = string(call(t, "GET", metricsURL(m), "").body)
 	if !strings.Contains(metrics, "dirgate_policy_candidate_broken 0\n") {
 		t.Errorf("/metrics does not clear dirgate_policy_candidate_broken once the candidate loads")
 	}

@@ -141,7 +141,7 @@ func startFeedInstanceWith(t testing.TB, f *feedFixture, hook func(*Main), bindD
 		map[string]any{"name": "rights", "trustees": []string{f.guids["rights"]}, "permissions": []string{"view"}, "scopes": []any{map[string]any{"subtree": f.ou}}},
 	}}})
 	os.WriteFile(filepath.Join(pol, "data.json"), data, 0o644)
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", f.dc.URL, "--ldap-bind-dn", bindDN, "--ldap-password-file", pw, "--ldap-base-dn", f.dc.BaseDN,
 		"--ldap-ca-file", f.dc.CAFile, "--tokens-file", tokens, "--policy-dir", pol, "--decision-log", "off"}, extra...),
 		func(string) string { return "" }, io.Discard)
@@ -352,9 +352,8 @@ func TestChangeFeedLDAP(t *testing.T) {
 			leader = mb
 		}
 		leader.feed.Resync()
-		root := "http://" + leader.Addr()
-		eventually(t, "resync counted", []string{root}, func(b string) (bool, string) {
-			r := call(t, "GET", b+"/metrics", "")
+		eventually(t, "resync counted", []string{metricsURL(leader)}, func(u string) (bool, string) {
+			r := call(t, "GET", u, "")
 			return strings.Contains(string(r.body), `dirgate_changefeed_resyncs_total{reason="forced"} 1`), "not counted"
 		})
 		if _, st, _ := listing(t, a, "feed-admin", g, ""); st != "miss" {
@@ -372,7 +371,7 @@ func TestChangeFeedLDAP(t *testing.T) {
 			if m.feed.Leader() {
 				lead = "1"
 			}
-			r = call(t, "GET", root+"/metrics", "")
+			r = call(t, "GET", metricsURL(m), "")
 			for _, want := range []string{"dirgate_changefeed_leader " + lead, "dirgate_changefeed_lag_seconds"} {
 				if !strings.Contains(string(r.body), want) {
 					t.Errorf("/metrics lacks %s", want)
@@ -461,7 +460,7 @@ func TestChangeFeedMemoryLDIF(t *testing.T) {
 	ldif, tokens := filepath.Join(dir, "dir.ldif"), filepath.Join(dir, "tokens.yaml")
 	os.WriteFile(ldif, demo, 0o644)
 	os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
 		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

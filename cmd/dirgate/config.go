@@ -27,6 +27,7 @@ import (
 // environment, which beats the file, which beats the default.
 type Config struct {
 	Listen          string
+	MetricsListen   string
 	TLSCertFile     string
 	TLSKeyFile      string
 	BasePath        string
@@ -119,6 +120,7 @@ type Config struct {
 // configuration table is this list (TestREADMEListsEverySetting keeps them in step).
 func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free port)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:9464", "address to serve /metrics (and /healthz, /readyz) on, apart from the API (host:port; port 0 picks a free port; off: no metrics)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain: serve HTTPS (TLS 1.2 or later) on --listen; reloaded when it changes")
 	fs.StringVar(&c.TLSKeyFile, "tls-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&c.BasePath, "base-path", "/restApi", "path prefix of the API, matched case-insensitively; \"\" serves at /api/...")
@@ -303,6 +305,13 @@ func (c *Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "must be host:port: %v", err)
+	}
+	if c.MetricsListen != "off" {
+		if _, port, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			bad("metrics-listen", "must be host:port, or off: %v", err)
+		} else if c.MetricsListen == c.Listen && port != "0" {
+			bad("metrics-listen", "must differ from listen (%s): metrics are served apart from the API", c.Listen)
+		}
 	}
 	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
 		bad("tls-cert-file", "and tls-key-file must be set together")

@@ -283,3 +283,31 @@ func TestConfigOPAConfigFile(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigMetricsListen: metrics are served on an address of their own, off
+// turns them off, and an address that is not host:port, or is the API's own, is
+// refused.
+func TestConfigMetricsListen(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string // in the error; "" for none
+	}{
+		{nil, nil, ""},
+		{[]string{"--metrics-listen", "off"}, nil, ""},
+		{[]string{"--metrics-listen", "0.0.0.0:9464", "--listen", "0.0.0.0:8080", "--memory-ldif", "x.ldif", "--tokens-file", "t.yaml"}, nil, ""},
+		{[]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, nil, ""},
+		{nil, map[string]string{"DIRGATE_METRICS_LISTEN": "9464"}, "DIRGATE_METRICS_LISTEN"},
+		{[]string{"--metrics-listen", "127.0.0.1:8080"}, nil, "must differ from listen"},
+	} {
+		cfg, err := LoadConfig(c.args, env(c.env), &bytes.Buffer{})
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%v %v: %v", c.args, c.env, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%v %v: %v, want an error naming %s", c.args, c.env, err, c.want)
+		case c.args == nil && c.env == nil && cfg.MetricsListen != "127.0.0.1:9464":
+			t.Errorf("default metrics-listen %q", cfg.MetricsListen)
+		}
+	}
+}

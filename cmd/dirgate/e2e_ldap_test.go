@@ -38,7 +38,7 @@ func startLDAPWith(t *testing.T, dc sambatest.DC, hook func(*Main), extra ...str
 	tokens := filepath.Join(dir, "tokens.yaml")
 	os.WriteFile(pw, []byte(dc.Password), 0o600)
 	os.WriteFile(tokens, []byte("- token: e2e-admin\n  subject: "+fixture.DemoAdminDN+"\n"), 0o600)
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", pw, "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens}, extra...), func(string) string { return "" }, io.Discard)
 	if err != nil {
@@ -122,7 +122,8 @@ func TestEndToEndLDAP(t *testing.T) {
 	}
 	// Generous deadlines: this test checks answers, not speed, and All Staff's nested
 	// listing outlasted the default 10 s on a CI-like machine at a load average of 22.
-	base := startLDAP(t, dc, "--ldap-timeout", "1m", "--request-timeout", "90s")
+	var m *Main
+	base := startLDAPWith(t, dc, func(mm *Main) { m = mm }, "--ldap-timeout", "1m", "--request-timeout", "90s")
 
 	// Direct listing of a group beyond AD's 1,500-value range equals its member values.
 	got := listAs(t, base, "e2e-admin", fixture.AllStaffDN, "")
@@ -141,7 +142,7 @@ func TestEndToEndLDAP(t *testing.T) {
 	sameSet(t, "IT Department, indirect", dns(got), want)
 
 	// Upstream calls and the LDAP pool show on /metrics.
-	metrics := call(t, "GET", strings.TrimSuffix(base, "/restApi/api/directoryObjects/groupMembers")+"/metrics", "")
+	metrics := call(t, "GET", metricsURL(m), "")
 	server := `server="` + dc.URL + `"`
 	for _, want := range []string{`dirgate_ldap_pool_size{` + server + `} 4`, `dirgate_ldap_dials_total{` + server,
 		`dirgate_ldap_server_up{` + server + `} 1`, `dirgate_ldap_server_requests_total{outcome="ok",` + server,

@@ -38,7 +38,7 @@ func startDemo(t *testing.T, wrap func(dirgate.Directory) dirgate.Directory) (*M
 // when set, adjusts it before it starts. It is closed when the test ends.
 func startMain(t *testing.T, before func(*Main), args ...string) *Main {
 	t.Helper()
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, args...),
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error"}, args...),
 		func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +53,9 @@ func startMain(t *testing.T, before func(*Main), args ...string) *Main {
 	t.Cleanup(func() { m.Close() })
 	return m
 }
+
+// metricsURL is m's /metrics, on its own listener (DIRGATE_METRICS_LISTEN).
+func metricsURL(m *Main) string { return "http://" + m.MetricsAddr() + "/metrics" }
 
 // startDemoWith runs the demo with args and returns its root URL.
 func startDemoWith(t *testing.T, args ...string) string {
@@ -227,7 +230,7 @@ func TestOperationalEndpoints(t *testing.T) {
 	if r := call(t, "GET", root+"/readyz", ""); r.status != 200 || !bytes.Contains(r.body, []byte(`"status":"ready"`)) {
 		t.Fatalf("/readyz: %d %s", r.status, r.body)
 	}
-	r := call(t, "GET", root+"/metrics", "")
+	r := call(t, "GET", metricsURL(m), "")
 	for _, want := range []string{
 		`dirgate_http_requests_total{cache="miss",method="GET",route="groupMembers",status="200"} 1`,
 		`dirgate_http_requests_total{cache="none",method="GET",route="groupMembers",status="401"} 1`,
@@ -240,6 +243,37 @@ func TestOperationalEndpoints(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("/metrics:\n%s", r.body)
+	}
+	// The probes are on the metrics listener too, for a monitoring system that
+	// reaches that port only; nothing else is.
+	mroot := "http://" + m.MetricsAddr()
+	if r := call(t, "GET", mroot+"/healthz", ""); r.status != 200 {
+		t.Errorf("/healthz on the metrics listener: %d", r.status)
+	}
+	if r := call(t, "GET", mroot+"/readyz", ""); r.status != 200 || !bytes.Contains(r.body, []byte(`"status":"ready"`)) {
+		t.Errorf("/readyz on the metrics listener: %d %s", r.status, r.body)
+	}
+	for _, path := range []string{"/restApi/api/directoryObjects/groupMembers", "/explorer/", "/"} {
+		if r := call(t, "GET", mroot+path, adminTok); r.status != 404 {
+			t.Errorf("%s on the metrics listener: %d, want 404", path, r.status)
+		}
+	}
+}
+
+// TestMetricsNotOnTheAPIListener: the API's listener answers /metrics exactly as any
+// other unknown path, and with metrics-listen off no metrics listener opens.
+func TestMetricsNotOnTheAPIListener(t *testing.T) {
+	m := startMain(t, nil)
+	root := "http://" + m.Addr()
+	unknown := call(t, "GET", root+"/nothing-here", "")
+	for _, path := range []string{"/metrics", "/Metrics", "/metrics/"} {
+		r := call(t, "GET", root+path, "")
+		if r.status != unknown.status || !bytes.Equal(r.body, unknown.body) || r.status != 404 {
+			t.Errorf("GET %s on the API listener: %d %s, want the unknown path's %d %s", path, r.status, r.body, unknown.status, unknown.body)
+		}
+	}
+	if off := startMain(t, nil, "--metrics-listen", "off"); off.MetricsAddr() != "" {
+		t.Errorf("metrics-listen off: a metrics listener on %s", off.MetricsAddr())
 	}
 }
 
@@ -276,7 +310,7 @@ func (d *slowDir) Lookup(ctx context.Context, id dirgate.Identifier, props []str
 
 func TestGracefulShutdownFinishesInFlight(t *testing.T) {
 	slow := &slowDir{started: make(chan struct{}, 1), release: make(chan struct{})}
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,4 +396,39 @@ func withRedis(t testing.TB, addr string) []string {
 		t.Fatal(err)
 	}
 	return []string{"--redis-addr", addr, "--secret-file", secret}
+}
+
+// TestMetricsAddressAnnounced: the address the metrics listener bound (port 0 picks
+// one) is in the "dirgate serving" log line, beside the API's, and the demo's
+// greeting shows where to scrape.
+func TestMetricsAddressAnnounced(t *testing.T) {
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-flush", "0"},
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	m := NewMain(cfg, &stdout, &stderr)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	m.Close()
+	var line struct {
+		Msg         string `json:"msg"`
+		Addr        string `json:"addr"`
+		MetricsAddr string `json:"metrics_addr"`
+	}
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(l, `"dirgate serving"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line.Addr != m.Addr() || line.MetricsAddr != m.MetricsAddr() || strings.HasSuffix(line.MetricsAddr, ":0") {
+		t.Errorf("serving line %+v, want addr %s and metrics_addr %s", line, m.Addr(), m.MetricsAddr())
+	}
+	if want := "http://" + m.MetricsAddr() + "/metrics"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("the demo's greeting does not show %s:\n%s", want, stdout.String())
+	}
 }

@@ -109,7 +109,7 @@ func candidatePolicy(t *testing.T) string {
 // returns its root URL.
 func explorerGateway(t *testing.T, extra ...string) string {
 	t.Helper()
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--decision-log", "off",
 		"--policy-candidate-dir", candidatePolicy(t), "--policy-drafts"}, extra...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

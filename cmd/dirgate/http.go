@@ -24,10 +24,10 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, bodies pro
 	if basePath == "" {
 		basePath = "/" // proxy's spelling of "no base path"
 	}
+	// /metrics is not among them: it has a listener of its own (operatorHandler).
 	mounts := map[string]http.Handler{
-		"/healthz": http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") }),
+		"/healthz": healthz,
 		"/readyz":  m.ready,
-		"/metrics": m.telemetry.Metrics,
 	}
 	dec := decisionsFor(svc, m.Config.PolicyDrafts)
 	if dec != nil {
@@ -96,6 +96,19 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, bodies pro
 		Skip: func(r *http.Request) bool { _, mounted := mounts[proxy.RoutePath(r)]; return mounted },
 	}
 	return hsts(srv.Handler(inner)), nil
+}
+
+// healthz is the liveness probe: 200 while the process serves HTTP.
+var healthz = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+
+// operatorHandler serves DIRGATE_METRICS_LISTEN: /metrics, and the probes beside it
+// for a monitoring system that reaches this port only. Anything else is 404.
+func (m *Main) operatorHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", m.telemetry.Metrics)
+	mux.Handle("GET /healthz", healthz)
+	mux.Handle("GET /readyz", m.ready)
+	return mux
 }
 
 // hstsValue is the Strict-Transport-Security header of every HTTPS answer: a year,

@@ -59,7 +59,7 @@ func TestLogLinesBatchedUntilClose(t *testing.T) {
 // logged: before its answer (small enough to wait in net/http's buffer until the
 // handler returns) reaches the client.
 func TestLogLinesWrittenWhenIdle(t *testing.T) {
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0"}, env(map[string]string{"DIRGATE_LOG_FLUSH": "1s"}), &bytes.Buffer{})
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}, env(map[string]string{"DIRGATE_LOG_FLUSH": "1s"}), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,8 @@ persistence_directory: %q
 
 	base := "/restApi/api/directoryObjects/groupMembers"
 	want := dns(listAs(t, startDemoWith(t)+base, "demo-helpdesk", mixed, ""))
-	root := startDemoWith(t, "--opa-config-file", cfgFile, "--decision-log", dlog, "--log-flush", "0")
+	m := startMain(t, nil, "--opa-config-file", cfgFile, "--decision-log", dlog, "--log-flush", "0")
+	root := "http://" + m.Addr()
 	if got := dns(listAs(t, root+base, "demo-helpdesk", mixed, "")); !slices.Equal(got, want) {
 		t.Errorf("listing with the bundle: %v, with the bundled policy %v", got, want)
 	}
@@ -106,7 +107,7 @@ persistence_directory: %q
 	if ev["decision_id"] != lines[0]["decision_id"] || ev["custom"].(map[string]any)["revision"] != lines[0]["revision"] {
 		t.Errorf("event %v does not match the decision line %v", ev, lines[0])
 	}
-	metrics := string(call(t, "GET", root+"/metrics", "").body)
+	metrics := string(call(t, "GET", metricsURL(m), "").body)
 	if !strings.Contains(metrics, `dirgate_decision_log_dropped_total{reason="queue_full"} 0`) {
 		t.Error("/metrics lacks dirgate_decision_log_dropped_total at 0")
 	}
@@ -159,7 +160,7 @@ func TestOPAConsoleDecisions(t *testing.T) {
 	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--opa-config-file", cfgFile,
+	c, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--opa-config-file", cfgFile,
 		"--decision-log", "off", "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	os.WriteFile(ldif, []byte(strings.Replace(string(demo), anchor, anchor+"ms-Mcs-AdmPwd: Laps-Secret-1\n", 1)), 0o644)
 	os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"+
 		"- token: demo-helpdesk\n  subject: "+hugo+"\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
 		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -155,7 +155,7 @@ func TestLAPSWithheldOnSamba(t *testing.T) {
 	// The help desk views the groups of OU=Groups, as the demo's it-department-groups
 	// lets it by a SID Samba does not have: it may list the test's group.
 	policy := policyViewingGroups(t, fixture.GroupsOU, fixture.HelpDeskDN)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", writeSecret(t, dc.Password), "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--policy-dir", policy, "--decision-log", dlog, "--log-flush", "0"},
 		func(string) string { return "" }, io.Discard)

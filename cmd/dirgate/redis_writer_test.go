@@ -42,7 +42,7 @@ func TestRedisWriterCannotChangeWhoATokenIs(t *testing.T) {
 		{"with a secret file", append(withRedis(t, srv.Addr()), "--redis-key-prefix", "secret:"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"--listen", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
+			args := append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error"}, tc.args...)
 			_, err := LoadConfig(args, func(string) string { return "" }, io.Discard)
 			if tc.refuse {
 				if err == nil || !strings.Contains(err.Error(), "secret-file") {

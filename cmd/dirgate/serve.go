@@ -41,6 +41,11 @@ type Main struct {
 	ln     net.Listener
 	scheme string // http, or https with a certificate
 	srv    *http.Server
+
+	// metricsLn and metricsSrv serve /metrics apart from the API (nil: off).
+	metricsLn  net.Listener
+	metricsSrv *http.Server
+
 	cancel context.CancelFunc
 	// requests is the context of every request; see BaseContext.
 	requests       context.Context
@@ -209,6 +214,7 @@ func (m *Main) Run(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	m.scheme = "http"
+	var tlsConfig *tls.Config
 	if m.Config.TLSCertFile != "" {
 		certs, err := newCertReloader(m.Config.TLSCertFile, m.Config.TLSKeyFile, m.Logger)
 		if err != nil {
@@ -226,7 +232,12 @@ func (m *Main) Run(ctx context.Context) error {
 			return err
 		}
 		m.closers = append(m.closers, reg.Unregister)
-		m.ln, m.scheme = tls.NewListener(m.ln, certs.config()), "https"
+		tlsConfig = certs.config()
+		m.ln, m.scheme = tls.NewListener(m.ln, tlsConfig), "https"
+	}
+	if err := m.listenMetrics(tlsConfig); err != nil {
+		m.ln.Close()
+		return err
 	}
 	m.srv = &http.Server{
 		Handler:           handler,
@@ -243,8 +254,17 @@ func (m *Main) Run(ctx context.Context) error {
 	m.requests, m.cancelRequests = context.WithCancel(context.WithoutCancel(ctx))
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.srv.Serve(m.ln) }()
-	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "scheme", m.scheme, "base_path", m.Config.BasePath,
-		"upstream", m.Config.Upstream, "tracing", m.telemetry.Tracing)
+	metricsAddr := "off"
+	if m.metricsSrv != nil {
+		metricsAddr = m.MetricsAddr()
+		go func(srv *http.Server, ln net.Listener) {
+			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				m.Logger.Error("metrics listener stopped", "addr", ln.Addr().String(), "err", err)
+			}
+		}(m.metricsSrv, m.metricsLn)
+	}
+	m.Logger.Info("dirgate serving", "version", version, "addr", m.Addr(), "metrics_addr", metricsAddr, "scheme", m.scheme,
+		"base_path", m.Config.BasePath, "upstream", m.Config.Upstream, "tracing", m.telemetry.Tracing)
 	if m.Config.IsDemo() {
 		m.printDemo()
 	}
@@ -257,6 +277,42 @@ func (m *Main) Addr() string {
 		return ""
 	}
 	return m.ln.Addr().String()
+}
+
+// MetricsAddr returns the address /metrics is served on ("" when it is off).
+func (m *Main) MetricsAddr() string {
+	if m.metricsLn == nil {
+		return ""
+	}
+	return m.metricsLn.Addr().String()
+}
+
+// listenMetrics opens DIRGATE_METRICS_LISTEN, unless it is off, with the API's TLS
+// configuration when it has one. Metrics are served apart from the API so that the
+// network can keep them from the API's callers (deploy/kubernetes/networkpolicy.yaml):
+// they are the operators', and docs/operations.md says what each series can reveal.
+func (m *Main) listenMetrics(tlsConfig *tls.Config) error {
+	if m.Config.MetricsListen == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", m.Config.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("metrics listen: %w", err)
+	}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	m.metricsLn = ln
+	m.metricsSrv = &http.Server{
+		Handler:           hsts(m.operatorHandler()),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       time.Minute,
+		WriteTimeout:      time.Minute,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+	}
+	return nil
 }
 
 // Close stops accepting requests, lets in-flight ones finish within the shutdown
@@ -274,6 +330,15 @@ func (m *Main) Close() error {
 			errs = append(errs, err)
 		}
 		m.srv = nil
+	}
+	if m.metricsSrv != nil {
+		// Scrapes are short: the API's in-flight requests had the shutdown timeout.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := m.metricsSrv.Shutdown(ctx); err != nil {
+			m.metricsSrv.Close()
+		}
+		m.metricsSrv = nil
 	}
 	if m.cancel != nil {
 		m.cancel()
@@ -304,6 +369,9 @@ Demo tokens (plain text, development only):
 Try:
   curl -s -H 'Adm-Authorization: demo-admin' '%s?group=%s&includeIndirect=true'
 `, base, base, group)
+	if a := m.MetricsAddr(); a != "" {
+		fmt.Fprintf(m.stdout, "Metrics (Prometheus): %s://%s/metrics\n", m.scheme, a)
+	}
 	if m.checker == nil || !m.Config.SignIn {
 		fmt.Fprintln(m.stdout)
 		return

@@ -54,7 +54,7 @@ func startSignIn(t *testing.T, dc sambatest.DC, redisAddr, secretFile string, ex
 	os.WriteFile(pw, []byte(dc.Password), 0o600)
 	os.WriteFile(tokens, []byte("- token: e2e-admin\n  subject: "+fixture.DemoAdminDN+"\n"), 0o600)
 	in := &signInInstance{log: &syncBuffer{}, dlog: filepath.Join(dir, "decisions.log"), spans: tracetest.NewInMemoryExporter()}
-	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "debug", "--upstream", "ldap",
+	cfg, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "debug", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", pw, "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--redis-addr", redisAddr, "--secret-file", secretFile,
 		"--decision-log", in.dlog, "--log-flush", "0"}, extra...), func(string) string { return "" }, io.Discard) // logs are read back at once

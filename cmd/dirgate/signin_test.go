@@ -30,7 +30,7 @@ func TestIsLoopback(t *testing.T) {
 // traffic is sent to it.)
 func TestPlainHTTPSignInWarns(t *testing.T) {
 	for listen, want := range map[string]bool{"0.0.0.0:0": true, "127.0.0.1:0": false} {
-		cfg, err := LoadConfig([]string{"--listen", listen, "--decision-log", "off", "--demo"}, func(string) string { return "" }, io.Discard)
+		cfg, err := LoadConfig([]string{"--listen", listen, "--metrics-listen", "127.0.0.1:0", "--decision-log", "off", "--demo"}, func(string) string { return "" }, io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,15 +39,16 @@ func expiryMetric(t *testing.T, client *http.Client, addr string) (float64, bool
 	return 0, false
 }
 
-// TestTLSCertificateExpiryMetric: /metrics reports the served certificate's notAfter
-// in Unix seconds, and the renewed certificate's after a reload.
+// TestTLSCertificateExpiryMetric: /metrics, served over HTTPS with the API's
+// certificate on its own listener, reports the served certificate's notAfter in Unix
+// seconds, and the renewed certificate's after a reload.
 func TestTLSCertificateExpiryMetric(t *testing.T) {
 	ca := newTestCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first := time.Now().Add(5 * 24 * time.Hour).Truncate(time.Second)
 	ca.issueUntil(t, 1, certFile, keyFile, first)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error",
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error",
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -61,13 +62,13 @@ func TestTLSCertificateExpiryMetric(t *testing.T) {
 	t.Cleanup(func() { m.Close() })
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.pool}}}
 
-	if got, ok := expiryMetric(t, client, m.Addr()); !ok || got != float64(first.Unix()) {
+	if got, ok := expiryMetric(t, client, m.MetricsAddr()); !ok || got != float64(first.Unix()) {
 		t.Fatalf("expiry metric %v (present %v), want %d", got, ok, first.Unix())
 	}
 	renewed := time.Now().Add(90 * 24 * time.Hour).Truncate(time.Second)
 	ca.issueUntil(t, 2, certFile, keyFile, renewed)
 	waitReload(t, reloads, false)
-	if got, ok := expiryMetric(t, client, m.Addr()); !ok || got != float64(renewed.Unix()) {
+	if got, ok := expiryMetric(t, client, m.MetricsAddr()); !ok || got != float64(renewed.Unix()) {
 		t.Fatalf("after renewal: expiry metric %v (present %v), want %d", got, ok, renewed.Unix())
 	}
 }

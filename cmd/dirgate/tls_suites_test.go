@@ -109,6 +109,15 @@ func TestHSTS(t *testing.T) {
 			t.Errorf("HTTPS %s (%d): Strict-Transport-Security %q", path, res.StatusCode, got)
 		}
 	}
+	// The metrics listener serves HTTPS with the same certificate, and the header.
+	res, err := client.Get("https://" + m.MetricsAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if got := res.Header.Get("Strict-Transport-Security"); res.StatusCode != 200 || got != "max-age=31536000" {
+		t.Errorf("HTTPS /metrics (%d): Strict-Transport-Security %q", res.StatusCode, got)
+	}
 	plain := startMain(t, nil)
 	for _, path := range []string{"/healthz", "/nowhere", "/restApi/api/directoryObjects/groupMembers?group=x"} {
 		res, err := http.Get("http://" + plain.Addr() + path)

@@ -108,7 +108,7 @@ func TestHTTPS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	ca.issue(t, 100, certFile, keyFile)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error",
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error",
 		"--tls-cert-file", certFile, "--tls-key-file", keyFile}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,8 @@
 // test binary from ./cmd/dirgate, with the race detector when the tests run with
 // -race (so those tests also hunt for data races in the program under test), starts
 // it with the settings a test gives on a free loopback port, waits until it serves,
-// keeps everything it writes, observes it through its own /metrics and /readyz, and
+// keeps everything it writes, observes it through its own /metrics (on its metrics
+// listener, DIRGATE_METRICS_LISTEN, also on a free loopback port) and /readyz, and
 // stops it with SIGTERM when the test ends. Its client sends API requests and checks
 // answers against docs/api.md's error shape; its settings helpers write tokens
 // files and point the binary at the harness DC (test/sambatest), directly or through
@@ -105,6 +106,9 @@ func RequireSetting(t testing.TB, env string) {
 type Program struct {
 	// Addr is the host:port it serves on; Base the API's URL.
 	Addr, Base string
+	// MetricsAddr is the host:port of its metrics listener ("" when a test turned
+	// it off).
+	MetricsAddr string
 	// Pid is the child's process id.
 	Pid int
 
@@ -121,9 +125,10 @@ const startTimeout = 60 * time.Second
 
 // Start runs dirgate with args (flags) and env (DIRGATE_*, OTEL_* variables; the
 // test's own DIRGATE_* and OTEL_* variables are not inherited) and waits until it
-// serves. It listens on a free loopback port and logs at info level unless args say
-// otherwise (the log level must stay info or debug: the address is read from the
-// "dirgate serving" line). The program is stopped when the test ends.
+// serves. It listens on a free loopback port, serves its metrics on another, and logs
+// at info level unless args say otherwise (the log level must stay info or debug: the
+// addresses are read from the "dirgate serving" line). The program is stopped when
+// the test ends.
 //
 // dirgate refuses to start when the directory does not answer its first reads within
 // the LDAP timeout; the harness DC is shared with other test runs and sometimes that
@@ -145,7 +150,7 @@ func Start(t testing.TB, env map[string]string, args ...string) *Program {
 func start(t testing.TB, env map[string]string, args []string) (*Program, error) {
 	t.Helper()
 	bin := Binary(t)
-	all := append([]string{"--listen", "127.0.0.1:0", "--log-level", "info", "--shutdown-timeout", "5s"}, args...)
+	all := append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "info", "--shutdown-timeout", "5s"}, args...)
 	cmd := exec.Command(bin, all...)
 	cmd.Env = childEnv(env)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // never outlive the test binary
@@ -159,13 +164,16 @@ func start(t testing.TB, env map[string]string, args []string) (*Program, error)
 		t.Fatalf("child: start %s: %v", bin, err)
 	}
 	p.Pid = cmd.Process.Pid
-	addr := make(chan string, 1)
+	addr := make(chan servingLine, 1)
 	stderrDone := make(chan struct{})
 	go func() { p.readStderr(errPipe, addr); close(stderrDone) }()
 	go func() { <-stderrDone; p.err = cmd.Wait(); close(p.done) }()
 	select {
 	case a := <-addr:
-		p.Addr, p.Base = a, "http://"+a+"/restApi/api/directoryObjects/groupMembers"
+		p.Addr, p.Base = a.Addr, "http://"+a.Addr+"/restApi/api/directoryObjects/groupMembers"
+		if a.MetricsAddr != "off" {
+			p.MetricsAddr = a.MetricsAddr
+		}
 		t.Cleanup(func() { p.Stop() })
 		return p, nil
 	case <-p.done:
@@ -192,18 +200,24 @@ func childEnv(env map[string]string) []string {
 	return out
 }
 
-// readStderr keeps every line and reports the address of the "dirgate serving" line.
-func (p *Program) readStderr(r io.Reader, addr chan<- string) {
+// servingLine is what the "dirgate serving" line says of where dirgate listens.
+type servingLine struct {
+	Addr        string
+	MetricsAddr string `json:"metrics_addr"`
+}
+
+// readStderr keeps every line and reports the addresses of the "dirgate serving" line.
+func (p *Program) readStderr(r io.Reader, addr chan<- servingLine) {
 	br := bufio.NewReaderSize(r, 64<<10)
 	found := false
 	for {
 		line, err := br.ReadBytes('\n')
 		p.stderr.Write(line)
 		if !found && bytes.Contains(line, []byte(`"dirgate serving"`)) {
-			var l struct{ Addr string }
+			var l servingLine
 			if json.Unmarshal(line, &l) == nil && l.Addr != "" {
 				found = true
-				addr <- l.Addr
+				addr <- l
 			}
 		}
 		if err != nil {
@@ -276,10 +290,14 @@ func (c *capture) droppedBytes() int {
 	return c.dropped
 }
 
-// Metrics scrapes /metrics and returns the value of every series, keyed by its name
-// with labels as printed (go_goroutines, process_open_fds, ...).
+// Metrics scrapes /metrics on the metrics listener and returns the value of every
+// series, keyed by its name with labels as printed (go_goroutines,
+// process_open_fds, ...).
 func (p *Program) Metrics(ctx context.Context) (map[string]float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.Addr+"/metrics", nil)
+	if p.MetricsAddr == "" {
+		return nil, errors.New("scrape metrics: dirgate serves no metrics (metrics-listen off)")
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.MetricsAddr+"/metrics", nil)
 	if err != nil {
 		return nil, err
 	}

@@ -72,7 +72,8 @@ type instance struct {
 	policyDir string
 }
 
-func (in instance) target() string { return in.p.Addr }
+// target is the instance's metrics listener, which Prometheus scrapes.
+func (in instance) target() string { return in.p.MetricsAddr }
 
 // alertWatch reads the alerts of one rule.
 type alertWatch struct {

@@ -193,6 +193,11 @@ func call[T any](ctx context.Context, d *Directory, op string, f func(context.Co
 	case err == nil:
 	case errors.Is(err, dirgate.ErrNotMember), errors.Is(err, dirgate.ErrPrimaryGroup), errors.Is(err, dirgate.ErrAlreadyMember):
 		outcome = "no_change"
+	case dirgate.ErrorCode(err) == dirgate.ENOTFOUND:
+		// An answer like any other: a look-up of an object the caller may not view
+		// succeeds where one of an unknown object does not, and both are answered the
+		// same 404, so an outcome of its own would tell them apart on /metrics.
+		span.SetAttributes(attribute.Bool("dirgate.not_found", true))
 	default:
 		outcome = dirgate.ErrorCode(err)
 		if IsInfrastructureFailure(err) || outcome == dirgate.EUNAVAILABLE {

@@ -19,6 +19,9 @@ import (
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 const dc1, dc2 = "ldaps://dc1:636", "ldaps://dc2:636"
@@ -469,5 +472,38 @@ func TestServerStateExposition(t *testing.T) {
 	a.Close()
 	if body := scrape(); strings.Contains(body, dc1) || !strings.Contains(body, dc2) {
 		t.Errorf("after %s's Close:\n%s", dc1, body)
+	}
+}
+
+// TestNotFoundCountsAsAnAnswer: a look-up of an unknown object is recorded with the
+// outcome of one that found its object ("ok"), not one of its own: an object a
+// caller may not view is found where an unknown one is not, both are answered the
+// same 404, and /metrics must not tell them apart (docs/operations.md, "Metrics").
+func TestNotFoundCountsAsAnAnswer(t *testing.T) {
+	r := newMetricReader(t)
+	spans := tracetest.NewSpanRecorder()
+	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)))
+	t.Cleanup(func() { otel.SetTracerProvider(noop.NewTracerProvider()) })
+	f := &fakeDir{}
+	d := New(f, Settings{Name: "ldap", TelemetryOnly: true})
+	if _, err := d.Lookup(context.Background(), testID, nil); err != nil {
+		t.Fatal(err)
+	}
+	notFound := dirgate.Errorf(dirgate.ENOTFOUND, "The object was not found.")
+	f.set(notFound)
+	if _, err := d.Lookup(context.Background(), testID, nil); !errors.Is(err, notFound) {
+		t.Fatalf("lookup of an unknown object: %v, want its error unchanged", err)
+	}
+	if got, want := durationCounts(t, r), map[string]uint64{"lookup ok": 2}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("dirgate_upstream_duration counts = %v, want %v", got, want)
+	}
+	// The trace, the operators' alone, still says which look-up found nothing.
+	var got []string
+	for _, s := range spans.Ended() {
+		got = append(got, labels(attribute.NewSet(s.Attributes()...)))
+	}
+	if len(got) != 2 || strings.Contains(got[0], "dirgate.not_found") || !strings.Contains(got[1], "dirgate.not_found=true") ||
+		!strings.Contains(got[1], "dirgate.outcome=ok") {
+		t.Errorf("span attributes %q, want dirgate.not_found on the second look-up's only", got)
 	}
 }

@@ -35,7 +35,7 @@ func stateGauge(m metric.Meter, opts ...metric.Int64ObservableGaugeOption) (metr
 func newBreakerMetrics(d *Directory) *breakerMetrics {
 	m := otel.Meter(scope)
 	duration, _ := m.Float64Histogram("dirgate_upstream_duration", metric.WithUnit("s"),
-		metric.WithDescription("Upstream calls by upstream, operation and outcome (ok, no_change, or the dirgate error code: upstreamError, upstreamTimeout, upstreamUnavailable when the breaker refused, notFound, ...)."))
+		metric.WithDescription("Upstream calls by upstream, operation and outcome (ok: an answer, found or not found; no_change; or the dirgate error code of a failure: upstreamError, upstreamTimeout, upstreamUnavailable when the breaker refused, ...)."))
 	// Registered apart from the instrument: a callback passed when the instrument is
 	// created is dropped if a per-server breaker created it first.
 	if g, err := stateGauge(m); err == nil {

@@ -69,6 +69,10 @@ func startDirgate(ctx context.Context, work, bin string, settings map[string]str
 		"DIRGATE_LDAP_BASE_DN": lc.BaseDN, "DIRGATE_LDAP_CA_FILE": lc.CAFile,
 		"DIRGATE_DECISION_LOG": filepath.Join(work, "decisions.log"), "DIRGATE_POLICY_DIR": policyDir,
 	}
+	if bytes.Contains(help, []byte("metrics-listen")) {
+		// A free port: the default one would collide when two dirgates run (-b-bin).
+		env["DIRGATE_METRICS_LISTEN"] = "127.0.0.1:0"
+	}
 	if bytes.Contains(help, []byte("cache-ttl")) {
 		// Entries outlive the run: an expiry in the middle would measure a directory
 		// read, which the targets are not about.
