@@ -203,7 +203,12 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				if r.a.s.isDown() {
 					d.markUp(r.a.s) // it answered: as good as a health check
 				}
-				if r.err == nil {
+				if r.err == nil || noSuchObject(r.err) {
+					// "No such object" counts as a success: a look-up of an object
+					// hidden from its caller succeeds, and the caller is answered
+					// as for one that does not exist, so the metric must not tell
+					// the two apart (docs/operations.md, "What the metrics can
+					// reveal").
 					r.a.s.calls.ok.Add(1)
 				} else {
 					r.a.s.calls.answer.Add(1)
@@ -365,4 +370,11 @@ func (r watchedResponse) Next() bool {
 	ok := r.Response.Next()
 	r.touch()
 	return ok
+}
+
+// noSuchObject reports whether err is the directory's "no such object", as LDAP sends
+// it or as the adapter says it.
+func noSuchObject(err error) bool {
+	rc, ok := resultCode(err)
+	return ok && rc == goldap.LDAPResultNoSuchObject || dirgate.ErrorCode(err) == dirgate.ENOTFOUND
 }

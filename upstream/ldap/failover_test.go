@@ -384,3 +384,24 @@ func TestNoAttemptOutlivesItsCall(t *testing.T) {
 		t.Errorf("err %v, n %d", err, n)
 	}
 }
+
+// TestNotFoundCountsAsOK: a look-up of a DN that does not exist counts as the
+// DC's success, like a look-up of an existing object: dirgate answers a caller the
+// same for an object hidden from it and one that does not exist, and
+// dirgate_ldap_server_requests_total must not tell them apart.
+func TestNotFoundCountsAsOK(t *testing.T) {
+	d, o1, _ := twoDCs(t, Config{}, nil)
+	byGUID(t, d, o1.g1.guid)
+	s := d.servers()[0]
+	ok, answer := s.calls.ok.Load(), s.calls.answer.Load()
+	_, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier("CN=Nobody Here,"+o1.srv.domain), nil)
+	if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+		t.Fatalf("look-up of an unknown DN = %v, want notFound", err)
+	}
+	if got := s.calls.answer.Load() - answer; got != 0 {
+		t.Errorf("the unknown DN counted %d answer(s), want 0", got)
+	}
+	if got := s.calls.ok.Load() - ok; got != 1 {
+		t.Errorf("the unknown DN counted %d ok, want 1", got)
+	}
+}
