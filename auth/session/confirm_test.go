@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -177,5 +178,53 @@ func TestRevocationWithoutROLE(t *testing.T) {
 	}
 	if !s.isRefused(s.name(kindToken, tok.Token)) {
 		t.Fatal("the unconfirmed revocation is not kept")
+	}
+}
+
+// TestExchangeUnknownWithReplicas: with deletions confirmed by a real replica
+// (DIRGATE_REDIS_WAIT_REPLICAS=1, the default), exchanging a session id Redis does
+// not hold, one never issued or one whose key expired, is ErrUnknown (401), not a
+// store failure (503): the exchange script's empty answer is no error.
+func TestExchangeUnknownWithReplicas(t *testing.T) {
+	ctx := t.Context()
+	primary := redistest.Start(t)
+	replica := redistest.StartReplica(t, primary)
+	replica.WaitLinkUp(t, 10*time.Second)
+	c := redis.NewClient(&redis.Options{Addr: primary.Addr()})
+	t.Cleanup(func() { c.Close() })
+	b := NewRedisBackend(c, "test:auth:", time.Second)
+	b.SetConfirmation(1, time.Second)
+	s, err := New(Config{Backend: b, Secret: secret, SessionTTL: 300 * time.Millisecond, TokenTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ses, err := s.CreateSession(ctx, "11111111-2222-3333-4444-555555555555", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The session's key leaves Redis with its lifetime.
+	waitUntil(t, "the session's key to expire", func() bool {
+		n, err := c.Exists(ctx, "test:auth:"+s.name(kindSession, ses.ID)).Result()
+		return err == nil && n == 0
+	})
+	unknown, err := newSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range map[string]string{"unknown": unknown, "expired": ses.ID} {
+		if _, _, err := s.Exchange(ctx, id); !errors.Is(err, ErrUnknown) {
+			t.Errorf("%s session id: %v, want ErrUnknown", name, err)
+		}
+	}
+	// A live session is still exchanged, its deletion confirmed.
+	live, err := s.CreateSession(ctx, "11111111-2222-3333-4444-555555555555", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, tok, err := s.Exchange(ctx, live.ID); err != nil || tok.Token == "" {
+		t.Fatalf("live session: %v", err)
+	}
+	if n := s.own.len(); n != 0 {
+		t.Errorf("%d deletions kept as unconfirmed, want 0 (the replica confirms)", n)
 	}
 }

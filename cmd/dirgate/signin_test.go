@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate/test/redistest"
 )
@@ -107,6 +108,29 @@ func TestSignInFailuresCountedAcrossReplicas(t *testing.T) {
 	for _, root := range []string{b, a} {
 		if r := postJSON(t, root+"/api/authSessions/create", right); r.status != 429 {
 			t.Fatalf("after three failures on two replicas, %s answered %d %s", root, r.status, r.raw)
+		}
+	}
+}
+
+// TestExchangeUnknownSessionWithReplica: with Redis and a replica confirming
+// deletions (DIRGATE_REDIS_WAIT_REPLICAS's default, 1), POST …/api/auth with a
+// session id Redis does not hold, never issued or expired, answers 401, not 503.
+func TestExchangeUnknownSessionWithReplica(t *testing.T) {
+	primary := redistest.Start(t)
+	redistest.StartReplica(t, primary).WaitLinkUp(t, 10*time.Second)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("a test secret of at least thirty-two bytes\n"), 0o600)
+	root := startDemoWith(t, "--decision-log", "off", "--redis-addr", primary.Addr(), "--secret-file", secret,
+		"--session-ttl", "300ms") + "/restApi"
+	s := postJSON(t, root+"/api/authSessions/create", map[string]string{"username": "dana.admin@corp.example.com", "password": "Demo-Admin-1"})
+	expired, _ := s.body["sessionId"].(string)
+	if s.status != 200 || expired == "" {
+		t.Fatalf("create session: %d %s", s.status, s.raw)
+	}
+	time.Sleep(500 * time.Millisecond) // Redis drops the session's key with its lifetime
+	for name, id := range map[string]string{"unknown": strings.Repeat("A", 43), "expired": expired} {
+		if r := postJSON(t, root+"/api/auth", map[string]string{"sessionId": id}); r.status != 401 {
+			t.Errorf("%s session id: %d %s, want 401", name, r.status, r.raw)
 		}
 	}
 }
