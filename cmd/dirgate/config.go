@@ -57,6 +57,7 @@ type Config struct {
 	LDAPURL               string
 	LDAPDomain            string
 	LDAPSite              string
+	LDAPDomainSuffixes    string
 	LDAPBindDN            string
 	LDAPPasswordFile      string
 	LDAPBaseDN            string
@@ -143,6 +144,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 
 	fs.StringVar(&c.LDAPURL, "ldap-url", "", "domain controllers in order of preference, separated by spaces or commas: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
 	fs.StringVar(&c.LDAPDomain, "ldap-domain", "", "AD domain whose domain controllers are found in DNS (SRV _ldap._tcp.dc._msdcs.<domain>, StartTLS on the record's port); instead of ldap-url")
+	fs.StringVar(&c.LDAPDomainSuffixes, "ldap-domain-suffixes", "", "comma-separated DNS suffixes besides ldap-domain within which a discovered domain controller's name may lie; SRV targets outside both are never used")
 	fs.StringVar(&c.LDAPSite, "ldap-site", "", "AD site whose domain controllers are preferred (SRV _ldap._tcp.<site>._sites.dc._msdcs.<domain> first); only with ldap-domain")
 	fs.StringVar(&c.LDAPBindDN, "ldap-bind-dn", "", "service account DN to bind as")
 	fs.StringVar(&c.LDAPPasswordFile, "ldap-password-file", "", "file holding the service account's password")
@@ -422,6 +424,19 @@ func (c *Config) Validate() error {
 		if c.LDAPSite != "" && c.LDAPDomain == "" {
 			bad("ldap-site", "is only used with ldap-domain (%s)", envName("ldap-domain"))
 		}
+		// Whoever answers the SRV query names the host that receives the service
+		// account's password: only the operator's CAs may vouch for it.
+		if c.LDAPDomain != "" && c.LDAPCAFile == "" {
+			bad("ldap-ca-file", "is required with ldap-domain (%s): with the system roots, any host a DNS answer names that holds a public certificate for its name would receive the service account's password", envName("ldap-domain"))
+		}
+		if c.LDAPDomainSuffixes != "" && c.LDAPDomain == "" {
+			bad("ldap-domain-suffixes", "is only used with ldap-domain (%s)", envName("ldap-domain"))
+		}
+		for _, s := range c.ldapDomainSuffixes() {
+			if err := ldap.CheckDomainSuffix(s); err != nil {
+				bad("ldap-domain-suffixes", "%v", err)
+			}
+		}
 		if c.LDAPAttemptTimeout > c.LDAPTimeout {
 			bad("ldap-attempt-timeout", "must not exceed ldap-timeout (%s), %v", envName("ldap-timeout"), c.LDAPTimeout)
 		}
@@ -483,6 +498,17 @@ func (c *Config) trustedProxies() ([]netip.Prefix, error) {
 		out = append(out, p.Masked())
 	}
 	return out, nil
+}
+
+// ldapDomainSuffixes splits the ldap-domain-suffixes setting.
+func (c *Config) ldapDomainSuffixes() []string {
+	var out []string
+	for _, s := range strings.Split(c.LDAPDomainSuffixes, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // decisionLogMasks splits the mask setting into its JSON pointers.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -208,13 +209,15 @@ func TestConfigLDAPDomainControllers(t *testing.T) {
 		c.LDAPHealthInterval != 30*time.Second || c.LDAPDiscoveryInterval != 5*time.Minute {
 		t.Errorf("defaults: %+v", c)
 	}
-	c, err = LoadConfig([]string{"--ldap-site", "hq"}, env(with("DIRGATE_LDAP_DOMAIN", "corp.example.com",
+	c, err = LoadConfig([]string{"--ldap-site", "hq"}, env(with("DIRGATE_LDAP_DOMAIN", "corp.example.com", "DIRGATE_LDAP_CA_FILE", "ca.pem",
+		"DIRGATE_LDAP_DOMAIN_SUFFIXES", " dcs.example.net, ,Other.example.org. ",
 		"DIRGATE_LDAP_ATTEMPT_TIMEOUT", "700ms", "DIRGATE_LDAP_HEALTH_INTERVAL", "10s", "DIRGATE_LDAP_DISCOVERY_INTERVAL", "1m")), &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.LDAPDomain != "corp.example.com" || c.LDAPSite != "hq" || c.LDAPAttemptTimeout != 700*time.Millisecond ||
-		c.LDAPHealthInterval != 10*time.Second || c.LDAPDiscoveryInterval != time.Minute {
+		c.LDAPHealthInterval != 10*time.Second || c.LDAPDiscoveryInterval != time.Minute ||
+		!slices.Equal(c.ldapDomainSuffixes(), []string{"dcs.example.net", "Other.example.org."}) {
 		t.Errorf("from the environment and flags: %+v", c)
 	}
 	for _, tc := range []struct {
@@ -227,6 +230,14 @@ func TestConfigLDAPDomainControllers(t *testing.T) {
 			"ldap-domain (DIRGATE_LDAP_DOMAIN): must not be set with ldap-url (DIRGATE_LDAP_URL)"},
 		{"site without domain", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_SITE", "hq"),
 			"ldap-site (DIRGATE_LDAP_SITE): is only used with ldap-domain"},
+		// DNS chooses the host that gets the service account's password: only the
+		// operator's CAs may vouch for it.
+		{"domain without CA file", with("DIRGATE_LDAP_DOMAIN", "corp.example.com"),
+			"ldap-ca-file (DIRGATE_LDAP_CA_FILE): is required with ldap-domain (DIRGATE_LDAP_DOMAIN)"},
+		{"suffixes without domain", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_DOMAIN_SUFFIXES", "example.net"),
+			"ldap-domain-suffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES): is only used with ldap-domain"},
+		{"bad suffix", with("DIRGATE_LDAP_DOMAIN", "corp.example.com", "DIRGATE_LDAP_CA_FILE", "ca.pem", "DIRGATE_LDAP_DOMAIN_SUFFIXES", "example.net,ex ample.org"),
+			`ldap-domain-suffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES): suffix "ex ample.org"`},
 		{"attempt above timeout", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_ATTEMPT_TIMEOUT", "3s", "DIRGATE_LDAP_TIMEOUT", "2s"),
 			"ldap-attempt-timeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT): must not exceed ldap-timeout (DIRGATE_LDAP_TIMEOUT), 2s"},
 		{"zero attempt", with("DIRGATE_LDAP_URL", "ldaps://dc1", "DIRGATE_LDAP_ATTEMPT_TIMEOUT", "0s"), "ldap-attempt-timeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT): must be positive"},

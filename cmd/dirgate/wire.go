@@ -39,6 +39,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			URL:               m.Config.LDAPURL,
 			Domain:            m.Config.LDAPDomain,
 			Site:              m.Config.LDAPSite,
+			DomainSuffixes:    m.Config.ldapDomainSuffixes(),
 			BindDN:            m.Config.LDAPBindDN,
 			PasswordFile:      m.Config.LDAPPasswordFile,
 			BaseDN:            m.Config.LDAPBaseDN,

@@ -69,6 +69,11 @@ type Config struct {
 	// (discoverTargets, targets.go) instead of listed in URL, e.g. corp.example.com.
 	// DIRGATE_LDAP_DOMAIN.
 	Domain string
+	// DomainSuffixes are DNS suffixes besides Domain within which a discovered DC's
+	// name may lie (a disjoint namespace); an SRV target outside Domain and these is
+	// never used (discoverTargets, targets.go). Only with Domain.
+	// DIRGATE_LDAP_DOMAIN_SUFFIXES.
+	DomainSuffixes []string
 	// Site is the AD site whose DCs are preferred (their SRV records are read
 	// first); only with Domain. DIRGATE_LDAP_SITE.
 	Site string
@@ -85,7 +90,9 @@ type Config struct {
 	// naming context of the server. DIRGATE_LDAP_BASE_DN.
 	BaseDN string
 	// CAFile is a PEM bundle of the CAs that sign the server's certificate; empty means
-	// the system roots. Verification is never skipped. DIRGATE_LDAP_CA_FILE.
+	// the system roots. Verification is never skipped. Required with Domain: a DC
+	// found in DNS is only as trusted as the CAs that may vouch for its name, and a
+	// public CA vouches for any name its holder controls. DIRGATE_LDAP_CA_FILE.
 	CAFile string
 	// PoolSize is the number of connections kept open and the most used at once.
 	// DIRGATE_LDAP_POOL_SIZE.
@@ -193,6 +200,18 @@ func (c Config) Validate() error {
 	if c.Site != "" && c.Domain == "" {
 		add("ldap: Site (DIRGATE_LDAP_SITE) is only used with Domain (DIRGATE_LDAP_DOMAIN)")
 	}
+	if c.Domain != "" && c.CAFile == "" {
+		add("ldap: CAFile (DIRGATE_LDAP_CA_FILE) is required with Domain (DIRGATE_LDAP_DOMAIN): " +
+			"the system roots would accept any host a DNS answer names that holds a public certificate for its name")
+	}
+	if len(c.DomainSuffixes) > 0 && c.Domain == "" {
+		add("ldap: DomainSuffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES) is only used with Domain (DIRGATE_LDAP_DOMAIN)")
+	}
+	for _, s := range c.DomainSuffixes {
+		if err := CheckDomainSuffix(s); err != nil {
+			add("ldap: DomainSuffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES): %w", err)
+		}
+	}
 	for _, f := range []struct{ name, env, val string }{
 		{"BindDN", "DIRGATE_LDAP_BIND_DN", c.BindDN},
 		{"BaseDN", "DIRGATE_LDAP_BASE_DN", c.BaseDN},
@@ -232,6 +251,15 @@ func (c Config) Validate() error {
 		add("ldap: AttemptTimeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT) %v must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) %v", c.AttemptTimeout, rt)
 	}
 	return errors.Join(errs...)
+}
+
+// CheckDomainSuffix accepts an item of DomainSuffixes: a DNS name (letters, digits
+// and inner hyphens, 253 characters at most), with an optional trailing dot.
+func CheckDomainSuffix(s string) error {
+	if err := checkDNSName(strings.TrimSuffix(s, ".")); err != nil {
+		return fmt.Errorf("suffix %s %w", shown(s), err)
+	}
+	return nil
 }
 
 // unjoin returns the errors joined in err (errors.Join), or err alone, so that each
@@ -317,6 +345,14 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 	}
 	d.start()
 	return d, nil
+}
+
+// log is Logger, or slog.Default().
+func (c Config) log() *slog.Logger {
+	if c.Logger != nil {
+		return c.Logger
+	}
+	return slog.Default()
 }
 
 // resolverOf returns r, or the default resolver.

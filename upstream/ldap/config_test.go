@@ -40,10 +40,15 @@ func TestValidate(t *testing.T) {
 func TestValidateDCs(t *testing.T) {
 	with := func(f func(*Config)) Config { c := validConfig(); f(&c); return c }
 	valid := map[string]Config{
-		"list":              with(func(c *Config) { c.URL = "ldaps://dc1.corp.example.com, ldap://dc2.corp.example.com" }),
-		"domain":            with(func(c *Config) { c.URL, c.Domain = "", "corp.example.com" }),
-		"domain fqdn":       with(func(c *Config) { c.URL, c.Domain = "", "corp.example.com." }),
-		"domain and site":   with(func(c *Config) { c.URL, c.Domain, c.Site = "", "corp.example.com", "Default-First-Site-Name" }),
+		"list":        with(func(c *Config) { c.URL = "ldaps://dc1.corp.example.com, ldap://dc2.corp.example.com" }),
+		"domain":      with(func(c *Config) { c.URL, c.Domain, c.CAFile = "", "corp.example.com", "ca.pem" }),
+		"domain fqdn": with(func(c *Config) { c.URL, c.Domain, c.CAFile = "", "corp.example.com.", "ca.pem" }),
+		"domain and site": with(func(c *Config) {
+			c.URL, c.Domain, c.Site, c.CAFile = "", "corp.example.com", "Default-First-Site-Name", "ca.pem"
+		}),
+		"domain suffixes": with(func(c *Config) {
+			c.URL, c.Domain, c.CAFile, c.DomainSuffixes = "", "corp.example.com", "ca.pem", []string{"dcs.example.net", "Other.Example.ORG."}
+		}),
 		"attempt = request": with(func(c *Config) { c.AttemptTimeout, c.RequestTimeout = time.Second, time.Second }),
 		// The default attempt timeout shrinks to a shorter request timeout.
 		"short request": with(func(c *Config) { c.RequestTimeout = time.Second }),
@@ -64,6 +69,15 @@ func TestValidateDCs(t *testing.T) {
 		{"site without domain", with(func(c *Config) { c.Site = "hq" }), []string{"Site (DIRGATE_LDAP_SITE) is only used with Domain"}},
 		{"bad domain", with(func(c *Config) { c.URL, c.Domain = "", "corp example.com" }), []string{"DIRGATE_LDAP_DOMAIN", `"corp example.com"`}},
 		{"bad site", with(func(c *Config) { c.URL, c.Domain, c.Site = "", "corp.example.com", "h.q" }), []string{"DIRGATE_LDAP_SITE", `site "h.q"`}},
+		// A DC found in DNS is verified against the operator's CAs, never the
+		// system's: a public certificate for any name DNS chooses would pass.
+		{"domain without CA file", with(func(c *Config) { c.URL, c.Domain = "", "corp.example.com" }), []string{
+			"CAFile (DIRGATE_LDAP_CA_FILE) is required with Domain (DIRGATE_LDAP_DOMAIN)"}},
+		{"suffixes without domain", with(func(c *Config) { c.DomainSuffixes = []string{"example.net"} }), []string{
+			"DomainSuffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES) is only used with Domain"}},
+		{"bad suffix", with(func(c *Config) {
+			c.URL, c.Domain, c.CAFile, c.DomainSuffixes = "", "corp.example.com", "ca.pem", []string{"ok.example.net", ".example.net", "a b"}
+		}), []string{`suffix ".example.net"`, `suffix "a b"`}},
 		// Each bad item of the list is reported on its own, under the setting.
 		{"bad items", with(func(c *Config) { c.URL = "ftp://a ldaps://b ldaps://B" }), []string{
 			`ldap: URL (DIRGATE_LDAP_URL): item 1 of 3 ("ftp://a")`, `ldap: URL (DIRGATE_LDAP_URL): item 3 of 3 ("ldaps://B"): the same server as item 2`}},

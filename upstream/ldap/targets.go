@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"strconv"
@@ -131,15 +132,25 @@ type srvResolver interface {
 // not one either when the site's records gave DCs. At most maxTargets DCs are
 // returned; records of target "." (RFC 2782: no such service), of port 0 or of a
 // target that is not a host name are skipped.
-func discoverTargets(ctx context.Context, r srvResolver, domain, site string) ([]target, error) {
+//
+// A target must lie within the domain or one of suffixes (withinSuffix): whoever
+// answers the SRV query chooses the host that receives the service account's
+// password and every sign-in's, and a certificate verifies only that the host is
+// the one named, not that it is a DC. A target outside is skipped and logged
+// (quoted and cut: the name is the DNS answer's choice); with none left, discovery
+// fails as with no records.
+func discoverTargets(ctx context.Context, r srvResolver, domain, site string, suffixes []string, log *slog.Logger) ([]target, error) {
 	domain = strings.TrimSuffix(domain, ".")
 	if err := checkDomain(domain, site); err != nil {
 		return nil, fmt.Errorf("ldap: discover domain controllers: %w", err)
 	}
+	allowed := append([]string{domain}, suffixes...)
 	var (
-		out     []target
-		seen    = map[string]bool{}
-		skipped int
+		out          []target
+		seen         = map[string]bool{}
+		skipped      int
+		outside      int
+		firstOutside string
 	)
 	add := func(records []*net.SRV) {
 		for _, rec := range records {
@@ -152,6 +163,13 @@ func discoverTargets(ctx context.Context, r srvResolver, domain, site string) ([
 			host := strings.ToLower(strings.TrimSuffix(rec.Target, "."))
 			if rec.Port == 0 || checkDNSName(host) != nil {
 				skipped++
+				continue
+			}
+			if !withinSuffix(host, allowed) {
+				if outside == 0 {
+					firstOutside = host
+				}
+				outside++
 				continue
 			}
 			t := newTarget(host, strconv.Itoa(int(rec.Port)), false)
@@ -173,17 +191,39 @@ func discoverTargets(ctx context.Context, r srvResolver, domain, site string) ([
 	}
 	_, records, domainErr := r.LookupSRV(ctx, "ldap", "tcp", "dc._msdcs."+domain)
 	add(records)
+	if outside > 0 && log != nil {
+		log.Warn("ldap: DNS SRV records name domain controllers outside the domain and its allowed suffixes; they are not used",
+			"domain", domain, "skipped", outside, "first", shown(firstOutside))
+	}
 	if len(out) > 0 {
 		return out, nil
 	}
-	if domainErr != nil {
+	if domainErr != nil && outside == 0 {
 		return nil, fmt.Errorf("ldap: discover domain controllers of %s: %w", domain, errors.Join(siteErr, domainErr))
 	}
 	none := errors.New("DNS lists none")
-	if skipped > 0 {
+	switch {
+	case outside > 0:
+		none = fmt.Errorf("DNS lists none usable (%d records name a host outside %s and DIRGATE_LDAP_DOMAIN_SUFFIXES, the first %s; %d other records skipped: port 0 or not a host name)",
+			outside, domain, shown(firstOutside), skipped)
+	case skipped > 0:
 		none = fmt.Errorf("DNS lists none usable (%d records skipped: port 0 or not a host name)", skipped)
 	}
-	return nil, fmt.Errorf("ldap: discover domain controllers of %s: %w", domain, errors.Join(none, siteErr))
+	return nil, fmt.Errorf("ldap: discover domain controllers of %s: %w", domain, errors.Join(none, siteErr, domainErr))
+}
+
+// withinSuffix reports whether host (lower-case, without a trailing dot) is one of
+// suffixes or lies below one, label by label: dc1.corp.example.com is within
+// corp.example.com, xcorp.example.com is not. Suffixes compare case-insensitively
+// and may end with a dot.
+func withinSuffix(host string, suffixes []string) bool {
+	for _, s := range suffixes {
+		s = strings.ToLower(strings.TrimSuffix(s, "."))
+		if s != "" && (host == s || strings.HasSuffix(host, "."+s)) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkDomain validates the domain and site so that only plain DNS names reach the
@@ -274,7 +314,7 @@ func (c Config) targets(ctx context.Context) ([]target, error) {
 		return parseTargets(c.URL)
 	}
 	r := resolverOf(c.Resolver)
-	targets, err := discoverTargets(ctx, r, c.Domain, c.Site)
+	targets, err := discoverTargets(ctx, r, c.Domain, c.Site, c.DomainSuffixes, c.log())
 	if err != nil {
 		return nil, err
 	}

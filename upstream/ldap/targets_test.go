@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"reflect"
 	"strconv"
@@ -191,7 +192,7 @@ func TestDiscoverTargets(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := &fakeResolver{answers: tt.answers, errs: tt.errs}
-			got, err := discoverTargets(context.Background(), r, "corp.example.com", tt.site)
+			got, err := discoverTargets(context.Background(), r, "corp.example.com", tt.site, nil, nil)
 			if err != nil || !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("discoverTargets = %+v, %v; want %+v", got, err, tt.want)
 			}
@@ -208,7 +209,7 @@ func TestDiscoverTargetsBound(t *testing.T) {
 		records = append(records, srv(fmt.Sprintf("dc%d.corp.example.com.", i), 389))
 	}
 	r := &fakeResolver{answers: map[string][]*net.SRV{domainName: records}}
-	got, err := discoverTargets(context.Background(), r, "corp.example.com.", "")
+	got, err := discoverTargets(context.Background(), r, "corp.example.com.", "", nil, nil)
 	if err != nil || len(got) != maxTargets || got[maxTargets-1].serverName != fmt.Sprintf("dc%d.corp.example.com", maxTargets-1) {
 		t.Fatalf("got %d targets, %v", len(got), err)
 	}
@@ -219,7 +220,7 @@ func TestDiscoverTargetsFails(t *testing.T) {
 	domainErr := &net.DNSError{Err: "i/o timeout", Name: domainName, IsTimeout: true}
 	t.Run("both lookups fail", func(t *testing.T) {
 		r := &fakeResolver{errs: map[string]error{siteName: siteErr, domainName: domainErr}}
-		_, err := discoverTargets(context.Background(), r, "corp.example.com", "hq")
+		_, err := discoverTargets(context.Background(), r, "corp.example.com", "hq", nil, nil)
 		// Both causes are kept, for errors.Is/As and for the log.
 		if !errors.Is(err, siteErr) || !errors.Is(err, domainErr) || !strings.Contains(err.Error(), "site hq") {
 			t.Errorf("err = %v", err)
@@ -227,14 +228,14 @@ func TestDiscoverTargetsFails(t *testing.T) {
 	})
 	t.Run("no records", func(t *testing.T) {
 		r := &fakeResolver{errs: map[string]error{siteName: siteErr}}
-		_, err := discoverTargets(context.Background(), r, "corp.example.com", "hq")
+		_, err := discoverTargets(context.Background(), r, "corp.example.com", "hq", nil, nil)
 		if err == nil || !strings.Contains(err.Error(), "DNS lists none") || !errors.Is(err, siteErr) {
 			t.Errorf("err = %v", err)
 		}
 	})
 	t.Run("only unusable records", func(t *testing.T) {
 		r := &fakeResolver{answers: map[string][]*net.SRV{domainName: {srv(".", 0), srv("dc1.corp.example.com.", 0)}}}
-		_, err := discoverTargets(context.Background(), r, "corp.example.com", "")
+		_, err := discoverTargets(context.Background(), r, "corp.example.com", "", nil, nil)
 		if err == nil || !strings.Contains(err.Error(), "1 records skipped") {
 			t.Errorf("err = %v", err)
 		}
@@ -247,7 +248,7 @@ func TestDiscoverTargetsFails(t *testing.T) {
 		{strings.Repeat("a.", 100) + "com", strings.Repeat("s", 63)}, // the site query exceeds 253
 	} {
 		r := &fakeResolver{}
-		if _, err := discoverTargets(context.Background(), r, tc.domain, tc.site); err == nil || len(r.queries) != 0 {
+		if _, err := discoverTargets(context.Background(), r, tc.domain, tc.site, nil, nil); err == nil || len(r.queries) != 0 {
 			t.Errorf("domain %q site %q: err %v, queries %q", tc.domain, tc.site, err, r.queries)
 		}
 	}
@@ -320,4 +321,56 @@ func FuzzParseTargets(f *testing.F) {
 			t.Fatalf("canonical URLs %q parse to %+v, %v; want %+v", urls, again, err, got)
 		}
 	})
+}
+
+// TestDiscoverTargetsWithinDomain: a target is used only when it is the domain or
+// lies below it, label by label, or below a configured suffix, whatever the case
+// and the trailing dot; the others are skipped.
+func TestDiscoverTargetsWithinDomain(t *testing.T) {
+	r := &fakeResolver{answers: map[string][]*net.SRV{domainName: {
+		srv("dc.evil.example.", 389),               // another domain
+		srv("corp.example.com.evil.example.", 389), // the domain as a prefix
+		srv("xcorp.example.com.", 389),             // the domain as a string suffix, not a label suffix
+		srv("example.com.", 389),                   // the domain's parent
+		srv("DC1.Corp.Example.COM.", 389),          // within, in another case
+		srv("corp.example.com", 389),               // the domain itself, no trailing dot
+		srv("dc9.dcs.example.net.", 389),           // within a configured suffix
+		srv("dc8.example.net.", 389),               // the suffix's parent domain
+	}}}
+	var log strings.Builder
+	got, err := discoverTargets(context.Background(), r, "corp.example.com.", "", []string{"DCS.example.net."}, slog.New(slog.NewTextHandler(&log, nil)))
+	want := []target{startTLS("dc1.corp.example.com", 389), startTLS("corp.example.com", 389), startTLS("dc9.dcs.example.net", 389)}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("discoverTargets = %+v, %v; want %+v", got, err, want)
+	}
+	if !strings.Contains(log.String(), "skipped=5") || !strings.Contains(log.String(), "dc.evil.example") {
+		t.Errorf("log does not report the 5 targets outside:\n%s", log.String())
+	}
+	// Without the suffix, its DC is outside too.
+	got, err = discoverTargets(context.Background(), r, "corp.example.com", "", nil, nil)
+	if err != nil || len(got) != 2 {
+		t.Errorf("without suffixes: %+v, %v", got, err)
+	}
+}
+
+// TestDiscoverTargetsOnlyOutside: records that all name hosts outside the domain
+// fail discovery as no records do, from the site's answer too, with one bounded
+// log line and a bounded error, whatever the names.
+func TestDiscoverTargetsOnlyOutside(t *testing.T) {
+	long := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 63) + ".example."
+	r := &fakeResolver{answers: map[string][]*net.SRV{
+		siteName:   {srv(long, 389)},
+		domainName: {srv("dc1.attacker.example.", 389), srv("dc2.attacker.example.", 636)},
+	}}
+	var log strings.Builder
+	_, err := discoverTargets(context.Background(), r, "corp.example.com", "hq", nil, slog.New(slog.NewTextHandler(&log, nil)))
+	if err == nil || !strings.Contains(err.Error(), "DNS lists none usable (3 records name a host outside corp.example.com") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(err.Error()) > 400 || strings.Contains(err.Error(), long) {
+		t.Errorf("error of %d bytes quotes the whole name: %v", len(err.Error()), err)
+	}
+	if n := strings.Count(log.String(), "\n"); n != 1 || len(log.String()) > 400 || strings.Contains(log.String(), long) {
+		t.Errorf("log of %d lines, %d bytes:\n%s", n, len(log.String()), log.String())
+	}
 }
