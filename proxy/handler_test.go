@@ -10,7 +10,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -420,6 +422,9 @@ func TestAuthenticateBeforeValidating(t *testing.T) {
 	}
 }
 
+// TestThrottle: an address's rejected tokens are answered 401 until they fill the
+// window, then 429 with Retry-After; every token is still checked, and a valid one
+// is served from a throttled address.
 func TestThrottle(t *testing.T) {
 	e := newEnv(t, func(c *proxy.Config) { c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, Window: time.Minute} })
 	from := func(addr, token string) *httptest.ResponseRecorder {
@@ -436,36 +441,67 @@ func TestThrottle(t *testing.T) {
 		e.clock.Advance(time.Second)
 	}
 	// Missing tokens and directory failures are not guesses: they do not count (b
-	// stays unblocked below).
+	// stays unthrottled below).
 	for i := 0; i < 3; i++ {
 		from(b, "")
 		from(b, downToken)
 	}
+	// a is throttled, from another port too: a further guess is checked and
+	// answered 429.
 	calls := e.auth.callCount()
-	// a is blocked, even with a good token and from another port, without the
-	// authenticator being asked.
-	w := from("192.0.2.1:2000", goodToken)
-	if w.Code != 429 || e.auth.callCount() != calls {
-		t.Fatalf("status %d after %d calls, want 429 without calling the authenticator", w.Code, e.auth.callCount()-calls)
+	w := from("192.0.2.1:2000", "guess")
+	if w.Code != 429 || e.auth.callCount() != calls+1 {
+		t.Fatalf("status %d after %d calls, want 429 after one check", w.Code, e.auth.callCount()-calls)
 	}
 	if b := errorBody(t, w); b.Code != "tooManyRequests" {
 		t.Errorf("code %q", b.Code)
 	}
-	// The first failure was at 0s, it is now 3s: 57s until it leaves the window.
-	if ra := w.Header().Get("Retry-After"); ra != "57" {
-		t.Errorf("Retry-After %q, want 57", ra)
+	// The failures at 1s, 2s and now (3s) fill the window: 58s until the oldest
+	// leaves it.
+	if ra := w.Header().Get("Retry-After"); ra != "58" {
+		t.Errorf("Retry-After %q, want 58", ra)
 	}
-	// Other addresses are unaffected, and b's success does not unblock a.
-	if w := from(b, goodToken); w.Code != 200 {
-		t.Errorf("b: status %d", w.Code)
+	// A valid token is served from a as from b.
+	for _, addr := range []string{a, b} {
+		if w := from(addr, goodToken); w.Code != 200 {
+			t.Errorf("%s with a valid token: status %d", addr, w.Code)
+		}
 	}
-	if w := from(a, goodToken); w.Code != 429 {
-		t.Errorf("a after b's success: status %d", w.Code)
+	if w := from(b, "guess"); w.Code != 401 {
+		t.Errorf("b's first guess: status %d", w.Code)
 	}
-	// Once the oldest failure leaves the window, a may try again.
-	e.clock.Advance(57 * time.Second)
-	if w := from(a, goodToken); w.Code != 200 {
+	// Once the failures leave the window, a's guesses are 401 again.
+	e.clock.Advance(time.Minute)
+	if w := from(a, "guess"); w.Code != 401 {
 		t.Errorf("a after the window: status %d", w.Code)
+	}
+}
+
+// TestThrottleLockOutBurst: ten bad tokens from one address (every client behind an
+// ingress) do not lock out a valid token from that address, at once or concurrently
+// with more bad ones.
+func TestThrottleLockOutBurst(t *testing.T) {
+	// The default limit, 10 failures a minute, without the holds (real sleeps).
+	e := newEnv(t, func(c *proxy.Config) {
+		c.Throttle = proxy.ThrottleConfig{MaxFailures: proxy.DefaultMaxFailures, SlowAfter: 1000, Window: time.Minute}
+	})
+	from := func(token string) int {
+		r := httptest.NewRequest("GET", listURL, nil)
+		r.RemoteAddr = "198.51.100.7:4000"
+		r.Header.Set(proxy.HeaderToken, token)
+		return e.serve(r).Code
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, 10)
+	for i := range codes {
+		wg.Go(func() { codes[i] = from("guess-" + strconv.Itoa(i)) })
+	}
+	wg.Wait()
+	if got := from("one more guess"); got != 429 {
+		t.Fatalf("after ten bad tokens a bad one answers %d (answers %v), want 429: the burst did not throttle", got, codes)
+	}
+	if got := from(goodToken); got != 200 {
+		t.Errorf("a valid token after the burst: %d, want 200", got)
 	}
 }
 
@@ -559,7 +595,8 @@ func TestThrottleCounts(t *testing.T) {
 		}
 	}
 	// A too-long token is a rejected token: counted, then a success, then one more
-	// failure blocks (the success reset nothing).
+	// failure fills the window (the success reset nothing): the next failure, a
+	// too-long token too, is 429, and a valid token is still served.
 	if got := send(strings.Repeat("t", proxy.MaxTokenLength+1)); got != 401 {
 		t.Fatalf("long token: status %d", got)
 	}
@@ -569,8 +606,11 @@ func TestThrottleCounts(t *testing.T) {
 	if got := send("guess"); got != 401 {
 		t.Fatalf("guess: status %d", got)
 	}
-	if got := send(goodToken); got != 429 {
+	if got := send(strings.Repeat("t", proxy.MaxTokenLength+1)); got != 429 {
 		t.Errorf("after two failures around a success: status %d, want 429", got)
+	}
+	if got := send(goodToken); got != 200 {
+		t.Errorf("good token after the failures: status %d", got)
 	}
 }
 

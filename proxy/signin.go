@@ -161,8 +161,9 @@ func boundedString(name string, raw json.RawMessage) (string, error) {
 	return v, nil
 }
 
-// SharedFailures counts failed sign-ins per client address across replicas
-// (*session.RedisFailures), in a window that starts at an address's first failure.
+// SharedFailures counts failed sign-ins across replicas (*session.RedisFailures),
+// per key in a window that starts at the key's first failure: a client address for
+// unknown session ids, an address and an account name for passwords (signInKey).
 // A password check is counted before it is made and given back (RemoveFailure) when
 // it succeeds, as in the in-process throttle (reserveSignIn). Its errors only lose
 // the shared count: the in-process throttle still holds.
@@ -174,11 +175,15 @@ type SharedFailures interface {
 
 // refused counts an unknown session id against the client's address, here and in
 // SharedFailures, and holds the answer as for a bad token, by the larger of the two
-// counts.
-func (s *server) refused(r *http.Request, rec *record, err error) {
+// counts. It returns err or, when the address had already used up its failures
+// (here or on all replicas together), a 429 with Retry-After: as with tokens, a
+// valid session id is exchanged whatever its address's failures, and only failing
+// ones are refused (authenticate, auth.go).
+func (s *server) refused(w http.ResponseWriter, r *http.Request, rec *record, err error) error {
 	if !isRefusal(err) {
-		return
+		return err
 	}
+	wait, blocked := s.blockedKey(r, rec.client)
 	d := s.throttle.fail(rec.client, s.cfg.Now())
 	if s.cfg.SharedFailures != nil {
 		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), rec.client, s.cfg.Throttle.Window)
@@ -188,6 +193,14 @@ func (s *server) refused(r *http.Request, rec *record, err error) {
 		d = max(d, s.throttle.delay(n))
 	}
 	dirgate.Sleep(r.Context(), d)
+	if !blocked {
+		return err
+	}
+	if w2, ok := s.throttle.blocked(rec.client, s.cfg.Now()); ok {
+		wait = max(wait, w2)
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+	return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later.")
 }
 
 // isRefusal tells a judged and refused attempt (a wrong password, an unknown
@@ -214,7 +227,7 @@ type signInAttempt struct {
 // counted first, at most MaxFailures checks from one address reach the directory in
 // a window, whatever the concurrency. It answers 429 itself and returns false when
 // the check must not be made; otherwise finishSignIn must follow.
-func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *record) (signInAttempt, bool) {
+func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *record, key string) (signInAttempt, bool) {
 	if !s.signInGate.enter(rec.client) {
 		// A check takes milliseconds: a second is long enough to find a place.
 		w.Header().Set("Retry-After", "1")
@@ -222,16 +235,16 @@ func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *reco
 		return signInAttempt{}, false
 	}
 	a := signInAttempt{at: s.cfg.Now()}
-	wait, ok := s.throttle.reserve(rec.client, a.at)
+	wait, ok := s.throttle.reserve(key, a.at)
 	if ok && s.cfg.SharedFailures != nil {
-		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), rec.client, s.cfg.Throttle.Window)
+		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), key, s.cfg.Throttle.Window)
 		switch {
 		case err != nil:
 			s.logSharedDown(r, err)
 		case n > s.cfg.Throttle.MaxFailures:
-			s.throttle.release(rec.client, a.at)
-			s.removeShared(r, rec)
-			wait, ok = s.sharedWait(r, rec), false
+			s.throttle.release(key, a.at)
+			s.removeShared(r, key)
+			wait, ok = s.sharedWait(r, key), false
 		default:
 			a.shared = n
 		}
@@ -239,7 +252,7 @@ func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *reco
 	if !ok {
 		s.signInGate.leave(rec.client)
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later."))
+		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later."))
 		return signInAttempt{}, false
 	}
 	return a, true
@@ -250,56 +263,71 @@ func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *reco
 // reached the directory before it (a timeout, a client that hung up): giving those
 // back would let a client that cancels its requests bind without bound. A refusal's
 // answer is held as for a bad token, by the larger count.
-func (s *server) finishSignIn(r *http.Request, rec *record, a signInAttempt, err error) {
+func (s *server) finishSignIn(r *http.Request, rec *record, key string, a signInAttempt, err error) {
 	s.signInGate.leave(rec.client)
 	if err == nil {
-		s.throttle.release(rec.client, a.at)
+		s.throttle.release(key, a.at)
 		if a.shared > 0 {
-			s.removeShared(r, rec)
+			s.removeShared(r, key)
 		}
 		return
 	}
-	d := s.throttle.confirm(rec.client, s.cfg.Now())
+	d := s.throttle.confirm(key, s.cfg.Now())
 	if isRefusal(err) {
 		dirgate.Sleep(r.Context(), max(d, s.throttle.delay(a.shared)))
 	}
 }
 
-func (s *server) removeShared(r *http.Request, rec *record) {
-	if err := s.cfg.SharedFailures.RemoveFailure(r.Context(), rec.client); err != nil {
+func (s *server) removeShared(r *http.Request, key string) {
+	if err := s.cfg.SharedFailures.RemoveFailure(r.Context(), key); err != nil {
 		s.logSharedDown(r, err)
 	}
 }
 
 // sharedWait is how long the shared count still blocks the address.
-func (s *server) sharedWait(r *http.Request, rec *record) time.Duration {
-	if _, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), rec.client); err == nil {
+func (s *server) sharedWait(r *http.Request, key string) time.Duration {
+	if _, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), key); err == nil {
 		return ttl
 	}
 	return s.cfg.Throttle.Window
 }
 
-// throttled answers 429 when the client's address has used up its failures on this
-// replica or, with SharedFailures, on all of them together.
-func (s *server) throttled(w http.ResponseWriter, r *http.Request, rec *record) bool {
-	wait, blocked := s.throttle.blocked(rec.client, s.cfg.Now())
+// blockedKey reports whether key has used up its failures on this replica or,
+// with SharedFailures, on all of them together, and how long that lasts.
+func (s *server) blockedKey(r *http.Request, key string) (time.Duration, bool) {
+	wait, blocked := s.throttle.blocked(key, s.cfg.Now())
 	if !blocked && s.cfg.SharedFailures != nil {
-		if n, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), rec.client); err == nil && n >= s.cfg.Throttle.MaxFailures {
+		if n, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), key); err == nil && n >= s.cfg.Throttle.MaxFailures {
 			wait, blocked = ttl, true
 		}
 	}
+	return wait, blocked
+}
+
+// throttled answers 429 when key has used up its failures (blockedKey).
+func (s *server) throttled(w http.ResponseWriter, r *http.Request, key string) bool {
+	wait, blocked := s.blockedKey(r, key)
 	if blocked {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later."))
+		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later."))
 		return true
 	}
 	return false
 }
 
+// signInKey is what password checks are counted by: the client's address and the
+// account name's user part, lower-cased (AD compares names case-insensitively).
+// Failures for one account from an address never refuse another account's correct
+// password from that address (behind an ingress or a NAT, one address is many
+// people), while guesses at one account from one address stay bounded. The domain
+// part is left out so that user@domain and DOMAIN\user share a count where the
+// UPN prefix is the sAMAccountName; a client address holds no space, so the key is
+// unambiguous.
+func signInKey(client string, name dirgate.SignInName) string {
+	return client + " " + strings.ToLower(name.User)
+}
+
 func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *record) {
-	if s.throttled(w, r, rec) {
-		return
-	}
 	b, err := readJSONBody(r)
 	if err != nil {
 		Error(w, r, err)
@@ -315,16 +343,22 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 		Error(w, r, err)
 		return
 	}
+	// A pair that has used up its failures is refused without a check: checking
+	// anyway would answer whether the password is right (an oracle without bound).
+	key := signInKey(rec.client, name)
+	if s.throttled(w, r, key) {
+		return
+	}
 	// The span and the log name the outcome, never the password; the user name is
 	// bounded and free of control characters by now.
-	attempt, ok := s.reserveSignIn(w, r, rec)
+	attempt, ok := s.reserveSignIn(w, r, rec, key)
 	if !ok {
 		return
 	}
 	ctx, span := tracer().Start(r.Context(), "sign in")
 	defer span.End()
 	ses, err := s.cfg.SignIn.CreateSession(ctx, name, body.Password)
-	s.finishSignIn(r, rec, attempt, err)
+	s.finishSignIn(r, rec, key, attempt, err)
 	span.SetAttributes(attribute.String("dirgate.outcome", signInOutcome(err)))
 	if reason := signInReason(err); reason != "" {
 		// The reason only: never the password, and not the name either (users type
@@ -351,9 +385,6 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 }
 
 func (s *server) exchange(w http.ResponseWriter, r *http.Request, rec *record) {
-	if s.throttled(w, r, rec) {
-		return
-	}
 	b, err := readJSONBody(r)
 	if err != nil {
 		Error(w, r, err)
@@ -369,15 +400,12 @@ func (s *server) exchange(w http.ResponseWriter, r *http.Request, rec *record) {
 		return
 	}
 	if len(body.SessionID) > MaxSessionIDLength {
-		err := dirgate.Errorf(dirgate.EUNAUTHENTICATED, "session id too long")
-		s.refused(r, rec, err)
-		Error(w, r, err)
+		Error(w, r, s.refused(w, r, rec, dirgate.Errorf(dirgate.EUNAUTHENTICATED, "session id too long")))
 		return
 	}
 	tok, err := s.cfg.SignIn.Exchange(r.Context(), body.SessionID)
 	if err != nil {
-		s.refused(r, rec, err)
-		Error(w, r, fmt.Errorf("exchange session: %w", err))
+		Error(w, r, s.refused(w, r, rec, fmt.Errorf("exchange session: %w", err)))
 		return
 	}
 	writeOK(w, r, struct {

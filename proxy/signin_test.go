@@ -252,26 +252,66 @@ func TestSignInMethodsAndPaths(t *testing.T) {
 	}
 }
 
+// TestSignInThrottle: password checks are counted per account name and address.
+// Once alice's failures from an address fill the window, her right password from
+// there is refused without a check (checking it would answer whether it is right);
+// another account's right password from the same address is not (one address is
+// many people behind an ingress), nor are tokens from it.
 func TestSignInThrottle(t *testing.T) {
-	e, _ := newSignInEnv(t, func(c *proxy.Config) {
+	e, f := newSignInEnv(t, func(c *proxy.Config) {
 		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 100, Window: time.Minute}
 	})
-	for i := range 3 {
-		if w := post(e, createPath, "application/json", `{"username":"a@corp.example.com","password":"x"}`); w.Code != 403 {
-			t.Fatalf("attempt %d: %d", i, w.Code)
+	// Spellings of one name share a count: the case, and user@domain or DOMAIN\user.
+	for i, name := range []string{"alice@corp.example.com", "ALICE@corp.example.com", `CORP\\Alice`} {
+		if w := post(e, createPath, "application/json", `{"username":"`+name+`","password":"x"}`); w.Code != 403 {
+			t.Fatalf("attempt %d: %d %s", i, w.Code, w.Body)
 		}
 	}
+	checks := f.calls()
 	w := post(e, createPath, "application/json", `{"username":"alice@corp.example.com","password":"right"}`)
-	if w.Code != 429 || !regexp.MustCompile(`^[1-9][0-9]*$`).MatchString(w.Header().Get("Retry-After")) {
-		t.Fatalf("after 3 failures: %d Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+	if w.Code != 429 || !regexp.MustCompile(`^[1-9][0-9]*$`).MatchString(w.Header().Get("Retry-After")) || f.calls() != checks {
+		t.Fatalf("alice after 3 failures: %d Retry-After %q, %d checks", w.Code, w.Header().Get("Retry-After"), f.calls()-checks)
 	}
-	// The throttle is one: sign-in failures count against tokens too.
-	if w := e.do(http.MethodGet, api+"?group=CN%3Dx%2CDC%3Dy", nil); w.Code != 429 {
-		t.Errorf("token after sign-in failures: %d", w.Code)
+	if b := errorBody(t, w); b.Code != dirgate.ETOOMANY {
+		t.Errorf("code %q", b.Code)
+	}
+	if w := post(e, createPath, "application/json", `{"username":"bob@corp.example.com","password":"right"}`); w.Code != 200 {
+		t.Errorf("bob from the same address: %d %s", w.Code, w.Body)
+	}
+	if w := e.do(http.MethodGet, listURL, nil); w.Code != 200 {
+		t.Errorf("a token from the same address: %d", w.Code)
 	}
 	e.clock.Advance(time.Minute)
 	if w := post(e, createPath, "application/json", `{"username":"alice@corp.example.com","password":"right"}`); w.Code != 200 {
 		t.Errorf("after the window: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestExchangeThrottle: unknown session ids count against the address like bad
+// tokens, and once they fill the window a further unknown one is 429; a valid
+// session id is still exchanged from that address, here and, with SharedFailures,
+// when the other replicas filled it.
+func TestExchangeThrottle(t *testing.T) {
+	shared := &sharedCount{n: map[string]int{}}
+	mod := func(c *proxy.Config) {
+		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 100, Window: time.Minute}
+		c.SharedFailures = shared
+	}
+	a, _ := newSignInEnv(t, mod)
+	b, _ := newSignInEnv(t, mod)
+	for i, e := range []*env{a, a, a} {
+		if w := post(e, authPath, "application/json", `{"sessionId":"nope"}`); w.Code != 401 {
+			t.Fatalf("unknown session id %d: %d", i, w.Code)
+		}
+	}
+	for name, e := range map[string]*env{"this replica": a, "another replica": b} {
+		w := post(e, authPath, "application/json", `{"sessionId":"nope"}`)
+		if w.Code != 429 || w.Header().Get("Retry-After") == "" || errorBody(t, w).Code != dirgate.ETOOMANY {
+			t.Errorf("%s: unknown session id after 3: %d Retry-After %q", name, w.Code, w.Header().Get("Retry-After"))
+		}
+		if w := post(e, authPath, "application/json", `{"sessionId":"session-1"}`); w.Code != 200 {
+			t.Errorf("%s: valid session id from the throttled address: %d %s", name, w.Code, w.Body)
+		}
 	}
 }
 
@@ -311,7 +351,7 @@ func TestSignInThrottleAcrossReplicas(t *testing.T) {
 	a, _ := newSignInEnv(t, mod)
 	b, _ := newSignInEnv(t, mod)
 	for i, e := range []*env{a, b, a, b} {
-		if w := post(e, createPath, "application/json", `{"username":"a@corp.example.com","password":"x"}`); w.Code != 403 {
+		if w := post(e, createPath, "application/json", `{"username":"alice@corp.example.com","password":"x"}`); w.Code != 403 {
 			t.Fatalf("attempt %d: %d", i, w.Code)
 		}
 	}
@@ -319,6 +359,10 @@ func TestSignInThrottleAcrossReplicas(t *testing.T) {
 		w := post(e, createPath, "application/json", `{"username":"alice@corp.example.com","password":"right"}`)
 		if w.Code != 429 || w.Header().Get("Retry-After") != "30" {
 			t.Errorf("after 2+2 failures: %d Retry-After %q", w.Code, w.Header().Get("Retry-After"))
+		}
+		// Another account from the same address is not refused.
+		if w := post(e, createPath, "application/json", `{"username":"bob@corp.example.com","password":"right"}`); w.Code != 200 {
+			t.Errorf("bob after alice's 2+2 failures: %d %s", w.Code, w.Body)
 		}
 	}
 }
