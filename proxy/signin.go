@@ -221,11 +221,11 @@ type signInAttempt struct {
 }
 
 // reserveSignIn lets a password check through only with a place in the sign-in
-// gate and an attempt counted against the address, here and in SharedFailures,
-// before the check is made. Counting after the check would let a burst from one
-// address pass the block check all at once, every request of it reaching a bind;
-// counted first, at most MaxFailures checks from one address reach the directory in
-// a window, whatever the concurrency. It answers 429 itself and returns false when
+// gate (per address) and an attempt counted against key (signInKey), here and in
+// SharedFailures, before the check is made. Counting after the check would let a
+// burst pass the block check all at once, every request of it reaching a bind;
+// counted first, at most MaxFailures checks of one name from one address reach the
+// directory in a window, whatever the concurrency. It answers 429 itself and returns false when
 // the check must not be made; otherwise finishSignIn must follow.
 func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *record, key string) (signInAttempt, bool) {
 	if !s.signInGate.enter(rec.client) {
