@@ -192,8 +192,10 @@ func discoverTargets(ctx context.Context, r srvResolver, domain, site string, su
 	_, records, domainErr := r.LookupSRV(ctx, "ldap", "tcp", "dc._msdcs."+domain)
 	add(records)
 	if outside > 0 && log != nil {
+		// The name passed checkDNSName (letters, digits, hyphens, dots); it is cut
+		// all the same, as every value an answer chooses.
 		log.Warn("ldap: DNS SRV records name domain controllers outside the domain and its allowed suffixes; they are not used",
-			"domain", domain, "skipped", outside, "first", shown(firstOutside))
+			"domain", domain, "skipped", outside, "first", firstOutside[:min(len(firstOutside), maxShownLength)])
 	}
 	if len(out) > 0 {
 		return out, nil
