@@ -137,8 +137,8 @@ type srvResolver interface {
 // answers the SRV query chooses the host that receives the service account's
 // password and every sign-in's, and a certificate verifies only that the host is
 // the one named, not that it is a DC. A target outside is skipped and logged
-// (quoted and cut: the name is the DNS answer's choice); with none left, discovery
-// fails as with no records.
+// (cut: the name is the DNS answer's choice); with none left, discovery fails as
+// with no records.
 func discoverTargets(ctx context.Context, r srvResolver, domain, site string, suffixes []string, log *slog.Logger) ([]target, error) {
 	domain = strings.TrimSuffix(domain, ".")
 	if err := checkDomain(domain, site); err != nil {
