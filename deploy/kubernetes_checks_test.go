@@ -368,6 +368,9 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 	if err := checkRedisSecret(env); err != nil {
 		bad("%v", err)
 	}
+	if err := checkTrustedProxies(env["DIRGATE_TRUSTED_PROXIES"]); err != nil {
+		bad("%v", err)
+	}
 
 	// The Redis address must be a Service of the bundle that selects Redis pods
 	// on that port.

@@ -107,6 +107,12 @@ func TestChecksCatchMistakes(t *testing.T) {
 			c := gateway(b)
 			c.Env = slices.DeleteFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "DIRGATE_SECRET_FILE" })
 		}},
+		{name: "trusted proxies unset", want: "DIRGATE_TRUSTED_PROXIES is not set", mutate: func(b *bundle) {
+			delete(b.generated["ConfigMap/dirgate-settings"].data, "DIRGATE_TRUSTED_PROXIES")
+		}},
+		{name: "trusted proxies everyone", want: "trusts every address", mutate: func(b *bundle) {
+			b.generated["ConfigMap/dirgate-settings"].data["DIRGATE_TRUSTED_PROXIES"] = "0.0.0.0/0"
+		}},
 		{name: "grace period", want: "terminationGracePeriodSeconds", mutate: func(b *bundle) {
 			g := int64(30)
 			b.deployment(gatewayName).Spec.Template.Spec.TerminationGracePeriodSeconds = &g

@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -100,6 +102,38 @@ func checkRedisSecret(env map[string]string) error {
 		return fmt.Errorf("DIRGATE_REDIS_ADDR is set without DIRGATE_SECRET_FILE: dirgate refuses to start")
 	}
 	return nil
+}
+
+// checkTrustedProxies reports a DIRGATE_TRUSTED_PROXIES that leaves the throttle
+// counting every client behind the ingress as one (unset), that dirgate refuses (not
+// CIDRs), or that trusts every address, which would let any client name its own
+// throttle key in X-Forwarded-For (docs/api.md, "Throttling of failed
+// authentications").
+func checkTrustedProxies(v string) error {
+	if strings.TrimSpace(v) == "" {
+		return errors.New("DIRGATE_TRUSTED_PROXIES is not set: behind the ingress every client would share one throttle count")
+	}
+	for _, s := range strings.Split(v, ",") {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		switch {
+		case err != nil:
+			return fmt.Errorf("DIRGATE_TRUSTED_PROXIES item %q is not a CIDR: dirgate refuses to start", s)
+		case p.Bits() == 0:
+			return fmt.Errorf("DIRGATE_TRUSTED_PROXIES item %q trusts every address: any client could choose its throttle key", s)
+		}
+	}
+	return nil
+}
+
+func TestCheckTrustedProxies(t *testing.T) {
+	for v, ok := range map[string]bool{
+		"10.244.0.0/16": true, "10.244.0.0/16, fd00:10:244::/56": true,
+		"": false, " ": false, "10.244.0.0": false, "0.0.0.0/0": false, "10.0.0.0/8,::/0": false,
+	} {
+		if err := checkTrustedProxies(v); (err == nil) != ok {
+			t.Errorf("checkTrustedProxies(%q) = %v", v, err)
+		}
+	}
 }
 
 func TestSettingsKnown(t *testing.T) {

@@ -161,8 +161,9 @@ func boundedString(name string, raw json.RawMessage) (string, error) {
 	return v, nil
 }
 
-// SharedFailures counts failed sign-ins per client address across replicas
-// (*session.RedisFailures), in a window that starts at an address's first failure.
+// SharedFailures counts failed sign-ins across replicas (*session.RedisFailures),
+// per key in a window that starts at the key's first failure: a client address for
+// unknown session ids, an address and an account name for passwords (signInKey).
 // A password check is counted before it is made and given back (RemoveFailure) when
 // it succeeds, as in the in-process throttle (reserveSignIn). Its errors only lose
 // the shared count: the in-process throttle still holds.
@@ -220,11 +221,11 @@ type signInAttempt struct {
 }
 
 // reserveSignIn lets a password check through only with a place in the sign-in
-// gate and an attempt counted against the address, here and in SharedFailures,
-// before the check is made. Counting after the check would let a burst from one
-// address pass the block check all at once, every request of it reaching a bind;
-// counted first, at most MaxFailures checks from one address reach the directory in
-// a window, whatever the concurrency. It answers 429 itself and returns false when
+// gate (per address) and an attempt counted against key (signInKey), here and in
+// SharedFailures, before the check is made. Counting after the check would let a
+// burst pass the block check all at once, every request of it reaching a bind;
+// counted first, at most MaxFailures checks of one name from one address reach the
+// directory in a window, whatever the concurrency. It answers 429 itself and returns false when
 // the check must not be made; otherwise finishSignIn must follow.
 func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *record, key string) (signInAttempt, bool) {
 	if !s.signInGate.enter(rec.client) {

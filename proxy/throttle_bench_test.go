@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// BenchmarkThrottle is the throttle's cost. "blocked" is what every request pays
-// before its token is judged: its address unknown to the throttle (no failure in
-// the window, the usual case) or known with failures below the limit. "fail" is a
+// BenchmarkThrottle is the throttle's cost. "blocked" is what a rejected token, an
+// unknown session id and a sign-in pay before they are answered: the key unknown to
+// the throttle (no failure in the window, the usual case) or known with failures
+// below the limit. "fail" is a
 // failed authentication: from one address, and from more addresses than MaxClients
 // (a guessing attack spread wide), where each failure adds an address and forgets
 // the one whose last failure is oldest.

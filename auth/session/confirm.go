@@ -98,7 +98,9 @@ func (b *RedisBackend) onPrimary(ctx context.Context, key string, write func(con
 		done(true, writes)
 		return nil
 	}
-	if err != nil && role.Err() == nil {
+	// Pipelined reports the first command's error, which may be a write's redis.Nil
+	// (an unknown or expired key: judged above as no error), not a failure.
+	if err != nil && !errors.Is(err, redis.Nil) && role.Err() == nil {
 		return err // the connection failed
 	}
 	if role.Err() != nil {

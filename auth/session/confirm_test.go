@@ -184,7 +184,8 @@ func TestRevocationWithoutROLE(t *testing.T) {
 // TestExchangeUnknownWithReplicas: with deletions confirmed by a real replica
 // (DIRGATE_REDIS_WAIT_REPLICAS=1, the default), exchanging a session id Redis does
 // not hold, one never issued or one whose key expired, is ErrUnknown (401), not a
-// store failure (503): the exchange script's empty answer is no error.
+// store failure (503), and ending it is no error: the read-and-delete script's
+// empty answer is no failure.
 func TestExchangeUnknownWithReplicas(t *testing.T) {
 	ctx := t.Context()
 	primary := redistest.Start(t)
@@ -214,6 +215,10 @@ func TestExchangeUnknownWithReplicas(t *testing.T) {
 	for name, id := range map[string]string{"unknown": unknown, "expired": ses.ID} {
 		if _, _, err := s.Exchange(ctx, id); !errors.Is(err, ErrUnknown) {
 			t.Errorf("%s session id: %v, want ErrUnknown", name, err)
+		}
+		// Ending it is no error either (the same read-and-delete).
+		if err := s.EndSession(ctx, id); err != nil {
+			t.Errorf("ending the %s session: %v", name, err)
 		}
 	}
 	// A live session is still exchanged, its deletion confirmed.

@@ -10,9 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// RedisFailures counts failed sign-ins per client address across replicas
-// (proxy.SharedFailures): one counter per address, in a fixed window that starts at
-// its first failure. The address is hashed into the key, which bounds its length.
+// RedisFailures counts failed sign-ins across replicas (proxy.SharedFailures): one
+// counter per key the proxy names (a client address, or an address and an account
+// name), in a fixed window that starts at its first failure. The key is hashed into
+// Redis's key, which bounds its length.
 type RedisFailures struct {
 	client  redis.UniversalClient
 	prefix  string

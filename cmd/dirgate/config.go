@@ -134,7 +134,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "deadline for serving one request, upstream calls included")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	fs.DurationVar(&c.PrincipalTTL, "principal-ttl", 30*time.Second, "how long a token's resolved principal (its groups and account state) is reused")
-	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address within the window before it gets 429")
+	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address (sign-in: one address and account name) within the window before a further failure gets 429; valid tokens are always served")
 	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
 	fs.BoolVar(&c.SignIn, "signin", true, "serve the sign-in flow (POST {base}/api/authSessions/create, {base}/api/auth; docs/auth.md)")
 	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of everything dirgate keeps in Redis (cache entries, change feed, sessions, tokens); the same on every replica; required with Redis")

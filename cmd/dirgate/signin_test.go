@@ -114,7 +114,8 @@ func TestSignInFailuresCountedAcrossReplicas(t *testing.T) {
 
 // TestExchangeUnknownSessionWithReplica: with Redis and a replica confirming
 // deletions (DIRGATE_REDIS_WAIT_REPLICAS's default, 1), POST …/api/auth with a
-// session id Redis does not hold, never issued or expired, answers 401, not 503.
+// session id Redis does not hold, never issued or expired, answers 401, not 503, and
+// DELETE …/api/authSessions of it 204.
 func TestExchangeUnknownSessionWithReplica(t *testing.T) {
 	primary := redistest.Start(t)
 	redistest.StartReplica(t, primary).WaitLinkUp(t, 10*time.Second)
@@ -131,6 +132,9 @@ func TestExchangeUnknownSessionWithReplica(t *testing.T) {
 	for name, id := range map[string]string{"unknown": strings.Repeat("A", 43), "expired": expired} {
 		if r := postJSON(t, root+"/api/auth", map[string]string{"sessionId": id}); r.status != 401 {
 			t.Errorf("%s session id: %d %s, want 401", name, r.status, r.raw)
+		}
+		if r := call(t, "DELETE", root+"/api/authSessions?id="+url.QueryEscape(id), ""); r.status != 204 {
+			t.Errorf("ending the %s session: %d %s, want 204", name, r.status, r.body)
 		}
 	}
 }

@@ -137,8 +137,8 @@ type srvResolver interface {
 // answers the SRV query chooses the host that receives the service account's
 // password and every sign-in's, and a certificate verifies only that the host is
 // the one named, not that it is a DC. A target outside is skipped and logged
-// (quoted and cut: the name is the DNS answer's choice); with none left, discovery
-// fails as with no records.
+// (cut: the name is the DNS answer's choice); with none left, discovery fails as
+// with no records.
 func discoverTargets(ctx context.Context, r srvResolver, domain, site string, suffixes []string, log *slog.Logger) ([]target, error) {
 	domain = strings.TrimSuffix(domain, ".")
 	if err := checkDomain(domain, site); err != nil {
@@ -192,8 +192,10 @@ func discoverTargets(ctx context.Context, r srvResolver, domain, site string, su
 	_, records, domainErr := r.LookupSRV(ctx, "ldap", "tcp", "dc._msdcs."+domain)
 	add(records)
 	if outside > 0 && log != nil {
+		// The name passed checkDNSName (letters, digits, hyphens, dots); it is cut
+		// all the same, as every value an answer chooses.
 		log.Warn("ldap: DNS SRV records name domain controllers outside the domain and its allowed suffixes; they are not used",
-			"domain", domain, "skipped", outside, "first", shown(firstOutside))
+			"domain", domain, "skipped", outside, "first", firstOutside[:min(len(firstOutside), maxShownLength)])
 	}
 	if len(out) > 0 {
 		return out, nil

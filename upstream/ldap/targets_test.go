@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -373,4 +374,38 @@ func TestDiscoverTargetsOnlyOutside(t *testing.T) {
 	if n := strings.Count(log.String(), "\n"); n != 1 || len(log.String()) > 400 || strings.Contains(log.String(), long) {
 		t.Errorf("log of %d lines, %d bytes:\n%s", n, len(log.String()), log.String())
 	}
+}
+
+// FuzzDiscoverTargetsWithinDomain: whatever targets an SRV answer names, every DC
+// discovered is the domain or a suffix, or lies below one, judged label by label;
+// the error and the log stay bounded.
+func FuzzDiscoverTargetsWithinDomain(f *testing.F) {
+	for _, s := range []string{
+		"dc1.corp.example.com. evil.example.", "xcorp.example.com. corp.example.com.evil.", "CORP.EXAMPLE.COM", ". dc.dcs.example.net.",
+		strings.Repeat("a", 63) + ".example.", "dc1.corp.example.com.. dc\x00.corp.example.com",
+	} {
+		f.Add(s, "dcs.example.net")
+	}
+	f.Fuzz(func(t *testing.T, targets, suffix string) {
+		var records []*net.SRV
+		for _, s := range strings.Fields(targets) {
+			records = append(records, srv(s, 389))
+		}
+		r := &fakeResolver{answers: map[string][]*net.SRV{domainName: records}}
+		var log strings.Builder
+		got, err := discoverTargets(context.Background(), r, "corp.example.com", "", []string{suffix}, slog.New(slog.NewTextHandler(&log, nil)))
+		if err != nil && len(err.Error()) > 1000 || log.Len() > 1000 {
+			t.Fatalf("error of %d bytes, log of %d", len(fmt.Sprint(err)), log.Len())
+		}
+		below := func(host, suffix string) bool {
+			h := strings.Split(host, ".")
+			s := strings.Split(strings.ToLower(strings.TrimSuffix(suffix, ".")), ".")
+			return len(s) <= len(h) && suffix != "" && slices.Equal(h[len(h)-len(s):], s)
+		}
+		for _, tg := range got {
+			if !below(tg.serverName, "corp.example.com") && !below(tg.serverName, suffix) {
+				t.Fatalf("discovered %q, outside corp.example.com and %q", tg.serverName, suffix)
+			}
+		}
+	})
 }
