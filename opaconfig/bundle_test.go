@@ -63,7 +63,7 @@ func reloads(t *testing.T, outcome string) int64 {
 
 // bundleConfig is an OPA configuration with one bundle "authz" at the service,
 // polled every second, signed with s's key when s is set, persisted in dir.
-func bundleConfig(url string, s *signer, persistDir string) map[string]any {
+func bundleConfig(t *testing.T, url string, s *signer, persistDir string) map[string]any {
 	b := map[string]any{
 		"service":  "acme",
 		"resource": "bundles/authz.tar.gz",
@@ -71,7 +71,7 @@ func bundleConfig(url string, s *signer, persistDir string) map[string]any {
 		"polling":  map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 1},
 	}
 	cfg := map[string]any{
-		"services":              map[string]any{"acme": map[string]any{"url": url}},
+		"services":              map[string]any{"acme": service(t, url)},
 		"bundles":               map[string]any{"authz": b},
 		"persistence_directory": persistDir,
 		"labels":                map[string]any{"team": "security"},
@@ -144,7 +144,7 @@ func TestSignedBundles(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
 	persist := t.TempDir()
-	cfgFile := writeConfig(t, bundleConfig(srv.URL, &s, persist))
+	cfgFile := writeConfig(t, bundleConfig(t, srv.URL, &s, persist))
 	g := openGateway(t, opaconfig.Config{File: cfgFile}, policy.Config{})
 	if !allows(t, g.a) {
 		t.Fatal("revision r1 (answer yes) does not allow")
@@ -210,7 +210,7 @@ func TestSignedBundles(t *testing.T) {
 	// The service is gone: a new instance starts from the persisted bundle.
 	g.close()
 	srv.Close()
-	down := bundleConfig("http://"+freeAddr(t), &s, persist)
+	down := bundleConfig(t, "https://"+freeAddr(t), &s, persist)
 	g2 := openGateway(t, opaconfig.Config{File: writeConfig(t, down)}, policy.Config{})
 	if g2.a.Revision() != good {
 		t.Errorf("started from disk with revision %s, want the persisted %s", g2.a.Revision(), good)
@@ -220,7 +220,7 @@ func TestSignedBundles(t *testing.T) {
 	}
 
 	// Without a persisted bundle and without the service, dirgate does not start.
-	_, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, bundleConfig("http://"+freeAddr(t), &s, t.TempDir())),
+	_, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, bundleConfig(t, "https://"+freeAddr(t), &s, t.TempDir())),
 		Logger: quietLogger(), StartWait: 2 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "authz") {
 		t.Errorf("Open with the service down and nothing persisted: %v, want an error naming the bundle", err)

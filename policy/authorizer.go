@@ -21,6 +21,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	bundled "github.com/dirgate/dirgate/rego"
+	"github.com/open-policy-agent/opa/v1/ast"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -70,6 +71,11 @@ type Config struct {
 	// confidential: the property policy treats them as secret, beside the built-in
 	// list (properties.go). nil means the built-in list only.
 	Schema dirgate.ConfidentialSchema
+	// NetworkBuiltins lets the policy (and the candidate) call the builtins that
+	// reach outside dirgate: http.send, net.lookup_ip_addr, opa.runtime, and JSON
+	// schema references fetched from the network. false: a policy that calls them
+	// does not compile (PolicyCapabilities).
+	NetworkBuiltins bool
 }
 
 // Validate reports every problem of the configuration at once.
@@ -168,7 +174,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 		if a.dlog != nil {
 			maxNamed = max(a.dlog.maxDenied, 0)
 		}
-		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize)
+		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize, PolicyCapabilities(cfg.NetworkBuiltins))
 	}
 	a.logger.Info("policy loaded", "source", a.source(), "revision", v.revision, "modules", v.files,
 		"nondeterministic_builtins", v.nondeterministic)
@@ -186,12 +192,12 @@ func (a *Authorizer) source() string {
 }
 
 func (a *Authorizer) load(ctx context.Context) (*version, error) {
-	return loadVersion(ctx, a.fsys, a.current.Load(), a.cfg.PlanCacheSize, a.now)
+	return loadVersion(ctx, a.fsys, a.current.Load(), a.cfg.PlanCacheSize, PolicyCapabilities(a.cfg.NetworkBuiltins), a.now)
 }
 
 // loadVersion reads and compiles a policy directory; cur is returned as it is when
 // the directory has not changed.
-func loadVersion(ctx context.Context, fsys fs.FS, cur *version, planCacheSize int, now func() time.Time) (*version, error) {
+func loadVersion(ctx context.Context, fsys fs.FS, cur *version, planCacheSize int, caps *ast.Capabilities, now func() time.Time) (*version, error) {
 	src, err := readSource(fsys, loadOptions{})
 	if err != nil {
 		return nil, err
@@ -199,7 +205,7 @@ func loadVersion(ctx context.Context, fsys fs.FS, cur *version, planCacheSize in
 	if cur != nil && cur.revision == src.revision {
 		return cur, nil
 	}
-	v, err := compile(ctx, src, planCacheSize)
+	v, err := compileWith(ctx, src, planCacheSize, caps)
 	if err != nil {
 		return nil, err
 	}

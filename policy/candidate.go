@@ -79,6 +79,7 @@ type candidate struct {
 	logger   *slog.Logger
 	now      func() time.Time
 	size     int
+	caps     *ast.Capabilities       // the builtins it may call (nil: every one)
 	current  atomic.Pointer[version] // nil until a version loads
 	metrics  candidateMetrics
 
@@ -105,8 +106,8 @@ func newCandidateMetrics() candidateMetrics {
 	return candidateMetrics{differences: differences, reloads: reloads, errors: errs, broken: broken}
 }
 
-func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logger *slog.Logger, now func() time.Time, planCacheSize int) *candidate {
-	c := &candidate{cfg: cfg, fsys: cfg.Files, maxNamed: maxNamed, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, metrics: newCandidateMetrics()}
+func openCandidate(ctx context.Context, cfg CandidateConfig, maxNamed int, logger *slog.Logger, now func() time.Time, planCacheSize int, caps *ast.Capabilities) *candidate {
+	c := &candidate{cfg: cfg, fsys: cfg.Files, maxNamed: maxNamed, logger: logger.With("policy", "candidate"), now: now, size: planCacheSize, caps: caps, metrics: newCandidateMetrics()}
 	if c.fsys == nil {
 		c.fsys = os.DirFS(cfg.Dir)
 	}
@@ -133,7 +134,7 @@ func (c *candidate) reload(ctx context.Context) {
 // reloadLocked is reload with c.mu held.
 func (c *candidate) reloadLocked(ctx context.Context) {
 	prev := c.current.Load()
-	v, err := loadVersion(ctx, c.fsys, prev, c.size, c.now)
+	v, err := loadVersion(ctx, c.fsys, prev, c.size, c.caps, c.now)
 	if err != nil {
 		c.failedLoad(ctx, err)
 		return

@@ -84,14 +84,31 @@ const batchQuery = `allowed := [i |
 	data.dirgate.authz.allow == true with input as doc
 ]`
 
-// compile builds a version from a policy directory's modules and data. It fails on
-// anything that would make decisions unreliable: a module that does not compile,
-// data that collides with a rule, or a policy that does not define the decision.
-func compile(ctx context.Context, src *source, planCacheSize int) (*version, error) {
-	return compileWith(ctx, src, planCacheSize, nil)
+// outsideBuiltins reach outside dirgate: the network (an HTTP request, a DNS
+// query, either of which can carry input.object's properties away) and OPA's
+// runtime (its environment and configuration). Named rather than taken from
+// the non-deterministic flag, which also covers time and randomness.
+var outsideBuiltins = map[string]bool{"http.send": true, "net.lookup_ip_addr": true, "opa.runtime": true}
+
+// PolicyCapabilities are the builtins a policy may call: nil (every builtin of
+// this OPA) with network, else every builtin but outsideBuiltins, with no
+// network host allowed (which also keeps json.match_schema and
+// json.verify_schema from fetching a remote $ref). A policy that calls a builtin
+// left out does not compile.
+func PolicyCapabilities(network bool) *ast.Capabilities {
+	if network {
+		return nil
+	}
+	caps := ast.CapabilitiesForThisVersion()
+	caps.Builtins = slices.DeleteFunc(caps.Builtins, func(b *ast.Builtin) bool { return outsideBuiltins[b.Name] })
+	caps.AllowNet = []string{}
+	return caps
 }
 
-// compileWith is compile restricted to caps (nil: every builtin), for drafts.
+// compileWith builds a version from a policy directory's modules and data,
+// restricted to the builtins of caps (nil: every builtin). It fails on anything
+// that would make decisions unreliable: a module that does not compile, data
+// that collides with a rule, or a policy that does not define the decision.
 func compileWith(ctx context.Context, src *source, planCacheSize int, caps *ast.Capabilities) (*version, error) {
 	store := inmem.NewFromObject(src.data)
 	txn, err := store.NewTransaction(ctx)
