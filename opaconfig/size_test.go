@@ -1,0 +1,226 @@
+package opaconfig_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/dirgate/dirgate/opaconfig"
+	"github.com/dirgate/dirgate/policy"
+)
+
+// paddedBundle is a bundle of files and of pads files of padBytes zeros each
+// (pad-0.bin, ...), signed with s's key over every file: a bundle a compromised
+// pipeline or signing key could publish. Zeros compress about a thousandfold, so
+// the file is small whatever padBytes is; nothing of it is held in memory here.
+func paddedBundle(t *testing.T, s signer, files map[string]string, pads int, padBytes int64) []byte {
+	t.Helper()
+	hasher, err := bundle.NewSignatureHasher(bundle.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []bundle.FileInfo
+	for p, c := range files {
+		var v any = []byte(c)
+		if bundle.IsStructuredDoc(p) {
+			if err := util.Unmarshal([]byte(c), &v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h, err := hasher.HashFile(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, bundle.FileInfo{Name: p, Hash: hex.EncodeToString(h), Algorithm: string(bundle.SHA256)})
+	}
+	zeros := make([]byte, 1<<20)
+	padHash := sha256.New()
+	for n := padBytes; n > 0; n -= int64(min(n, int64(len(zeros)))) {
+		padHash.Write(zeros[:min(n, int64(len(zeros)))])
+	}
+	padSum := hex.EncodeToString(padHash.Sum(nil))
+	for i := range pads {
+		infos = append(infos, bundle.FileInfo{Name: fmt.Sprintf("pad-%d.bin", i), Hash: padSum, Algorithm: string(bundle.SHA256)})
+	}
+	token, err := bundle.GenerateSignedToken(infos, bundle.NewSigningConfig(s.priv, "RS256", ""), "ci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, _ := json.Marshal(map[string]any{"signatures": []string{token}})
+	all := map[string][]byte{".signatures.json": sig}
+	for p, c := range files {
+		all[p] = []byte(c)
+	}
+	var buf bytes.Buffer
+	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	tw := tar.NewWriter(gz)
+	write := func(name string, size int64, fill func()) {
+		if err := tw.WriteHeader(&tar.Header{Name: "/" + name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		fill()
+	}
+	names := make([]string, 0, len(all))
+	for p := range all {
+		names = append(names, p)
+	}
+	slices.Sort(names)
+	for _, p := range names {
+		write(p, int64(len(all[p])), func() { tw.Write(all[p]) })
+	}
+	for i := range pads {
+		write(fmt.Sprintf("pad-%d.bin", i), padBytes, func() {
+			for n := padBytes; n > 0; n -= int64(min(n, int64(len(zeros)))) {
+				if _, err := tw.Write(zeros[:min(n, int64(len(zeros)))]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// bombEnv names the configuration file a child process opens (TestBundleBombChild).
+const bombEnv = "DIRGATE_TEST_BUNDLE_BOMB_CONFIG"
+
+// bombResult is what the child reports: Open's error, and its peak resident
+// memory while Open ran.
+type bombResult struct {
+	Err       string `json:"err"`
+	PeakBytes int64  `json:"peakBytes"`
+	BaseBytes int64  `json:"baseBytes"`
+}
+
+// openInChild opens cfgFile in a child process (this test binary, running
+// TestBundleBombChild), so that the peak memory measured is that of Open alone.
+func openInChild(t *testing.T, cfgFile string) bombResult {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestBundleBombChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), bombEnv+"="+cfgFile)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if rest, ok := strings.CutPrefix(line, "BOMB "); ok {
+			var r bombResult
+			if err := json.Unmarshal([]byte(rest), &r); err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+	}
+	t.Fatalf("child reported nothing:\n%s", out)
+	return bombResult{}
+}
+
+// TestBundleBombChild is the child of openInChild; it is skipped otherwise.
+func TestBundleBombChild(t *testing.T) {
+	cfgFile := os.Getenv(bombEnv)
+	if cfgFile == "" {
+		t.Skip("run by openInChild")
+	}
+	base := memory(t, "VmRSS")
+	// The peak from here on (Linux: clear_refs 5 resets VmHWM to VmRSS).
+	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+		t.Fatal(err)
+	}
+	rt, err := opaconfig.Open(context.Background(), opaconfig.Config{File: cfgFile, Logger: quietLogger(), StartWait: 10 * time.Second})
+	r := bombResult{PeakBytes: memory(t, "VmHWM"), BaseBytes: base}
+	if err != nil {
+		r.Err = err.Error()
+	} else {
+		rt.Close(context.Background())
+	}
+	b, _ := json.Marshal(r)
+	fmt.Printf("BOMB %s\n", b)
+}
+
+// memory reads one of /proc/self/status's sizes (VmRSS, VmHWM), in bytes.
+func memory(t *testing.T, key string) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/self/status", key)
+	return 0
+}
+
+// TestBundleSizeBound: a signed bundle whose files hold 400 MB of zeros (a few
+// hundred kilobytes compressed) is refused while it is read, in one file (over
+// OPA's size_limit_bytes, which dirgate sets to its bound) or in a hundred files
+// each under it (over the total), and the peak memory of the instance stays far
+// below what the bundle would take; dirgate does not start without a policy. The
+// same bundle with small pads, signed alike, comes into force: the refusals are
+// the size's, not the signature's.
+func TestBundleSizeBound(t *testing.T) {
+	s := newSigner(t)
+	srv := newBundleServer(t)
+	files := policyFiles("yes")
+	files[".manifest"] = `{"revision": "padded"}`
+
+	small := paddedBundle(t, s, files, 2, 1000)
+	srv.put("/bundles/authz.tar.gz", small)
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()))}, policy.Config{})
+	if !allows(t, g.a) {
+		t.Fatal("the small padded bundle is not in force")
+	}
+	g.close()
+
+	const total = 400 << 20
+	for _, c := range []struct {
+		name string
+		pads int
+		want string
+	}{
+		{"one file", 1, "size_limit_bytes"},
+		{"a hundred files", 100, "DIRGATE_OPA_BUNDLE_MAX_BYTES"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := paddedBundle(t, s, files, c.pads, total/int64(c.pads))
+			srv.put("/bundles/authz.tar.gz", b)
+			r := openInChild(t, writeConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir())))
+			t.Logf("%d bytes compressed, %d MB decompressed: peak RSS %.1f MB (%.1f MB before Open); %s",
+				len(b), total>>20, float64(r.PeakBytes)/(1<<20), float64(r.BaseBytes)/(1<<20), r.Err)
+			if !strings.Contains(r.Err, c.want) {
+				t.Errorf("Open = %q, want it refused over %s", r.Err, c.want)
+			}
+			if r.PeakBytes-r.BaseBytes > 100<<20 {
+				t.Errorf("peak RSS %d MB over the %d MB before Open, want it far below the bundle's %d MB",
+					(r.PeakBytes-r.BaseBytes)>>20, r.BaseBytes>>20, total>>20)
+			}
+		})
+	}
+}
+
