@@ -223,4 +223,3 @@ func TestBundleSizeBound(t *testing.T) {
 		})
 	}
 }
-
