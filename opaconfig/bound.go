@@ -194,7 +194,12 @@ func (b *boundedBody) tooLarge(what string) error {
 
 // ReadByte and consumed make the body a flate.Reader for zr, so that gzip reads
 // it byte by byte, without a buffer of its own running ahead.
+// Past the bound they fail, so that input that decompresses to nothing (empty
+// blocks, empty gzip members) cannot pile up in pending within one zr.Read.
 func (b *boundedBody) ReadByte() (byte, error) {
+	if b.raw > b.limit {
+		return 0, b.tooLarge("the download")
+	}
 	c, err := b.src.ReadByte()
 	if err == nil {
 		b.consumed([]byte{c})
@@ -207,6 +212,13 @@ type zsrc struct{ b *boundedBody }
 
 func (z zsrc) ReadByte() (byte, error) { return z.b.ReadByte() }
 func (z zsrc) Read(p []byte) (int, error) {
+	room := z.b.limit + 1 - z.b.raw
+	if room <= 0 {
+		return 0, z.b.tooLarge("the download")
+	}
+	if int64(len(p)) > room {
+		p = p[:room]
+	}
 	n, err := z.b.src.Read(p)
 	z.b.consumed(p[:n])
 	return n, err
@@ -249,15 +261,19 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		case b.out > b.limit:
 			b.err = b.tooLarge("the bundle's decompressed content")
 			return 0, b.err
-		case b.raw > b.limit:
-			b.err = b.tooLarge("the download")
-			return 0, b.err
 		case err == io.EOF:
 			b.zdone = true
+		case errors.Is(err, ErrBundleTooLarge):
+			b.err = err
+			return 0, b.err
 		case err != nil:
 			b.err = fmt.Errorf("bundle: %w", err)
 			return 0, b.err
 		}
+	}
+	if b.raw > b.limit {
+		b.err = b.tooLarge("the download")
+		return 0, b.err
 	}
 	if b.off == len(b.pending) {
 		return 0, io.EOF

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -105,4 +107,58 @@ func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestBoundedServiceKeepsCredentials: every service's client is bounded
+// (bound.go) without losing its credentials: the bundle service sees the bearer
+// token of the file (inline or token_path), and refuses a wrong one.
+func TestBoundedServiceKeepsCredentials(t *testing.T) {
+	s := newSigner(t)
+	b := build(t, &s, "r1", policyFiles("yes"))
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth := r.Header.Get("Authorization")
+		mu.Lock()
+		seen = append(seen, auth)
+		mu.Unlock()
+		if auth != "Bearer inline" && auth != "Bearer from-file" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Write(b)
+	}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		name   string
+		bearer map[string]any
+		ok     bool
+	}{
+		{"inline", map[string]any{"token": "inline"}, true},
+		{"token_path", map[string]any{"token_path": tokenFile}, true},
+		{"wrong", map[string]any{"token": "wrong"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := bundleConfig(t, srv.URL, &s, t.TempDir())
+			cfg["services"].(map[string]any)["acme"].(map[string]any)["credentials"] = map[string]any{"bearer": c.bearer}
+			rt, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, cfg), Logger: quietLogger(), StartWait: 5 * time.Second})
+			if (err == nil) != c.ok {
+				t.Fatalf("Open = %v, want success %v", err, c.ok)
+			}
+			if err == nil {
+				rt.Close(context.Background())
+			} else if !strings.Contains(err.Error(), "401") {
+				t.Errorf("Open = %v, want the 401 named", err)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) == 0 || seen[0] != "Bearer inline" {
+		t.Errorf("the service saw Authorization %q", seen)
+	}
 }
