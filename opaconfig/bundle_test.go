@@ -135,7 +135,7 @@ func (g *gateway) close() {
 
 // TestSignedBundles: the policy comes from a signed bundle made by opa build;
 // a new revision is picked up; a tampered bundle, an unsigned one, a signed one
-// that does not compile, garbage and a failing service are each refused with the
+// that does not compile, a signed one calling http.send, garbage and a failing service are each refused with the
 // last good policy kept in force, counted and reported by Ready (the instance
 // stays ready: Ready is reported, not gating), until a good bundle loads again.
 // Then, with the service down, a new instance starts from the persisted bundle.
@@ -166,6 +166,11 @@ func TestSignedBundles(t *testing.T) {
 	uncompilable := policyFiles("yes")
 	uncompilable["dirgate/authz.rego"] = "package dirgate.authz\n\nallow if unbound_var\n"
 	uncompilable[".manifest"] = `{"revision": "r5"}`
+	// Signed, compiling with every builtin, but reaching the network
+	// (policy.PolicyCapabilities): refused by the policy's compiler.
+	network := policyFiles("yes")
+	network["dirgate/authz.rego"] = "package dirgate.authz\n\nallow if http.send({\"method\": \"get\", \"url\": \"https://127.0.0.1:1/\"}).status_code == 200\n"
+	network[".manifest"] = `{"revision": "r6"}`
 	for _, c := range []struct {
 		name   string
 		bundle []byte
@@ -175,6 +180,7 @@ func TestSignedBundles(t *testing.T) {
 		{"tampered", tarball(t, tampered), "", "digest mismatch"},
 		{"unsigned", unsignedCompiling, "", "signature"},
 		{"uncompilable", signedTarball(t, s, uncompilable), "", "unbound_var"},
+		{"http.send", signedTarball(t, s, network), "", "undefined function http.send"},
 		{"garbage", nil, "garbage", "authz"},
 		{"500", nil, "500", "500"},
 	} {

@@ -185,7 +185,8 @@ func TestOPAConsoleDecisions(t *testing.T) {
 
 // TestOPAUnverifiedRefusedAtStart: dirgate does not start on an unsigned bundle
 // served over plain HTTP, and says which settings would accept it, without a
-// request to the service; with both settings it starts, and says so in its log.
+// request to the service; with both settings it starts, and says so in its log,
+// as it does of DIRGATE_POLICY_NETWORK_BUILTINS.
 func TestOPAUnverifiedRefusedAtStart(t *testing.T) {
 	bundle := mustReadBundle(t)
 	var requests atomic.Int64
@@ -222,12 +223,15 @@ func TestOPAUnverifiedRefusedAtStart(t *testing.T) {
 	if n := requests.Load(); n > 0 {
 		t.Errorf("%d requests to the bundle service before the refusal", n)
 	}
-	m, log, err := start("--opa-allow-unsigned-bundles", "--opa-allow-plain-http")
+	m, log, err := start("--opa-allow-unsigned-bundles", "--opa-allow-plain-http", "--policy-network-builtins")
 	if err != nil {
 		t.Fatalf("with both settings: %v", err)
 	}
 	if !strings.Contains(log, "INSECURE: bundle authz has no signing block") || !strings.Contains(log, "INSECURE: service b is plain HTTP") {
 		t.Errorf("the log does not warn of the unsigned bundle and the plain HTTP service:\n%s", log)
+	}
+	if !strings.Contains(log, "INSECURE: policies may call http.send") {
+		t.Errorf("the log does not warn of DIRGATE_POLICY_NETWORK_BUILTINS:\n%s", log)
 	}
 	listAs(t, "http://"+m.Addr()+"/restApi/api/directoryObjects/groupMembers", "demo-helpdesk", "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com", "")
 }
