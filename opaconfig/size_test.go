@@ -1,104 +1,26 @@
 package opaconfig_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/bundle"
-	"github.com/open-policy-agent/opa/v1/util"
-
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/test/opabundle"
 )
 
-// paddedBundle is a bundle of files and of pads files of padBytes zeros each
-// (pad-0.bin, ...), signed with s's key over every file: a bundle a compromised
-// pipeline or signing key could publish. Zeros compress about a thousandfold, so
-// the file is small whatever padBytes is; nothing of it is held in memory here.
+// paddedBundle is opabundle.Signed with s's key, under the key id bundleConfig
+// names.
 func paddedBundle(t *testing.T, s signer, files map[string]string, pads int, padBytes int64) []byte {
 	t.Helper()
-	hasher, err := bundle.NewSignatureHasher(bundle.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var infos []bundle.FileInfo
-	for p, c := range files {
-		var v any = []byte(c)
-		if bundle.IsStructuredDoc(p) {
-			if err := util.Unmarshal([]byte(c), &v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		h, err := hasher.HashFile(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos = append(infos, bundle.FileInfo{Name: p, Hash: hex.EncodeToString(h), Algorithm: string(bundle.SHA256)})
-	}
-	zeros := make([]byte, 1<<20)
-	padHash := sha256.New()
-	for n := padBytes; n > 0; n -= int64(min(n, int64(len(zeros)))) {
-		padHash.Write(zeros[:min(n, int64(len(zeros)))])
-	}
-	padSum := hex.EncodeToString(padHash.Sum(nil))
-	for i := range pads {
-		infos = append(infos, bundle.FileInfo{Name: fmt.Sprintf("pad-%d.bin", i), Hash: padSum, Algorithm: string(bundle.SHA256)})
-	}
-	token, err := bundle.GenerateSignedToken(infos, bundle.NewSigningConfig(s.priv, "RS256", ""), "ci")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, _ := json.Marshal(map[string]any{"signatures": []string{token}})
-	all := map[string][]byte{".signatures.json": sig}
-	for p, c := range files {
-		all[p] = []byte(c)
-	}
-	var buf bytes.Buffer
-	gz, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	tw := tar.NewWriter(gz)
-	write := func(name string, size int64, fill func()) {
-		if err := tw.WriteHeader(&tar.Header{Name: "/" + name, Mode: 0o644, Size: size, Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		fill()
-	}
-	names := make([]string, 0, len(all))
-	for p := range all {
-		names = append(names, p)
-	}
-	slices.Sort(names)
-	for _, p := range names {
-		write(p, int64(len(all[p])), func() { tw.Write(all[p]) })
-	}
-	for i := range pads {
-		write(fmt.Sprintf("pad-%d.bin", i), padBytes, func() {
-			for n := padBytes; n > 0; n -= int64(min(n, int64(len(zeros)))) {
-				if _, err := tw.Write(zeros[:min(n, int64(len(zeros)))]); err != nil {
-					t.Fatal(err)
-				}
-			}
-		})
-	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return opabundle.Signed(t, s.priv, "ci", files, pads, padBytes)
 }
 
 // bombEnv names the configuration file a child process opens (TestBundleBombChild).
