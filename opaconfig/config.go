@@ -208,8 +208,9 @@ func (f *file) services() map[string]map[string]any {
 // an OPA plugin (dirgate has none).
 func (f *file) checkServices() []error {
 	var errs []error
-	for _, n := range sortedKeys(f.services()) {
-		if c, _ := f.services()[n]["credentials"].(map[string]any); c != nil && c["plugin"] != nil {
+	services := f.services()
+	for _, n := range sortedKeys(services) {
+		if c, _ := services[n]["credentials"].(map[string]any); c != nil && c["plugin"] != nil {
 			errs = append(errs, fmt.Errorf("opa config: service %s: dirgate does not take credentials.plugin (OPA plugins are not built in)", n))
 		}
 	}
