@@ -235,3 +235,14 @@ func TestOPAUnverifiedRefusedAtStart(t *testing.T) {
 	}
 	listAs(t, "http://"+m.Addr()+"/restApi/api/directoryObjects/groupMembers", "demo-helpdesk", "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com", "")
 }
+
+// TestOPABundleMaxBytesPositive: a bound of zero or less would let any bundle
+// through (OPA's own default is 1 GiB per file): refused with the setting named.
+func TestOPABundleMaxBytesPositive(t *testing.T) {
+	for _, v := range []string{"0", "-1"} {
+		_, err := LoadConfig([]string{"--opa-bundle-max-bytes", v}, func(string) string { return "" }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "opa-bundle-max-bytes (DIRGATE_OPA_BUNDLE_MAX_BYTES): must be positive") {
+			t.Errorf("--opa-bundle-max-bytes %s: %v", v, err)
+		}
+	}
+}
