@@ -128,6 +128,18 @@ func buildWithComponent(t *testing.T, kubectl, component string) [][]byte {
 			t.Fatal(err)
 		}
 	}
+	// The component's own site files (credentials), from their templates too.
+	site := filepath.Join(base, "components", component, "site")
+	templates, _ := filepath.Glob(filepath.Join(site, "*.example"))
+	for _, tpl := range templates {
+		data, err := os.ReadFile(tpl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(strings.TrimSuffix(tpl, ".example"), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
 	overlay := filepath.Join(root, "overlay")
 	if err := os.Mkdir(overlay, 0o755); err != nil {
 		t.Fatal(err)

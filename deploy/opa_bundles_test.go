@@ -20,7 +20,8 @@ import (
 const opaComponent = "kubernetes/components/opa-bundles"
 
 // TestOPABundlesConfig: the component's OPA configuration is one dirgate starts
-// with, every key of it acted on.
+// with by default (its bundles signed, its services HTTPS), every key of it acted
+// on.
 func TestOPABundlesConfig(t *testing.T) {
 	ignored, err := opaconfig.CheckFile(filepath.Join(opaComponent, "opa.yaml"))
 	if err != nil {
@@ -44,6 +45,7 @@ func TestOPABundlesComponentBuilds(t *testing.T) {
 	docs := buildWithComponent(t, kubectl, "opa-bundles")
 	var dep *appsv1.Deployment
 	configMaps := map[string]*corev1.ConfigMap{}
+	secrets := map[string]*corev1.Secret{}
 	var egressPorts []int32
 	for _, doc := range docs {
 		var meta struct{ Kind string }
@@ -59,6 +61,12 @@ func TestOPABundlesComponentBuilds(t *testing.T) {
 			if d.Name == "dirgate" {
 				dep = d
 			}
+		case "Secret":
+			sec := &corev1.Secret{}
+			if err := yaml.UnmarshalStrict(doc, sec); err != nil {
+				t.Fatal(err)
+			}
+			secrets[sec.Name] = sec
 		case "ConfigMap":
 			cm := &corev1.ConfigMap{}
 			if err := yaml.UnmarshalStrict(doc, cm); err != nil {
@@ -127,11 +135,40 @@ func TestOPABundlesComponentBuilds(t *testing.T) {
 		t.Fatalf("ConfigMap %s has no %s", cm.Name, path.Base(file))
 	}
 	var cfg struct {
-		Services             map[string]struct{ URL string }
+		Services map[string]struct {
+			URL         string
+			Credentials map[string]map[string]any
+		}
 		PersistenceDirectory string `json:"persistence_directory"`
 	}
 	if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
 		t.Fatal(err)
+	}
+	// The ConfigMap holds no credential: each service's token is a file of a
+	// mounted Secret, named by token_path.
+	for name, s := range cfg.Services {
+		bearer := s.Credentials["bearer"]
+		if len(s.Credentials) != 1 || bearer == nil || bearer["token"] != nil {
+			t.Errorf("service %s: credentials %v, want bearer.token_path alone", name, s.Credentials)
+			continue
+		}
+		p, _ := bearer["token_path"].(string)
+		tm, ok := mounted(path.Dir(p))
+		sv := volumes[tm.Name].Secret
+		if !ok || !tm.ReadOnly || sv == nil {
+			t.Errorf("service %s: token_path %q is not on a read-only Secret volume", name, p)
+			continue
+		}
+		if sec := secrets[sv.SecretName]; sec == nil || !strings.HasPrefix(sv.SecretName, "dirgate-opa-credentials-") {
+			t.Errorf("service %s: the mounted Secret %s is not the generated dirgate-opa-credentials", name, sv.SecretName)
+		} else if _, ok := sec.Data[path.Base(p)]; !ok {
+			t.Errorf("service %s: Secret %s has no %s", name, sv.SecretName, path.Base(p))
+		}
+	}
+	for _, key := range []string{"token:", "password:", "client_secret:", "private_key:"} {
+		if strings.Contains(raw, key) {
+			t.Errorf("opa.yaml in a ConfigMap holds %s: credentials belong in the Secret", key)
+		}
 	}
 	if pm, ok := mounted(cfg.PersistenceDirectory); !ok || pm.ReadOnly || volumes[pm.Name].EmptyDir == nil {
 		t.Errorf("persistence_directory %s is not a writable emptyDir (the root file system is read-only)", cfg.PersistenceDirectory)

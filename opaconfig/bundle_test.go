@@ -63,7 +63,7 @@ func reloads(t *testing.T, outcome string) int64 {
 
 // bundleConfig is an OPA configuration with one bundle "authz" at the service,
 // polled every second, signed with s's key when s is set, persisted in dir.
-func bundleConfig(url string, s *signer, persistDir string) map[string]any {
+func bundleConfig(t *testing.T, url string, s *signer, persistDir string) map[string]any {
 	b := map[string]any{
 		"service":  "acme",
 		"resource": "bundles/authz.tar.gz",
@@ -71,7 +71,7 @@ func bundleConfig(url string, s *signer, persistDir string) map[string]any {
 		"polling":  map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 1},
 	}
 	cfg := map[string]any{
-		"services":              map[string]any{"acme": map[string]any{"url": url}},
+		"services":              map[string]any{"acme": service(t, url)},
 		"bundles":               map[string]any{"authz": b},
 		"persistence_directory": persistDir,
 		"labels":                map[string]any{"team": "security"},
@@ -135,7 +135,7 @@ func (g *gateway) close() {
 
 // TestSignedBundles: the policy comes from a signed bundle made by opa build;
 // a new revision is picked up; a tampered bundle, an unsigned one, a signed one
-// that does not compile, garbage and a failing service are each refused with the
+// that does not compile, a signed one calling http.send, garbage and a failing service are each refused with the
 // last good policy kept in force, counted and reported by Ready (the instance
 // stays ready: Ready is reported, not gating), until a good bundle loads again.
 // Then, with the service down, a new instance starts from the persisted bundle.
@@ -144,7 +144,7 @@ func TestSignedBundles(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
 	persist := t.TempDir()
-	cfgFile := writeConfig(t, bundleConfig(srv.URL, &s, persist))
+	cfgFile := writeConfig(t, bundleConfig(t, srv.URL, &s, persist))
 	g := openGateway(t, opaconfig.Config{File: cfgFile}, policy.Config{})
 	if !allows(t, g.a) {
 		t.Fatal("revision r1 (answer yes) does not allow")
@@ -166,6 +166,11 @@ func TestSignedBundles(t *testing.T) {
 	uncompilable := policyFiles("yes")
 	uncompilable["dirgate/authz.rego"] = "package dirgate.authz\n\nallow if unbound_var\n"
 	uncompilable[".manifest"] = `{"revision": "r5"}`
+	// Signed, compiling with every builtin, but reaching the network
+	// (policy.PolicyCapabilities): refused by the policy's compiler.
+	network := policyFiles("yes")
+	network["dirgate/authz.rego"] = "package dirgate.authz\n\nallow if http.send({\"method\": \"get\", \"url\": \"https://127.0.0.1:1/\"}).status_code == 200\n"
+	network[".manifest"] = `{"revision": "r6"}`
 	for _, c := range []struct {
 		name   string
 		bundle []byte
@@ -175,6 +180,7 @@ func TestSignedBundles(t *testing.T) {
 		{"tampered", tarball(t, tampered), "", "digest mismatch"},
 		{"unsigned", unsignedCompiling, "", "signature"},
 		{"uncompilable", signedTarball(t, s, uncompilable), "", "unbound_var"},
+		{"http.send", signedTarball(t, s, network), "", "undefined function http.send"},
 		{"garbage", nil, "garbage", "authz"},
 		{"500", nil, "500", "500"},
 	} {
@@ -210,7 +216,7 @@ func TestSignedBundles(t *testing.T) {
 	// The service is gone: a new instance starts from the persisted bundle.
 	g.close()
 	srv.Close()
-	down := bundleConfig("http://"+freeAddr(t), &s, persist)
+	down := bundleConfig(t, "https://"+freeAddr(t), &s, persist)
 	g2 := openGateway(t, opaconfig.Config{File: writeConfig(t, down)}, policy.Config{})
 	if g2.a.Revision() != good {
 		t.Errorf("started from disk with revision %s, want the persisted %s", g2.a.Revision(), good)
@@ -220,7 +226,7 @@ func TestSignedBundles(t *testing.T) {
 	}
 
 	// Without a persisted bundle and without the service, dirgate does not start.
-	_, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, bundleConfig("http://"+freeAddr(t), &s, t.TempDir())),
+	_, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, bundleConfig(t, "https://"+freeAddr(t), &s, t.TempDir())),
 		Logger: quietLogger(), StartWait: 2 * time.Second})
 	if err == nil || !strings.Contains(err.Error(), "authz") {
 		t.Errorf("Open with the service down and nothing persisted: %v, want an error naming the bundle", err)

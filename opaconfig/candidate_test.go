@@ -17,7 +17,7 @@ func TestCandidateBundle(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "a1", policyFiles("yes")))
 	srv.put("/bundles/next.tar.gz", build(t, &s, "n1", policyFiles("no")))
-	cfg := bundleConfig(srv.URL, &s, t.TempDir())
+	cfg := bundleConfig(t, srv.URL, &s, t.TempDir())
 	bundles := cfg["bundles"].(map[string]any)
 	next := map[string]any{}
 	for k, v := range bundles["authz"].(map[string]any) {

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/util"
 )
@@ -89,6 +92,7 @@ func parseFile(b []byte) (*file, error) {
 		}
 	}
 	sort.Strings(f.bundles)
+	errs = append(errs, f.checkServices()...)
 	if len(f.bundles) == 0 {
 		errs = append(errs, errors.New(`opa config: "bundles" names no bundle; the policy comes from the bundles`))
 	}
@@ -98,7 +102,10 @@ func parseFile(b []byte) (*file, error) {
 // managerConfig returns the configuration of one plugin manager: the services,
 // keys, labels, status and persistence directory of the file, the bundles named,
 // and its decision_logs when logs is set.
-func (f *file) managerConfig(bundles []string, logs bool) ([]byte, error) {
+//
+// Every service's credentials are handed to a boundedAuth plugin (bound.go), so
+// that each bundle download is bounded to maxBytes, compressed and decompressed.
+func (f *file) managerConfig(bundles []string, logs bool, maxBytes int64) ([]byte, error) {
 	out := map[string]any{}
 	for _, k := range honoured {
 		if v, ok := f.raw[k]; ok {
@@ -111,6 +118,21 @@ func (f *file) managerConfig(bundles []string, logs bool) ([]byte, error) {
 		picked[b] = all[b]
 	}
 	out["bundles"] = picked
+	// Each bundle's files are bounded by size_limit_bytes (OPA's, checked against
+	// each tar header before the file is read); without one, by maxBytes rather
+	// than OPA's 1 GiB. The total is bounded by boundedAuth.
+	for n, b := range picked {
+		m, _ := b.(map[string]any)
+		if m == nil {
+			continue
+		}
+		if _, ok := m["size_limit_bytes"]; !ok {
+			cp := maps.Clone(m)
+			cp["size_limit_bytes"] = maxBytes
+			picked[n] = cp
+		}
+	}
+	out["services"] = boundServices(f.raw["services"])
 	delete(out, "decision_logs")
 	if section, upload, _ := f.decisionLogs(); logs && upload {
 		out["decision_logs"] = section
@@ -147,10 +169,112 @@ func (f *file) decisionLogs() (section map[string]any, upload, console bool) {
 
 // CheckFile reads an OPA configuration file as Open does, without starting
 // anything: the start-up errors it would give, and the keys it would ignore.
+// The file is checked against the default Trust: unsigned bundles and plain HTTP
+// services are errors.
 func CheckFile(path string) (ignored []string, err error) {
 	f, err := readFile(path)
 	if f != nil {
 		ignored = f.ignored
+		if _, terr := f.checkTrust(Trust{}); terr != nil {
+			err = errors.Join(err, terr)
+		}
 	}
 	return ignored, err
+}
+
+// services returns the services of the file by name, in either of OPA's forms (a
+// map of names, or a list of services each with its "name").
+func (f *file) services() map[string]map[string]any {
+	out := map[string]map[string]any{}
+	switch s := f.raw["services"].(type) {
+	case map[string]any:
+		for n, v := range s {
+			if m, ok := v.(map[string]any); ok {
+				out[n] = m
+			}
+		}
+	case []any:
+		for _, v := range s {
+			if m, ok := v.(map[string]any); ok {
+				n, _ := m["name"].(string)
+				out[n] = m
+			}
+		}
+	}
+	return out
+}
+
+// checkServices refuses what the file cannot mean for dirgate: credentials from
+// an OPA plugin (dirgate has none).
+func (f *file) checkServices() []error {
+	var errs []error
+	services := f.services()
+	for _, n := range sortedKeys(services) {
+		if c, _ := services[n]["credentials"].(map[string]any); c != nil && c["plugin"] != nil {
+			errs = append(errs, fmt.Errorf("opa config: service %s: dirgate does not take credentials.plugin (OPA plugins are not built in)", n))
+		}
+	}
+	return errs
+}
+
+// Trust says which of the file's weaker choices dirgate accepts. Each is refused
+// by default: whoever can serve or alter an unsigned bundle, or answer a plain
+// HTTP service, decides the policy (docs/policy.md, "What the bundle service
+// decides").
+type Trust struct {
+	// Unsigned accepts a bundle without a signing block (or with
+	// allow_unsigned_delta_bundles): the bundle service alone vouches for it.
+	Unsigned bool
+	// PlainHTTP accepts services at http:// URLs or with allow_insecure_tls:
+	// anyone on the path can answer them and read their credentials.
+	PlainHTTP bool
+}
+
+// checkTrust returns the file's choices Trust does not accept as errors, and
+// those it accepts as warnings, one each, for the log at start.
+func (f *file) checkTrust(t Trust) (warnings []string, err error) {
+	var errs []error
+	report := func(allowed bool, setting, msg string) {
+		if allowed {
+			warnings = append(warnings, msg+" (accepted: "+setting+" is set)")
+		} else {
+			errs = append(errs, fmt.Errorf("opa config: %s; set %s to accept it", msg, setting))
+		}
+	}
+	all, _ := f.raw["bundles"].(map[string]any)
+	for _, n := range f.bundles {
+		b, _ := all[n].(map[string]any)
+		sig, _ := b["signing"].(map[string]any)
+		switch {
+		case sig == nil:
+			report(t.Unsigned, "DIRGATE_OPA_ALLOW_UNSIGNED_BUNDLES",
+				fmt.Sprintf("bundle %s has no signing block: its policy would be whatever the service returns, unverified", n))
+		case sig["allow_unsigned_delta_bundles"] == true:
+			report(t.Unsigned, "DIRGATE_OPA_ALLOW_UNSIGNED_BUNDLES",
+				fmt.Sprintf("bundle %s sets signing.allow_unsigned_delta_bundles: a delta bundle would change its data unverified", n))
+		}
+	}
+	services := f.services()
+	for _, n := range sortedKeys(services) {
+		s := services[n]
+		raw, _ := s["url"].(string)
+		if u, err := url.Parse(raw); err == nil && strings.EqualFold(u.Scheme, "http") {
+			report(t.PlainHTTP, "DIRGATE_OPA_ALLOW_PLAIN_HTTP",
+				fmt.Sprintf("service %s is plain HTTP (%s): whoever answers it serves the bundles and reads the credentials sent to it", n, u.Redacted()))
+		}
+		if s["allow_insecure_tls"] == true {
+			report(t.PlainHTTP, "DIRGATE_OPA_ALLOW_PLAIN_HTTP",
+				fmt.Sprintf("service %s sets allow_insecure_tls: any certificate is accepted for it", n))
+		}
+	}
+	return warnings, errors.Join(errs...)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -42,8 +42,42 @@ func FuzzParseFile(f *testing.F) {
 	f.Add([]byte(`{bundles: {a: {service: s}}}`))
 	f.Add([]byte("services:\n  s: {url: x}\nbundles: {a: {service: s, trigger: manual}}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if file, err := parseFile(b); err == nil && len(file.bundles) == 0 {
+		file, err := parseFile(b)
+		if err == nil && len(file.bundles) == 0 {
 			t.Fatal("a file without bundles parsed")
 		}
+		if file != nil {
+			warnings, terr := file.checkTrust(Trust{Unsigned: true, PlainHTTP: true})
+			if terr != nil {
+				t.Fatalf("with every choice accepted, checkTrust = %v", terr)
+			}
+			if _, terr := file.checkTrust(Trust{}); (terr == nil) != (len(warnings) == 0) {
+				t.Fatalf("%d warnings when accepted, but refused: %v", len(warnings), terr)
+			}
+		}
 	})
+}
+
+// TestCheckTrust: the services of either of OPA's forms (a map, a list of named
+// services) are checked, an https URL and a signed bundle pass, and a service
+// with OPA credentials from a plugin is refused.
+func TestCheckTrust(t *testing.T) {
+	for _, c := range []struct{ file, want string }{
+		{`{services: [{name: a, url: "http://x"}], bundles: {b: {service: a, signing: {keyid: k}}}}`, "service a is plain HTTP"},
+		{`{services: [{name: a, url: "HTTP://x"}], bundles: {b: {service: a, signing: {keyid: k}}}}`, "service a is plain HTTP"},
+		{`{services: {a: {url: "https://x"}}, bundles: {b: {service: a, signing: {}}}}`, ""},
+		{`{services: {a: {url: "https://x"}}, bundles: {b: {service: a}}}`, "bundle b has no signing block"},
+	} {
+		f, err := parseFile([]byte(c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.checkTrust(Trust{})
+		if (err == nil) != (c.want == "") || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: checkTrust = %v, want %q", c.file, err, c.want)
+		}
+	}
+	if _, err := parseFile([]byte(`{services: {a: {url: "https://x", credentials: {plugin: p}}}, bundles: {b: {service: a}}}`)); err == nil || !strings.Contains(err.Error(), "credentials.plugin") {
+		t.Errorf("credentials.plugin: %v", err)
+	}
 }

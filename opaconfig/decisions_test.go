@@ -29,7 +29,7 @@ type logReceiver struct {
 
 func newLogReceiver(t *testing.T) *logReceiver {
 	r := &logReceiver{}
-	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.fail {
@@ -75,8 +75,8 @@ func (r *logReceiver) received() []map[string]any {
 }
 
 // logConfig adds a decision log to the receiver to a bundle configuration.
-func logConfig(cfg map[string]any, url string, bufferEvents int) map[string]any {
-	cfg["services"].(map[string]any)["logs"] = map[string]any{"url": url}
+func logConfig(t *testing.T, cfg map[string]any, url string, bufferEvents int) map[string]any {
+	cfg["services"].(map[string]any)["logs"] = service(t, url)
 	cfg["decision_logs"] = map[string]any{
 		"service": "logs",
 		"reporting": map[string]any{"min_delay_seconds": 1, "max_delay_seconds": 1,
@@ -111,7 +111,7 @@ func TestDecisionEvents(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", maskedPolicy("yes")))
 	rcv := newLogReceiver(t)
-	cfg := logConfig(bundleConfig(srv.URL, &s, t.TempDir()), rcv.URL, 1000)
+	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 1000)
 	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), ID: "replica-1"},
 		policy.Config{DecisionLogMask: []string{"/input/group/dn"}})
 
@@ -191,7 +191,7 @@ func TestDecisionBufferBound(t *testing.T) {
 	rcv := newLogReceiver(t)
 	rcv.setFail(true)
 	const bound, n = 5, 60
-	cfg := logConfig(bundleConfig(srv.URL, &s, t.TempDir()), rcv.URL, bound)
+	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, bound)
 	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
 	remove(t, g.a, n)
 	waitFor(t, "drops counted", func() bool { return g.rt.Dropped()["buffer_full"] > 0 })
@@ -214,7 +214,7 @@ func TestDecisionQueueBound(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
 	rcv := newLogReceiver(t)
-	cfg := logConfig(bundleConfig(srv.URL, &s, t.TempDir()), rcv.URL, 100)
+	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 100)
 	rt, err := opaconfig.Open(context.Background(), opaconfig.Config{File: writeConfig(t, cfg), Logger: quietLogger(),
 		StartWait: 30 * time.Second, DecisionQueue: 2})
 	if err != nil {

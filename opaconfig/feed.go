@@ -56,11 +56,15 @@ type feed struct {
 // openFeed starts a manager with raw (a configuration naming the feed's bundles)
 // and waits until every bundle is activated, from the service or from disk
 // (persist), or until wait passes, which is an error when required.
-func openFeed(ctx context.Context, name string, raw []byte, id string, logger *slog.Logger, wait time.Duration, required bool, extra func(*plugins.Manager) error) (*feed, error) {
+// Every service's client is bounded to maxBytes (bound.go).
+func openFeed(ctx context.Context, name string, raw []byte, services map[string]map[string]any, maxBytes int64, id string, logger *slog.Logger, wait time.Duration, required bool, extra func(*plugins.Manager) error) (*feed, error) {
 	ol := newOPALogger(logger.With("policy", name))
 	m, err := plugins.New(raw, id, inmem.New(), plugins.Logger(ol), plugins.ConsoleLogger(ol))
 	if err != nil {
 		return nil, fmt.Errorf("opa config: %w", err)
+	}
+	if err := registerBoundedAuth(m, services, maxBytes); err != nil {
+		return nil, err
 	}
 	if err := m.Init(ctx); err != nil {
 		return nil, fmt.Errorf("opa config: %w", err)

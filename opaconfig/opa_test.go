@@ -47,6 +47,9 @@ var (
 func TestMain(m *testing.M) {
 	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	code := m.Run()
+	if ca, err := testCA(); err == nil {
+		os.Remove(ca)
+	}
 	if opaDir != "" {
 		os.RemoveAll(opaDir)
 	}
@@ -205,9 +208,33 @@ type served struct {
 
 func newBundleServer(t *testing.T) *bundleServer {
 	s := &bundleServer{bundles: map[string][]byte{}}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
+}
+
+// testCA is a PEM file of the certificate every httptest TLS server presents
+// (one built-in certificate, for 127.0.0.1 among others): the tests' services
+// are HTTPS, as dirgate requires by default, and trust it through tls.ca_cert.
+var testCA = sync.OnceValues(func() (string, error) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	f, err := os.CreateTemp("", "dirgate-test-ca-*.pem")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return f.Name(), pem.Encode(f, &pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+})
+
+// service is an OPA service entry for url, trusting the tests' certificate.
+func service(t *testing.T, url string) map[string]any {
+	t.Helper()
+	ca, err := testCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]any{"url": url, "tls": map[string]any{"ca_cert": ca}}
 }
 
 func etagOf(b []byte) string {

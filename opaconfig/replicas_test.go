@@ -19,7 +19,7 @@ func TestReplicasSwitchTogether(t *testing.T) {
 	srv.put("/b/authz.tar.gz", r1)
 	var gs []*gateway
 	for _, res := range []string{"a/authz.tar.gz", "b/authz.tar.gz"} {
-		cfg := bundleConfig(srv.URL, &s, t.TempDir())
+		cfg := bundleConfig(t, srv.URL, &s, t.TempDir())
 		cfg["bundles"].(map[string]any)["authz"].(map[string]any)["resource"] = res
 		gs = append(gs, openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}))
 	}

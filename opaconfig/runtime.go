@@ -55,6 +55,13 @@ type Config struct {
 	// buffer, buffer_size_limit_*, bounds those waiting to be uploaded). 0 means
 	// DefaultDecisionQueue.
 	DecisionQueue int
+	// Trust accepts unsigned bundles or plain HTTP services, each refused at Open
+	// by default.
+	Trust Trust
+	// MaxBundleBytes bounds each bundle download, compressed and decompressed, and
+	// each file of a bundle without size_limit_bytes. 0 means
+	// DefaultMaxBundleBytes.
+	MaxBundleBytes int64
 }
 
 // Runtime is the OPA configuration at work: the active policy's bundles, the
@@ -85,9 +92,19 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	if cfg.ID == "" {
 		cfg.ID = uuid.NewString()
 	}
+	if cfg.MaxBundleBytes <= 0 {
+		cfg.MaxBundleBytes = DefaultMaxBundleBytes
+	}
 	f, err := readFile(cfg.File)
 	if err != nil {
 		return nil, err
+	}
+	warnings, err := f.checkTrust(cfg.Trust)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range warnings {
+		cfg.Logger.Warn("opa config: INSECURE: "+w, "file", cfg.File)
 	}
 	if len(f.ignored) > 0 {
 		cfg.Logger.Warn("opa config: keys dirgate does not act on are ignored", "file", cfg.File, "keys", f.ignored)
@@ -105,11 +122,11 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 	r := &Runtime{cfg: cfg, file: f, logMetrics: metrics.New()}
 	_, upload, console := f.decisionLogs()
 	r.console = console
-	raw, err := f.managerConfig(active, true)
+	raw, err := f.managerConfig(active, true, cfg.MaxBundleBytes)
 	if err != nil {
 		return nil, fmt.Errorf("opa config: %w", err)
 	}
-	r.active, err = openFeed(ctx, "policy", raw, cfg.ID, cfg.Logger, cfg.StartWait, true, func(m *plugins.Manager) error {
+	r.active, err = openFeed(ctx, "policy", raw, f.services(), cfg.MaxBundleBytes, cfg.ID, cfg.Logger, cfg.StartWait, true, func(m *plugins.Manager) error {
 		trigger := plugins.DefaultTriggerMode
 		if upload {
 			lcfg, err := logs.NewConfigBuilder().WithBytes(m.Config.DecisionLogs).WithServices(m.Services()).
@@ -139,7 +156,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		return nil, err
 	}
 	if cfg.Candidate != "" {
-		raw, err := f.managerConfig([]string{cfg.Candidate}, false)
+		raw, err := f.managerConfig([]string{cfg.Candidate}, false, cfg.MaxBundleBytes)
 		if err != nil {
 			r.active.stop(ctx)
 			return nil, fmt.Errorf("opa config: %w", err)
@@ -147,7 +164,7 @@ func Open(ctx context.Context, cfg Config) (*Runtime, error) {
 		// The candidate starts with whatever arrived by candidateWait (maybe
 		// nothing, which the policy reports as a candidate that does not load),
 		// and follows the service from there.
-		r.candidate, err = openFeed(ctx, "candidate", raw, cfg.ID, cfg.Logger, min(cfg.StartWait, candidateWait), false, nil)
+		r.candidate, err = openFeed(ctx, "candidate", raw, f.services(), cfg.MaxBundleBytes, cfg.ID, cfg.Logger, min(cfg.StartWait, candidateWait), false, nil)
 		if err != nil {
 			r.active.stop(ctx)
 			return nil, err

@@ -21,7 +21,7 @@ func TestStatusReports(t *testing.T) {
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
 	var mu sync.Mutex
 	var reports []map[string]any
-	status := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	status := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var rep map[string]any
 		if err := json.NewDecoder(r.Body).Decode(&rep); err != nil {
 			t.Errorf("status report: %v", err)
@@ -32,8 +32,8 @@ func TestStatusReports(t *testing.T) {
 		mu.Unlock()
 	}))
 	t.Cleanup(status.Close)
-	cfg := bundleConfig(srv.URL, &s, t.TempDir())
-	cfg["services"].(map[string]any)["status"] = map[string]any{"url": status.URL}
+	cfg := bundleConfig(t, srv.URL, &s, t.TempDir())
+	cfg["services"].(map[string]any)["status"] = service(t, status.URL)
 	cfg["status"] = map[string]any{"service": "status"}
 	openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
 	waitFor(t, "a status report naming r1", func() bool {
@@ -59,7 +59,7 @@ func TestCloseSendsBufferedDecisions(t *testing.T) {
 	srv := newBundleServer(t)
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
 	rcv := newLogReceiver(t)
-	cfg := logConfig(bundleConfig(srv.URL, &s, t.TempDir()), rcv.URL, 100)
+	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 100)
 	cfg["decision_logs"].(map[string]any)["reporting"] = map[string]any{"min_delay_seconds": 300, "max_delay_seconds": 600}
 	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
 	remove(t, g.a, 7)

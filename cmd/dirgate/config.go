@@ -16,6 +16,7 @@ import (
 
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/upstream/ldap"
@@ -107,6 +108,10 @@ type Config struct {
 	PolicyCandidateBundle string
 	PolicyCandidateSample float64
 	PolicyDrafts          bool
+	PolicyNetworkBuiltins bool
+	OPAAllowUnsigned      bool
+	OPAAllowPlainHTTP     bool
+	OPABundleMaxBytes     int64
 	DecisionLog           string
 	DecisionLogMask       string
 	DecisionLogMaxDenied  int
@@ -192,10 +197,14 @@ func (c *Config) settings(fs *flag.FlagSet) {
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
 	fs.StringVar(&c.OPAConfigFile, "opa-config-file", "", "an OPA configuration file (opa run --config-file's): the policy comes from its bundles, decisions go to its decision_logs service (docs/policy.md); exclusive with policy-dir")
+	fs.BoolVar(&c.OPAAllowUnsigned, "opa-allow-unsigned-bundles", false, "accept bundles of opa-config-file without a signing block (or with allow_unsigned_delta_bundles); refused at start otherwise, because whoever serves or alters an unsigned bundle decides the policy")
+	fs.BoolVar(&c.OPAAllowPlainHTTP, "opa-allow-plain-http", false, "accept services of opa-config-file at http:// URLs or with allow_insecure_tls; refused at start otherwise, because whoever answers them serves the bundles and reads the credentials sent")
+	fs.Int64Var(&c.OPABundleMaxBytes, "opa-bundle-max-bytes", opaconfig.DefaultMaxBundleBytes, "bound of each bundle download, compressed and decompressed, and of each file of a bundle without size_limit_bytes; a larger bundle is refused while it is read")
 	fs.StringVar(&c.PolicyCandidateBundle, "policy-candidate-bundle", "", "the name of a bundle of opa-config-file that is a candidate policy, evaluated in shadow like policy-candidate-dir")
 	fs.StringVar(&c.PolicyCandidateDir, "policy-candidate-dir", "", "a candidate policy directory evaluated in shadow beside the active one, watched and reloaded; differences are counted and logged, answers never change (docs/policy.md)")
 	fs.Float64Var(&c.PolicyCandidateSample, "policy-candidate-sample", 1, "fraction of requests also decided by the candidate policy (0 to 1)")
 	fs.BoolVar(&c.PolicyDrafts, "policy-drafts", false, "let callers allowed to explain try a draft policy (POST to the decisions API); off by default because OPA cannot bound a draft's memory (docs/policy.md)")
+	fs.BoolVar(&c.PolicyNetworkBuiltins, "policy-network-builtins", false, "let policies (directory, bundles, candidate) call http.send, net.lookup_ip_addr and opa.runtime and fetch remote JSON schemas; off, a policy calling them does not load")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
 	fs.StringVar(&c.DecisionLogMask, "decision-log-mask", "", "comma-separated JSON pointers erased from every decision log line, e.g. /input/subject/dn")
 	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", policy.DefaultMaxDeniedLogged, "denied objects named by GUID per listing line of the decision log (0: none)")
@@ -395,6 +404,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OPAConfigFile != "" && c.PolicyDir != "" {
 		bad("opa-config-file", "and policy-dir are exclusive: the policy comes from one or the other")
+	}
+	if c.OPABundleMaxBytes <= 0 {
+		bad("opa-bundle-max-bytes", "must be positive")
 	}
 	if c.PolicyCandidateBundle != "" && c.OPAConfigFile == "" {
 		bad("policy-candidate-bundle", "names a bundle of opa-config-file, which is not set")

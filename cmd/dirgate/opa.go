@@ -27,7 +27,8 @@ func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, dlog *io.Wr
 		return nil, nil
 	}
 	rt, err := opaconfig.Open(ctx, opaconfig.Config{File: m.Config.OPAConfigFile,
-		Candidate: m.Config.PolicyCandidateBundle, Logger: m.Logger})
+		Candidate: m.Config.PolicyCandidateBundle, Logger: m.Logger, MaxBundleBytes: m.Config.OPABundleMaxBytes,
+		Trust: opaconfig.Trust{Unsigned: m.Config.OPAAllowUnsigned, PlainHTTP: m.Config.OPAAllowPlainHTTP}})
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -76,7 +77,10 @@ persistence_directory: %q
 
 	base := "/restApi/api/directoryObjects/groupMembers"
 	want := dns(listAs(t, startDemoWith(t)+base, "demo-helpdesk", mixed, ""))
-	m := startMain(t, nil, "--opa-config-file", cfgFile, "--decision-log", dlog, "--log-flush", "0")
+	// The test's bundle is unsigned and its services plain HTTP (refused by
+	// default: TestOPAUnverifiedRefusedAtStart).
+	m := startMain(t, nil, "--opa-config-file", cfgFile, "--decision-log", dlog, "--log-flush", "0",
+		"--opa-allow-unsigned-bundles", "--opa-allow-plain-http")
 	root := "http://" + m.Addr()
 	if got := dns(listAs(t, root+base, "demo-helpdesk", mixed, "")); !slices.Equal(got, want) {
 		t.Errorf("listing with the bundle: %v, with the bundled policy %v", got, want)
@@ -161,7 +165,7 @@ func TestOPAConsoleDecisions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--opa-config-file", cfgFile,
-		"--decision-log", "off", "--log-flush", "0"}, func(string) string { return "" }, io.Discard)
+		"--decision-log", "off", "--log-flush", "0", "--opa-allow-unsigned-bundles", "--opa-allow-plain-http"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,5 +181,69 @@ func TestOPAConsoleDecisions(t *testing.T) {
 	var line map[string]any
 	if err := json.Unmarshal([]byte(out[len(out)-1]), &line); err != nil || line["path"] != "dirgate/authz/allow" {
 		t.Errorf("stdout %q (%v), want a decision line last", stdout.String(), err)
+	}
+}
+
+// TestOPAUnverifiedRefusedAtStart: dirgate does not start on an unsigned bundle
+// served over plain HTTP, and says which settings would accept it, without a
+// request to the service; with both settings it starts, and says so in its log,
+// as it does of DIRGATE_POLICY_NETWORK_BUILTINS.
+func TestOPAUnverifiedRefusedAtStart(t *testing.T) {
+	bundle := mustReadBundle(t)
+	var requests atomic.Int64
+	bundles := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		w.Write(bundle)
+	}))
+	t.Cleanup(bundles.Close)
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "opa.yaml")
+	cfg := fmt.Sprintf("services:\n  b: {url: %q}\nbundles:\n  authz: {service: b, resource: authz.tar.gz}\npersistence_directory: %q\n",
+		bundles.URL, filepath.Join(dir, "opa"))
+	if err := os.WriteFile(cfgFile, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	start := func(extra ...string) (*Main, string, error) {
+		c, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn", "--log-format", "text",
+			"--opa-config-file", cfgFile, "--decision-log", "off", "--log-flush", "0"}, extra...), func(string) string { return "" }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr syncBuffer
+		m := NewMain(c, io.Discard, &stderr)
+		err = m.Run(context.Background())
+		t.Cleanup(func() { m.Close() })
+		return m, stderr.String(), err
+	}
+	_, _, err := start()
+	for _, w := range []string{"DIRGATE_OPA_ALLOW_UNSIGNED_BUNDLES", "DIRGATE_OPA_ALLOW_PLAIN_HTTP"} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("start = %v, want it refused naming %s", err, w)
+		}
+	}
+	if n := requests.Load(); n > 0 {
+		t.Errorf("%d requests to the bundle service before the refusal", n)
+	}
+	m, log, err := start("--opa-allow-unsigned-bundles", "--opa-allow-plain-http", "--policy-network-builtins")
+	if err != nil {
+		t.Fatalf("with both settings: %v", err)
+	}
+	if !strings.Contains(log, "INSECURE: bundle authz has no signing block") || !strings.Contains(log, "INSECURE: service b is plain HTTP") {
+		t.Errorf("the log does not warn of the unsigned bundle and the plain HTTP service:\n%s", log)
+	}
+	if !strings.Contains(log, "INSECURE: policies may call http.send") {
+		t.Errorf("the log does not warn of DIRGATE_POLICY_NETWORK_BUILTINS:\n%s", log)
+	}
+	listAs(t, "http://"+m.Addr()+"/restApi/api/directoryObjects/groupMembers", "demo-helpdesk", "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com", "")
+}
+
+// TestOPABundleMaxBytesPositive: a bound of zero or less would let any bundle
+// through (OPA's own default is 1 GiB per file): refused with the setting named.
+func TestOPABundleMaxBytesPositive(t *testing.T) {
+	for _, v := range []string{"0", "-1"} {
+		_, err := LoadConfig([]string{"--opa-bundle-max-bytes", v}, func(string) string { return "" }, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "opa-bundle-max-bytes (DIRGATE_OPA_BUNDLE_MAX_BYTES): must be positive") {
+			t.Errorf("--opa-bundle-max-bytes %s: %v", v, err)
+		}
 	}
 }

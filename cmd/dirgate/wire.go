@@ -158,7 +158,11 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	}
 	pcfg := policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
 		DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
-		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema}
+		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema,
+		NetworkBuiltins: m.Config.PolicyNetworkBuiltins}
+	if m.Config.PolicyNetworkBuiltins {
+		m.Logger.Warn("policy: INSECURE: policies may call http.send, net.lookup_ip_addr and opa.runtime (DIRGATE_POLICY_NETWORK_BUILTINS is set): a policy can send what it reads anywhere")
+	}
 	rt, err := m.openBundles(ctx, &pcfg, &dlog)
 	if err != nil {
 		return err
