@@ -204,7 +204,7 @@ func TestOPAUnverifiedRefusedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := func(extra ...string) (*Main, string, error) {
-		c, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--log-level", "warn", "--log-format", "text",
+		c, err := LoadConfig(append([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "warn", "--log-format", "text",
 			"--opa-config-file", cfgFile, "--decision-log", "off", "--log-flush", "0"}, extra...), func(string) string { return "" }, io.Discard)
 		if err != nil {
 			t.Fatal(err)

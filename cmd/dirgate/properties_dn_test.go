@@ -51,7 +51,7 @@ func TestDNPropertiesFollowViewOnMemoryUpstream(t *testing.T) {
 	os.WriteFile(ldif, []byte(strings.Replace(string(demo), anchor, anchor+"userPKCS12: PFX-Private-Key-1\n", 1)), 0o644)
 	os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"+
 		"- token: demo-helpdesk\n  subject: "+hugo+"\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
 		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestDNPropertiesOnSamba(t *testing.T) {
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
 	os.WriteFile(tokens, []byte("- token: e2e-admin\n  subject: "+fixture.DemoAdminDN+"\n- token: e2e-helpdesk\n  subject: "+fixture.DemoHelpdeskDN+"\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
+	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--upstream", "ldap",
 		"--ldap-url", dc.URL, "--ldap-bind-dn", dc.BindDN, "--ldap-password-file", writeSecret(t, dc.Password), "--ldap-base-dn", dc.BaseDN,
 		"--ldap-ca-file", dc.CAFile, "--tokens-file", tokens, "--policy-dir", policyViewingGroups(t, fixture.GroupsOU, fixture.HelpDeskDN),
 		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
