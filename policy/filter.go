@@ -174,14 +174,17 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 		return &plan{why: "partial evaluation failed"}, nil
 	}
 	p := &plan{queries: len(pq.Queries)}
-	if len(pq.Support) > 0 {
-		p.why = "residual needs support rules"
-	} else if pred, err := translate(pq.Queries); err != nil {
-		p.why = err.Error()
-	} else {
+	if why := beyondResidual(pq); why != "" {
+		// Evaluated in full, object by object (filterRego): exact by definition.
+		p.why = why
+		return p, nil
+	}
+	pred, err := translate(pq.Queries)
+	if err == nil {
 		p.pred = pred
 		return p, nil
 	}
+	p.why = err.Error()
 	if p.residual, err = v.compileResidual(ctx, pq); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("build listing plan: %w", ctxErr)
