@@ -128,11 +128,20 @@ func jsonOf(v any) string {
 	return string(b)
 }
 
+// compareStats counts what a comparison decided.
+type compareStats struct {
+	decisions int // compared with OPA
+	allowed   int // of them, allowed by OPA
+	secrets   int // secret properties OPA lets a listing keep
+	// modes counts the listings by engine mode (the decision log's).
+	modes map[string]int
+}
+
 // compareWorld decides every object of w, for every subject and group, as a
 // listing (with w.props requested), as a view named by a request, as a removal
 // and as an addition, with the Authorizer and with the oracle, and returns the
-// differences (nil when there are none) and the number of decisions compared.
-func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, decisions int) {
+// differences (nil when there are none) and what it compared.
+func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, st compareStats) {
 	ctx := context.Background()
 	report := func(what string, p dirgate.Principal, g, obj dirgate.Object, got, want any) {
 		if len(diffs) < 20 {
@@ -151,7 +160,7 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, dec
 				got, err := a.FilterView(ctx, p, g, opts, w.objs)
 				if err != nil {
 					diffs = append(diffs, fmt.Sprintf("FilterView: %v", err))
-					return diffs, decisions
+					return diffs, st
 				}
 				byGUID := map[string]dirgate.Object{}
 				for _, x := range got {
@@ -162,13 +171,21 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, dec
 						Request: policy.Request{Properties: props}}
 					want := o.allow(in)
 					x, listed := byGUID[w.objs[i].GUID]
-					decisions++
+					st.decisions++
+					if want {
+						st.allowed++
+					}
 					if listed != want {
 						report(fmt.Sprintf("listing %d", round+1), p, g, w.objs[i], listed, want)
 						continue
 					}
 					if want && len(props) > 0 {
 						wantProps := o.kept(in, w.hasRule)
+						for _, k := range wantProps {
+							if dirgate.IsSecretProperty(k) {
+								st.secrets++
+							}
+						}
 						var gotProps []string
 						for k := range x.Properties {
 							gotProps = append(gotProps, k)
@@ -195,18 +212,22 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, dec
 					var de *dirgate.Error
 					if err != nil && (!errors.As(err, &de) || de.Code != dirgate.EFORBIDDEN) {
 						diffs = append(diffs, fmt.Sprintf("%s: %v", action, err))
-						return diffs, decisions
+						return diffs, st
 					}
 					in := policy.Input{Action: action, Subject: p, Object: &obj, Group: g, Request: policy.Request{Properties: []string{}}}
-					decisions++
-					if want := o.allow(in); (err == nil) != want {
+					st.decisions++
+					want := o.allow(in)
+					if want {
+						st.allowed++
+					}
+					if (err == nil) != want {
 						report(action, p, g, obj, err == nil, want)
 					}
 				}
 			}
 		}
 	}
-	return diffs, decisions
+	return diffs, st
 }
 
 // checkWorld opens w's policy in an Authorizer and fails t on any difference
@@ -222,12 +243,12 @@ func checkWorld(t *testing.T, w world) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	diffs, n := compareWorld(a, o, w)
+	diffs, st := compareWorld(a, o, w)
 	for _, d := range diffs {
 		t.Error(d)
 	}
 	if len(diffs) > 0 {
 		t.Logf("policy:\n%s", w)
 	}
-	return n
+	return st.decisions
 }
