@@ -312,7 +312,14 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 		fmt.Fprintf(&b, "properties.mail := \"mail\" if %s\n\n", g.body())
 	case 1, 2:
 		// A complete rule, of any shape: a set, an array, an object, a string,
-		// maybe conflicting or computed.
+		// maybe conflicting or computed, with a default or an else.
+		if g.chance(3) {
+			fmt.Fprintf(&b, "default properties := %s\n\n", g.pick(`{"*"}`, `["mail"]`, `{"k": "ms-mcs-admpwd"}`, `"mail"`))
+		}
+		if g.chance(4) {
+			fmt.Fprintf(&b, "properties := %s if %s else := %s\n\n", g.pick(`{"mail"}`, `["*"]`), g.body(),
+				g.pick(`{"mail"}`, `{"ms-mcs-admpwd"}`, `{"k": "unicodepwd"}`))
+		}
 		for range 1 + g.r.IntN(2) {
 			val := g.pick(`{"mail", "ms-mcs-admpwd"}`, `["*", "unicodepwd"]`, `{"note": "ms-mcs-admpwd"}`, `{"n": "unicodepwd", "m": "mail"}`, `"ms-mcs-admpwd"`,
 				`{"*"}`, `[x | some x in ["mail", "department"]]`, `{lower(input.object.displayName)}`, `input.object.properties.mail`)

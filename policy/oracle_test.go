@@ -155,8 +155,10 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, st 
 	}
 	for _, p := range w.subjects {
 		for _, g := range w.groups {
-			opts := dirgate.ListOptions{Properties: props}
-			for round := range 2 { // the second listing reuses the plan and its decisions
+			// The second listing reuses the plan and its decisions; the third is a
+			// nested listing, a plan of its own for a policy that reads the request.
+			for round := range 3 {
+				opts := dirgate.ListOptions{Properties: props, IncludeIndirect: round == 2}
 				got, err := a.FilterView(ctx, p, g, opts, w.objs)
 				if err != nil {
 					diffs = append(diffs, fmt.Sprintf("FilterView: %v", err))
@@ -168,7 +170,7 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, st 
 				}
 				for i := range w.objs {
 					in := policy.Input{Action: policy.ActionView, Subject: p, Object: &w.objs[i], Group: g,
-						Request: policy.Request{Properties: props}}
+						Request: policy.Request{Properties: props, IncludeIndirect: opts.IncludeIndirect}}
 					want := o.allow(in)
 					x, listed := byGUID[w.objs[i].GUID]
 					st.decisions++
