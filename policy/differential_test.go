@@ -104,6 +104,11 @@ func (g *diffGen) term() string {
 		}
 	case 5:
 		return `concat("", [` + g.term() + ", " + g.stringConstant() + "])"
+	case 6:
+		if !g.plain {
+			return g.pick(`object.get(input.object, "dn", 0)`, `split(`+g.term()+`, ",")[1]`, `sprintf("%v", [`+g.term()+`])`,
+				`substring(`+g.term()+`, 0, 3)`, `replace(`+g.term()+`, "CN=", "")`)
+		}
 	}
 	return x
 }
@@ -124,7 +129,11 @@ func (g *diffGen) cond() string {
 	if g.plain {
 		n = 8 // comparisons, string builtins, regular expressions, in, not
 	}
-	switch g.r.IntN(n) {
+	c := g.r.IntN(n)
+	if g.plain && g.chance(8) {
+		c = 19 // data-driven, still translated
+	}
+	switch c {
 	case 0, 1:
 		return g.compare("==")
 	case 2:
@@ -189,6 +198,12 @@ func (g *diffGen) cond() string {
 		return "input.action == " + g.pick(`"view"`, `"remove"`, `"add"`)
 	case 18:
 		return `lower(input.object.dn) == lower(input.group.dn)`
+	case 19:
+		// Data, which partial evaluation folds into constants.
+		v := g.newVar("d")
+		return g.pick("input.object.objectType in data.types", "lower(input.object.objectType) in data.types",
+			"some "+v+" in data.suffixes; endswith(lower(input.object.dn), "+v+")",
+			"not input.object.objectType in data.types", "data.flag", "count("+g.term()+") > data.limit")
 	}
 	return g.term() + " == " + g.term()
 }
@@ -460,6 +475,8 @@ func diffWorld(seed uint64) world {
 	g := &diffGen{r: r}
 	mod, hasRule := g.policy()
 	w.modules = map[string]string{"p.rego": mod}
+	w.data = map[string]any{"types": []any{"user", "computer", 3}[:r.IntN(4)], "suffixes": []any{",ou=staff,dc=corp,dc=example,dc=com", "ou=workstations,dc=corp,dc=example,dc=com", `\,ou=staff,dc=corp,dc=example,dc=com`}[:r.IntN(4)],
+		"flag": r.IntN(2) == 0, "limit": r.IntN(40)}
 	w.hasRule = hasRule
 	return w
 }
