@@ -177,6 +177,7 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 	if why := beyondResidual(pq); why != "" {
 		// Evaluated in full, object by object (filterRego): exact by definition.
 		p.why = why
+		logger.Debug("policy: residual evaluated in full", "revision", v.revision, "reason", why)
 		return p, nil
 	}
 	pred, err := translate(pq.Queries)

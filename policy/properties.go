@@ -77,7 +77,7 @@ func hasPropertyRule(c *ast.Compiler) bool {
 // rule's elements: properties[_] also iterates an object's values, which grant
 // nothing (docs/policy.md), and a value computed elsewhere could be one.
 func propertyRuleCollection(c *ast.Compiler) bool {
-	rules := append(c.GetRulesForVirtualDocument(propertiesRef), c.GetRulesWithPrefix(propertiesRef)...)
+	rules := slices.Concat(c.GetRulesForVirtualDocument(propertiesRef), c.GetRulesWithPrefix(propertiesRef))
 	for _, r := range rules {
 		if !r.Ref().Equal(propertiesRef) {
 			return false // properties.x or properties[k]: an object

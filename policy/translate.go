@@ -270,7 +270,7 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 		var hoisted []node
 		c, err := t.scoped(func() (cond, error) {
 			for _, call := range nestedCalls(inner) {
-				if _, total := t.static(call); total {
+				if _, total := staticKind(call); total {
 					continue
 				}
 				n, err := t.term(call)
@@ -543,11 +543,11 @@ func nestedCalls(expr *ast.Expr) []*ast.Term {
 	return out
 }
 
-// static returns the kind a term's value always has and whether it is always
+// staticKind returns the kind a term's value always has and whether it is always
 // defined (total), from its form alone: constants, input.object's fields (every
 // rendered Object has them, with these JSON types) and the string builtins of
 // translate_builtins.go applied to strings. Anything else is not known total.
-func (t *translator) static(term *ast.Term) (kind, bool) {
+func staticKind(term *ast.Term) (kind, bool) {
 	switch x := term.Value.(type) {
 	case ast.String:
 		return kString, true
@@ -573,7 +573,7 @@ func (t *translator) static(term *ast.Term) (kind, bool) {
 				return false
 			}
 			for _, a := range args {
-				if k, total := t.static(a); !total || k != kString {
+				if k, total := staticKind(a); !total || k != kString {
 					return false
 				}
 			}
