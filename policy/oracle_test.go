@@ -156,22 +156,39 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, st 
 	for _, p := range w.subjects {
 		for _, g := range w.groups {
 			// The second listing reuses the plan and its decisions; the third is a
-			// nested listing, a plan of its own for a policy that reads the request.
-			for round := range 3 {
+			// nested listing, a plan of its own for a policy that reads the request;
+			// the fourth is selected with a size limit of 2 (deciding stops at the
+			// second object allowed), without properties.
+			for round := range 4 {
 				opts := dirgate.ListOptions{Properties: props, IncludeIndirect: round == 2}
-				got, err := a.FilterView(ctx, p, g, opts, w.objs)
-				if err != nil {
-					diffs = append(diffs, fmt.Sprintf("FilterView: %v", err))
-					return diffs, st
-				}
 				byGUID := map[string]dirgate.Object{}
-				for _, x := range got {
-					byGUID[x.GUID] = x
+				if round < 3 {
+					got, err := a.FilterView(ctx, p, g, opts, w.objs)
+					if err != nil {
+						diffs = append(diffs, fmt.Sprintf("FilterView: %v", err))
+						return diffs, st
+					}
+					for _, x := range got {
+						byGUID[x.GUID] = x
+					}
+				} else {
+					opts = dirgate.ListOptions{Properties: []string{}, SizeLimit: 2}
+					sel, err := a.SelectView(ctx, p, g, opts, w.objs, opts.SizeLimit)
+					if err != nil {
+						diffs = append(diffs, fmt.Sprintf("SelectView: %v", err))
+						return diffs, st
+					}
+					sel.Each(func(i int) { byGUID[w.objs[i].GUID] = w.objs[i] })
 				}
+				shown := 0
 				for i := range w.objs {
 					in := policy.Input{Action: policy.ActionView, Subject: p, Object: &w.objs[i], Group: g,
-						Request: policy.Request{Properties: props, IncludeIndirect: opts.IncludeIndirect}}
+						Request: policy.Request{Properties: opts.Properties, IncludeIndirect: opts.IncludeIndirect, SizeLimit: opts.SizeLimit}}
 					want := o.allow(in)
+					if want && opts.SizeLimit > 0 {
+						shown++
+						want = shown <= opts.SizeLimit
+					}
 					x, listed := byGUID[w.objs[i].GUID]
 					st.decisions++
 					if want {
@@ -181,7 +198,7 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, st 
 						report(fmt.Sprintf("listing %d", round+1), p, g, w.objs[i], listed, want)
 						continue
 					}
-					if want && len(props) > 0 {
+					if want && len(opts.Properties) > 0 {
 						wantProps := o.kept(in, w.hasRule)
 						for _, k := range wantProps {
 							if dirgate.IsSecretProperty(k) {
