@@ -42,10 +42,12 @@ type filterStats struct {
 //  1. the caller's part of the policy is partially evaluated once per (version,
 //     caller, request shape) with input.object unknown, and the residual is
 //     translated into a Go predicate that is cached for the next requests;
-//  2. a residual the translator does not understand is evaluated in Rego, object by
-//     object (the caller's part still folded into constants);
-//  3. a policy that calls non-deterministic builtins, or that partial evaluation
-//     fails on, is evaluated in Rego on every request, once over the whole listing;
+//  2. a residual the translator does not understand, but that refers to none of the
+//     policy's rules (beyondResidual), is evaluated in Rego, object by object (the
+//     caller's part still folded into constants);
+//  3. a policy that calls non-deterministic builtins, that partial evaluation fails
+//     on, or whose residual refers to its rules, is evaluated in Rego, in full, once
+//     over the whole listing;
 //  4. if that evaluation fails (a conflict or another error for some object), each
 //     object is evaluated on its own.
 //
