@@ -15,7 +15,8 @@ import (
 // plan is how one version decides the listings of one caller for one request shape
 // (action, group, request parameters): a Go predicate from the translated residual;
 // when the residual is beyond the translator, the residual evaluated in Rego; when
-// partial evaluation failed, the whole policy evaluated in Rego.
+// partial evaluation failed, or the residual refers to the policy's rules
+// (beyondResidual), the whole policy evaluated in Rego.
 type plan struct {
 	pred *predicate
 	// residual evaluates, in Rego, a residual the translator refused.

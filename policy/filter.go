@@ -42,10 +42,12 @@ type filterStats struct {
 //  1. the caller's part of the policy is partially evaluated once per (version,
 //     caller, request shape) with input.object unknown, and the residual is
 //     translated into a Go predicate that is cached for the next requests;
-//  2. a residual the translator does not understand is evaluated in Rego, object by
-//     object (the caller's part still folded into constants);
-//  3. a policy that calls non-deterministic builtins, or that partial evaluation
-//     fails on, is evaluated in Rego on every request, once over the whole listing;
+//  2. a residual the translator does not understand, but that refers to none of the
+//     policy's rules (beyondResidual), is evaluated in Rego, object by object (the
+//     caller's part still folded into constants);
+//  3. a policy that calls non-deterministic builtins, that partial evaluation fails
+//     on, or whose residual refers to its rules, is evaluated in Rego, in full, once
+//     over the whole listing;
 //  4. if that evaluation fails (a conflict or another error for some object), each
 //     object is evaluated on its own.
 //
@@ -174,14 +176,18 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 		return &plan{why: "partial evaluation failed"}, nil
 	}
 	p := &plan{queries: len(pq.Queries)}
-	if len(pq.Support) > 0 {
-		p.why = "residual needs support rules"
-	} else if pred, err := translate(pq.Queries); err != nil {
-		p.why = err.Error()
-	} else {
+	if why := beyondResidual(pq); why != "" {
+		// Evaluated in full, object by object (filterRego): exact by definition.
+		p.why = why
+		logger.Debug("policy: residual evaluated in full", "revision", v.revision, "reason", why)
+		return p, nil
+	}
+	pred, err := translate(pq.Queries)
+	if err == nil {
 		p.pred = pred
 		return p, nil
 	}
+	p.why = err.Error()
 	if p.residual, err = v.compileResidual(ctx, pq); err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, fmt.Errorf("build listing plan: %w", ctxErr)

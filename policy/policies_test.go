@@ -55,8 +55,8 @@ allow if not startswith(input.object.objectTypeCode, "1")`},
 default allow := false
 allow if input.object.objectType == "computer"`},
 		// A decision that is not a boolean denies. (Definitions with different
-		// values may conflict, so the residual is evaluated in Rego.)
-		{name: "non-boolean decision", mode: "residual", policy: `
+		// values may conflict, so the policy is evaluated in full.)
+		{name: "non-boolean decision", mode: "rego", policy: `
 allow := "yes" if input.object.objectType == "user"
 allow := true if input.object.objectType == "group"`},
 		// A decision that can only be a string is never true; it does not
@@ -70,8 +70,8 @@ allow if {
 	input.object.objectType == t
 	count(input.subject.groups) >= 0
 }`},
-		// A default of true needs support rules: the residual is evaluated in Rego.
-		{name: "default true", mode: "residual", policy: `
+		// A default of true needs support rules: the policy is evaluated in full.
+		{name: "default true", mode: "rego", policy: `
 default allow := true
 allow := false if input.object.objectType == "user"`},
 		// properties are not translated.
@@ -79,20 +79,21 @@ allow := false if input.object.objectType == "user"`},
 allow if "IT" in input.object.properties.department
 allow if input.object.objectType == "group"`},
 		// A helper whose value is computed is not inlined (its definitions may
-		// conflict), so the residual refers to it.
-		{name: "computed helper", mode: "residual", policy: `
+		// conflict), so the residual refers to it: evaluated in full.
+		{name: "computed helper", mode: "rego", policy: `
 kind := input.object.objectType
 allow if kind == "user"`},
-		// Else chains are not partially evaluated.
-		{name: "else", mode: "residual", policy: `
+		// Else chains are not partially evaluated: evaluated in full.
+		{name: "else", mode: "rego", policy: `
 allow := true if { input.object.objectType == "user" } else := false if { input.object.objectType == "group" }`},
 		// Conflicting definitions: an error for the objects where both hold, which
-		// denies them, and them only.
-		{name: "conflict", mode: "residual", policy: `
+		// denies them, and them only (the listing's evaluation fails, so each
+		// object is evaluated alone).
+		{name: "conflict", mode: "rego-per-object", policy: `
 allow := true if input.object.objectType == "user"
 allow := false if contains(lower(input.object.dn), "staff")`},
 		// A conflict in a helper on the path of some objects only.
-		{name: "helper conflict", mode: "residual", policy: `
+		{name: "helper conflict", mode: "rego-per-object", policy: `
 level := 1 if input.object.objectType == "user"
 level := 2 if contains(input.object.dn, "IT")
 allow if level > 0`},
@@ -112,7 +113,7 @@ allow := true if {
 allow := false if contains(lower(input.object.dn), "staff")`},
 		// A conflict that does not depend on the object, on the path of some objects
 		// only: each object is denied by its own evaluation only.
-		{name: "known error", mode: "residual", policy: `
+		{name: "known error", mode: "rego-per-object", policy: `
 x := 1 if input.action == "view"
 x := 2 if input.action == "view"
 allow if input.object.objectType == "group"

@@ -70,6 +70,35 @@ func hasPropertyRule(c *ast.Compiler) bool {
 	return len(c.GetRulesForVirtualDocument(propertiesRef)) > 0 || len(c.GetRulesWithPrefix(propertiesRef)) > 0
 }
 
+// propertyRuleCollection reports whether every definition of the property rule
+// gives a set or an array: a partial set rule (`properties contains x`), or a
+// complete rule whose value is written as a set, an array or a comprehension of
+// one. Only then are the elements partial evaluation finds (properties[_]) the
+// rule's elements: properties[_] also iterates an object's values, which grant
+// nothing (docs/policy.md), and a value computed elsewhere could be one.
+func propertyRuleCollection(c *ast.Compiler) bool {
+	rules := slices.Concat(c.GetRulesForVirtualDocument(propertiesRef), c.GetRulesWithPrefix(propertiesRef))
+	for _, r := range rules {
+		if !r.Ref().Equal(propertiesRef) {
+			return false // properties.x or properties[k]: an object
+		}
+		for rr := r; rr != nil; rr = rr.Else {
+			if rr.Head.RuleKind() == ast.MultiValue {
+				continue
+			}
+			if rr.Head.Value == nil {
+				return false
+			}
+			switch rr.Head.Value.Value.(type) {
+			case *ast.Array, ast.Set, *ast.ArrayComprehension, *ast.SetComprehension:
+			default:
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // secretFunc returns the test of an attribute "*" does not cover
 // (dirgate.NamedOnlyProperty): the built-in lists, names given as OIDs, and the
 // attributes the directory's schema marks confidential or DN-valued, as last read.
@@ -470,8 +499,12 @@ const propVar = "dirgate_property"
 // Each residual query binds the element to a constant under conditions on the
 // object; the conditions of each element become one predicate. Anything else (an
 // element computed from the object, support rules, a condition the translator
-// refuses) makes a plan that evaluates the rule in Rego.
+// refuses, a rule whose value may not be a collection) makes a plan that
+// evaluates the rule in Rego.
 func (v *version) buildPropPlan(ctx context.Context, logger *slog.Logger, base ast.Value) *propPlan {
+	if !v.propCollection {
+		return &propPlan{rego: true, why: "the property rule's value may not be a set or an array"}
+	}
 	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
 		rego.Query(propVar+" = "+propertiesPath+"[_]"), rego.Unknowns([]string{"input.object"}),
 		rego.DisableInlining(v.noInline), rego.ParsedInput(base)).Partial(ctx)

@@ -21,11 +21,38 @@ const residualPackage = "data.__dirgate_residual__"
 
 var residualQuery = residualPackage + ".allow"
 
+// beyondResidual says why a residual cannot decide objects exactly as evaluating
+// the policy once per object does, or "" when it can. A residual that needs
+// support rules or refers to rules and functions evaluates them in another
+// context than the policy does, and OPA's evaluation of rules that may conflict
+// depends on that context: it stops evaluating a complete rule's definitions
+// that give the value it already has (so a conflict only they reach is never
+// raised, and support rules come in another order), and a call whose output
+// partial evaluation made a constant (f(x, "a")) skips the definitions giving
+// other values (hiding their conflict). Only a residual of builtins over input
+// and constants keeps every such meaning; the others are evaluated in full.
+func beyondResidual(pq *rego.PartialQueries) string {
+	if len(pq.Support) > 0 {
+		return "residual needs support rules"
+	}
+	rules := false
+	for _, q := range pq.Queries {
+		ast.WalkRefs(q, func(r ast.Ref) bool {
+			rules = rules || r[0].Equal(ast.DefaultRootDocument)
+			return rules
+		})
+	}
+	if rules {
+		return "residual refers to rules"
+	}
+	return ""
+}
+
 // compileResidual prepares a residual for evaluation in Rego: it keeps the caller's
 // part of the policy folded into constants (the expensive part of evaluating the
 // policy) while letting OPA evaluate what the translator cannot. Conflicts and
-// errors keep their meaning: rules that could conflict were not inlined and are
-// evaluated from their support rules.
+// errors keep their meaning: the residual is made of builtins over input and
+// constants (beyondResidual).
 func (v *version) compileResidual(ctx context.Context, pq *rego.PartialQueries) (*rego.PreparedEvalQuery, error) {
 	mod := &ast.Module{Package: &ast.Package{Path: ast.MustParseRef(residualPackage)}}
 	for _, q := range pq.Queries {

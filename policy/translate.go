@@ -262,11 +262,39 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 	if expr.Negated {
 		inner := expr.Copy()
 		inner.Negated = false
-		c, err := t.scoped(func() (cond, error) { return t.expr(inner) })
+		// OPA evaluates the calls nested in a negated expression's operands before
+		// the negation (the compiler hoists them out of it: expandExpr in OPA's
+		// ast/compile.go), so one that is undefined (a type error) fails the
+		// expression instead of making the negation hold. Calls that cannot be
+		// undefined (total) need no test.
+		var hoisted []node
+		c, err := t.scoped(func() (cond, error) {
+			for _, call := range nestedCalls(inner) {
+				if _, total := staticKind(call); total {
+					continue
+				}
+				n, err := t.term(call)
+				if err != nil {
+					return nil, err
+				}
+				hoisted = append(hoisted, n)
+			}
+			return t.expr(inner)
+		})
 		if err != nil {
 			return nil, err
 		}
-		return func(e *env) bool { return !c(e) }, nil
+		if len(hoisted) == 0 {
+			return func(e *env) bool { return !c(e) }, nil
+		}
+		return func(e *env) bool {
+			for _, n := range hoisted {
+				if !n(e).defined() {
+					return false
+				}
+			}
+			return !c(e)
+		}, nil
 	}
 	switch terms := expr.Terms.(type) {
 	case *ast.Term:
@@ -487,4 +515,82 @@ func hasVars(x ast.Value) bool {
 		return !ast.IsConstant(x)
 	}
 	return false
+}
+
+// nestedCalls returns the outermost calls among the operands of a call
+// expression (or inside the term of a term expression): those OPA evaluates
+// before the expression itself. An undefined inner call makes its outer one
+// undefined, so the outermost ones tell.
+func nestedCalls(expr *ast.Expr) []*ast.Term {
+	var out []*ast.Term
+	visit := func(x *ast.Term) {
+		ast.WalkTerms(x, func(t *ast.Term) bool {
+			if _, ok := t.Value.(ast.Call); ok {
+				out = append(out, t)
+				return true
+			}
+			return false
+		})
+	}
+	switch terms := expr.Terms.(type) {
+	case *ast.Term:
+		visit(terms)
+	case []*ast.Term:
+		for _, a := range terms[1:] {
+			visit(a)
+		}
+	}
+	return out
+}
+
+// staticKind returns the kind a term's value always has and whether it is always
+// defined (total), from its form alone: constants, input.object's fields (every
+// rendered Object has them, with these JSON types) and the string builtins of
+// translate_builtins.go applied to strings. Anything else is not known total.
+func staticKind(term *ast.Term) (kind, bool) {
+	switch x := term.Value.(type) {
+	case ast.String:
+		return kString, true
+	case ast.Boolean:
+		return kBool, true
+	case ast.Ref:
+		if len(x) == 3 && x[0].Equal(ast.InputRootDocument) && x[1].Equal(ast.InternedTerm("object")) {
+			if name, ok := x[2].Value.(ast.String); ok {
+				switch string(name) {
+				case "objectTypeCode", "directoryType":
+					return kAST, true
+				}
+				if _, ok := objectFields[string(name)]; ok {
+					return kString, true
+				}
+			}
+		}
+		return undefined, false
+	case ast.Call:
+		args := x[1:]
+		strs := func(n int) bool {
+			if len(args) != n {
+				return false
+			}
+			for _, a := range args {
+				if k, total := staticKind(a); !total || k != kString {
+					return false
+				}
+			}
+			return true
+		}
+		switch x[0].String() {
+		case "lower", "upper":
+			return kString, strs(1)
+		case "trim_prefix", "trim_suffix":
+			return kString, strs(2)
+		case "startswith", "endswith", "contains":
+			return kBool, strs(2)
+		}
+		return undefined, false
+	}
+	if ast.IsConstant(term.Value) {
+		return kAST, true
+	}
+	return undefined, false
 }

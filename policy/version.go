@@ -63,6 +63,9 @@ type version struct {
 	plans *planCache
 	// hasPropertyRule: the policy defines the property rule (properties.go).
 	hasPropertyRule bool
+	// propCollection: every definition of the property rule gives a set or an
+	// array (propertyRuleCollection), a condition of translating it.
+	propCollection bool
 	// propPlans are the property rule's plans, keyed as plans are.
 	propPlans     *planCache
 	propQueryOnce sync.Once
@@ -140,6 +143,7 @@ func compileWith(ctx context.Context, src *source, planCacheSize int, caps *ast.
 		reads:            inputReads(c),
 		plans:            newPlanCache(planCacheSize),
 		hasPropertyRule:  hasPropertyRule(c),
+		propCollection:   propertyRuleCollection(c),
 		propPlans:        newPlanCache(planCacheSize),
 	}
 	common := []func(*rego.Rego){rego.Compiler(c), rego.Store(store), rego.StrictBuiltinErrors(false)}
