@@ -347,7 +347,7 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 		}
 	default:
 		// A partial set: constants, computed elements, iteration.
-		names := []string{`"*"`, `"mail"`, `"department"`, `"ms-mcs-admpwd"`, `"unicodepwd"`, `"MAIL"`, "1"}
+		names := []string{`"*"`, `"mail"`, `"department"`, `"ms-mcs-admpwd"`, `"unicodepwd"`, `"memberof"`, `"1.2.840.113556.1.4.90"`, `"MAIL"`, "1"}
 		for range 1 + g.r.IntN(3) {
 			switch g.r.IntN(6) {
 			case 0, 1, 2:
@@ -446,7 +446,7 @@ func diffSubjects(r *rand.Rand, groups []dirgate.Object, objs []dirgate.Object) 
 func diffWorld(seed uint64) world {
 	r := rand.New(rand.NewPCG(seed, 0x5eed))
 	groups := diffGroupsPool(r)
-	props := []string{"department", "mail", "ms-mcs-admpwd", "unicodepwd"}[:r.IntN(5)]
+	props := []string{"department", "mail", "ms-mcs-admpwd", "unicodepwd", "memberof", "1.2.840.113556.1.4.90"}[:r.IntN(7)]
 	objs := diffObjects(r, groups, props, 8)
 	w := world{subjects: diffSubjects(r, groups, objs), objs: objs, data: map[string]any{}, props: props}
 	w.groups = []dirgate.Object{groups[r.IntN(len(groups))], groups[r.IntN(len(groups))]}
@@ -465,7 +465,7 @@ func diffWorld(seed uint64) world {
 			m := role.(map[string]any)
 			m["permissions"] = [][]any{{"view"}, {"remove"}, {"view", "remove", "add"}, {"add"}}[r.IntN(4)]
 			if r.IntN(2) == 0 {
-				m["properties"] = []any{"*", "mail", "ms-Mcs-AdmPwd", "unicodePwd"}[:r.IntN(5)]
+				m["properties"] = []any{"*", "mail", "ms-Mcs-AdmPwd", "unicodePwd", "memberOf"}[:r.IntN(6)]
 			}
 		}
 		w.data = map[string]any{"dirgate": map[string]any{"roles": roles}}
@@ -567,7 +567,7 @@ func TestDifferentialOPA(t *testing.T) {
 			skipped++
 		}
 	}
-	t.Logf("%d decisions compared with OPA (%d allowed, %d secret properties kept) in %d cases (%d policies that do not compile skipped), seeds up to %d; listings by engine mode: %v",
+	t.Logf("%d decisions compared with OPA (%d allowed, %d properties kept that "*" does not cover) in %d cases (%d policies that do not compile skipped), seeds up to %d; listings by engine mode: %v",
 		total.decisions, total.allowed, total.secrets, cases, skipped, seed-1, total.modes)
 	if skipped*4 > cases {
 		t.Errorf("%d of %d random policies do not compile: the generator is off", skipped, cases)

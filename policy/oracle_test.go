@@ -85,7 +85,7 @@ func (o *oracle) kept(in policy.Input, hasRule bool) []string {
 	}
 	var out []string
 	for k := range in.Object.Properties {
-		if slices.Contains(set, k) || (slices.Contains(set, "*") && !dirgate.IsSecretProperty(k)) {
+		if slices.Contains(set, k) || (slices.Contains(set, "*") && !dirgate.NamedOnlyProperty(k, nil)) {
 			out = append(out, k)
 		}
 	}
@@ -201,7 +201,7 @@ func compareWorld(a *policy.Authorizer, o *oracle, w world) (diffs []string, st 
 					if want && len(opts.Properties) > 0 {
 						wantProps := o.kept(in, w.hasRule)
 						for _, k := range wantProps {
-							if dirgate.IsSecretProperty(k) {
+							if dirgate.NamedOnlyProperty(k, nil) {
 								st.secrets++
 							}
 						}
