@@ -76,7 +76,7 @@ func (d dashboard) queries() map[string]string {
 	return out
 }
 
-// rowTitles are the dashboard's sections, which issue 28 lists.
+// rowTitles are the dashboard's sections, one per part of dirgate an operator watches.
 var rowTitles = []string{"Traffic", "Cache", "Directory", "Change feed", "Policy", "Sign-in and throttling", "Redis", "Go runtime"}
 
 // checkDashboard returns what is wrong with a dashboard's JSON, short of parsing its

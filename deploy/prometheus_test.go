@@ -225,7 +225,7 @@ func TestAlertRules(t *testing.T) {
 		n += len(g.Rules)
 	}
 	if n < 12 {
-		t.Errorf("%d alerts, want the dozen issue 28 lists", n)
+		t.Errorf("%d alerts, want the dozen docs/operations.md lists", n)
 	}
 }
 

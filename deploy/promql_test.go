@@ -123,7 +123,7 @@ func parseDocumentedMetrics(doc string) documentedMetrics {
 }
 
 // announcedMetrics are the per-DC series of the LDAP adapter's several domain
-// controllers (issue 24), which the DC alert and the dashboard's directory panels
+// controllers, which the DC alert and the dashboard's directory panels
 // already read so that they need no change when it lands; until then they have no
 // series. Remove a name here once docs/operations.md documents it.
 var announcedMetrics []string

@@ -567,7 +567,7 @@ func TestDifferentialOPA(t *testing.T) {
 			skipped++
 		}
 	}
-	t.Logf("%d decisions compared with OPA (%d allowed, %d properties kept that "*" does not cover) in %d cases (%d policies that do not compile skipped), seeds up to %d; listings by engine mode: %v",
+	t.Logf("%d decisions compared with OPA (%d allowed, %d properties kept that \"*\" does not cover) in %d cases (%d policies that do not compile skipped), seeds up to %d; listings by engine mode: %v",
 		total.decisions, total.allowed, total.secrets, cases, skipped, seed-1, total.modes)
 	if skipped*4 > cases {
 		t.Errorf("%d of %d random policies do not compile: the generator is off", skipped, cases)

@@ -53,7 +53,7 @@ func findDN(objs []dirgate.Object, dn string) *dirgate.Object {
 	return nil
 }
 
-// TestLAPSWithheldOnMemoryUpstream reproduces issue 22's finding: the help desk,
+// TestLAPSWithheldOnMemoryUpstream reproduces a finding of a security review: the help desk,
 // allowed to view WS-0001, read its LAPS password through properties. The bundled
 // policy gives it every attribute that is not secret; the directory admins' role
 // names ms-Mcs-AdmPwd and gets it.

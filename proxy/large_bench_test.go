@@ -26,7 +26,7 @@ import (
 )
 
 // BenchmarkLargeCachedListing is a repeated cached listing of a generated group of n
-// members (docs/benchmarks.md, "Large listings"), as issue 26 measured it: the
+// members (docs/benchmarks.md, "Large listings"), as the large-group target measures it: the
 // memory upstream, the in-process store (no Redis), an allow-all policy, bodies kept
 // in a quarter of the cache's bound as cmd/dirgate keeps them. max-bytes=default is
 // DIRGATE_CACHE_MAX_BYTES's default (256 MiB), 64MiB a quarter of it: the 100,000-

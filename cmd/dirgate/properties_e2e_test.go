@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// TestLAPSWithheldOnMemoryUpstream reproduces issue 22's finding on the memory
+// TestLAPSWithheldOnMemoryUpstream reproduces a security review's finding on the memory
 // upstream, through the cache and the shared bodies: the help desk, allowed to
 // view WS-0001, read its LAPS password with properties=ms-Mcs-AdmPwd. The built-in
 // secret list withholds it; the directory admins' role names it.

@@ -111,7 +111,7 @@ func writeSecret(t *testing.T, s string) string {
 	return p
 }
 
-// TestLAPSWithheldOnSamba reproduces issue 22's finding on the DC: the help desk,
+// TestLAPSWithheldOnSamba reproduces a security review's finding on the DC: the help desk,
 // allowed by the bundled policy to view a computer of OU=Workstations, read its LAPS
 // password with properties=ms-Mcs-AdmPwd. The schema marks it confidential and the
 // built-in list names it: only the directory admins' role, which names it, reads it.

@@ -14,7 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestRedisWriterCannotChangeWhoATokenIs reproduces issue 22's impersonation: two
+// TestRedisWriterCannotChangeWhoATokenIs reproduces an impersonation a security review found: two
 // instances share a real Redis, each demo account's resolution is cached, then
 // someone able to write to Redis (a plain client, no secret) puts the administrator's
 // cached resolution under the help desk's key, as it is and with its inputs rewritten
@@ -46,7 +46,7 @@ func TestRedisWriterCannotChangeWhoATokenIs(t *testing.T) {
 			_, err := LoadConfig(args, func(string) string { return "" }, io.Discard)
 			if tc.refuse {
 				if err == nil || !strings.Contains(err.Error(), "secret-file") {
-					// Before issue 22 this started; carry on to show what a writer could do.
+					// Before the secret was required this started; carry on to show what a writer could do.
 					t.Errorf("Redis without a secret file: LoadConfig = %v, want an error naming secret-file", err)
 				} else {
 					return
