@@ -71,12 +71,18 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 		if err := d.authz.AllowExplain(ctx, eq); err != nil {
 			return nil, fmt.Errorf("explain: %w", err)
 		}
-		return nil, &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: err}
+		return nil, unknownSubject(err)
 	}
 	// Asked again on the resolved subject: a policy may deny by the subject's
-	// groups, or by its DN when the request named it by GUID or SID.
+	// groups, or by its DN when the request named it by GUID or SID. A refusal
+	// here answers as an unknown subject does: the caller was allowed on the
+	// subject as named, and a 403 would tell it that a subject it may not explain
+	// exists (docs/policy.md, "The decisions API").
 	eq.Subject = subject
 	if err := d.authz.AllowExplain(ctx, eq); err != nil {
+		if dirgate.ErrorCode(err) == dirgate.EFORBIDDEN {
+			return nil, unknownSubject(err)
+		}
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	if groupErr != nil {
@@ -96,6 +102,12 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	return ex, nil
+}
+
+// unknownSubject is the answer for a subject that does not exist, or that the
+// caller may not explain once resolved: the same 404 for both.
+func unknownSubject(err error) error {
+	return &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: err}
 }
 
 // standIn is the principal an unresolved identifier stands for: itself, as typed.

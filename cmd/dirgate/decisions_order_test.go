@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/url"
@@ -193,12 +194,19 @@ allow if {
 		want         int
 	}{
 		{"demo-helpdesk", "CN=Daisy Vargas,OU=HR,OU=Staff,DC=corp,DC=example,DC=com", 200},
-		{"demo-helpdesk", "CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", 403},  // denied on the resolved subject
+		{"demo-helpdesk", "CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", 404},  // denied on the resolved subject: as if unknown
 		{"demo-helpdesk", "CN=Nobody Here,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", 404}, // allowed as named, unknown
 		{adminTok, "CN=Daisy Vargas,OU=HR,OU=Staff,DC=corp,DC=example,DC=com", 403},       // groups are unknown as named
 	} {
 		if r := call(t, "GET", api+url.Values{"subject": {tc.subject}, "group": {mixed}}.Encode(), tc.tok); r.status != tc.want {
 			t.Errorf("%s on %s: %d %s, want %d", tc.tok, tc.subject, r.status, r.body, tc.want)
 		}
+	}
+	// A subject the caller may not explain once resolved answers byte for byte as
+	// one that does not exist.
+	hidden := call(t, "GET", api+url.Values{"subject": {"CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"}, "group": {mixed}}.Encode(), "demo-helpdesk")
+	unknown := call(t, "GET", api+url.Values{"subject": {"CN=Nobody Here,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"}, "group": {mixed}}.Encode(), "demo-helpdesk")
+	if hidden.status != unknown.status || !bytes.Equal(hidden.body, unknown.body) {
+		t.Errorf("a subject refused once resolved: %d %s; an unknown one: %d %s", hidden.status, hidden.body, unknown.status, unknown.body)
 	}
 }
