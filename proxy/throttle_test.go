@@ -170,6 +170,9 @@ func TestForwardedClientAddr(t *testing.T) {
 		// untrusted hop is taken.
 		{name: "spoofed left-most entry", remote: "10.1.2.3:5555", xff: []string{"198.51.100.1, 203.0.113.7"}, want: "203.0.113.7"},
 		{name: "chain of trusted proxies", remote: "127.0.0.1:1", xff: []string{"203.0.113.7", "10.9.9.9"}, want: "203.0.113.7"},
+		// A caller inside the trusted range is itself skipped as a proxy: the entry
+		// to its left names it (docs/auth.md, "Throttling", says so).
+		{name: "trusted caller through a proxy", remote: "10.1.2.3:5555", xff: []string{"198.51.100.1, 10.5.5.5"}, want: "198.51.100.1"},
 		// From an untrusted peer the header is ignored.
 		{name: "untrusted peer", remote: "192.0.2.1:1", xff: []string{"203.0.113.7"}, want: "192.0.2.1"},
 		{name: "no header", remote: "10.1.2.3:5555", want: "10.1.2.3"},
