@@ -134,7 +134,7 @@ func (c ThrottleConfig) validate() []error {
 // address's count of bad tokens or of failed sign-ins. In each, the most recently
 // used is the key that failed (or reserved an attempt) last, so that beyond
 // MaxClients the one whose last failure is oldest is forgotten. Looking a key up to
-// judge it (blocked, confirm, release) does not count as a use.
+// judge it (signInBlocked, confirm, releaseSignIn) does not count as a use.
 type throttle struct {
 	cfg ThrottleConfig
 
@@ -171,14 +171,8 @@ func newThrottle(cfg ThrottleConfig) *throttle {
 	return &throttle{cfg: cfg, clients: clients, pairs: pairs, signIns: signIns}
 }
 
-// blocked reports whether addr has used up its failures of tokens and session ids
-// and, if so, how long until the oldest one leaves the window.
-func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.blockedIn(t.clients, addr, now)
-}
-
+// blockedIn reports whether key has used up its failures in lru and, if so, how
+// long until the oldest one leaves the window. The caller holds the lock.
 func (t *throttle) blockedIn(lru *simplelru.LRU[string, *failures], key string, now time.Time) (time.Duration, bool) {
 	f, ok := lru.Peek(key)
 	if !ok {
@@ -195,18 +189,13 @@ func (t *throttle) blockedIn(lru *simplelru.LRU[string, *failures], key string, 
 	return f.times[0].Add(t.cfg.Window).Sub(now), true
 }
 
-// fail records a failed authentication by addr at now and returns how long to hold
-// its answer: nothing before SlowAfter failures in the window, then Delay doubling
-// with each failure, up to MaxDelay.
-func (t *throttle) fail(addr string, now time.Time) time.Duration {
-	hold, _, _ := t.failJudged(addr, now)
-	return hold
-}
-
-// failJudged is fail that also reports, as one step, whether addr had already used
-// up its failures before this one (wasBlocked) and then how long until this
-// failure's window, which it extends, lets addr fail again (wait). Judged apart
-// from the recording, concurrent failures could all pass as not blocked.
+// failJudged records a failed authentication by addr at now and returns how long
+// to hold its answer (hold: nothing before SlowAfter failures in the window, then
+// Delay doubling with each failure, up to MaxDelay). It also reports, in the same
+// step, whether addr had already used up its failures before this one (wasBlocked)
+// and then how long until this failure's window, which it extends, lets addr fail
+// again (wait). Judged apart from the recording, concurrent failures could all
+// pass as not blocked.
 func (t *throttle) failJudged(addr string, now time.Time) (hold, wait time.Duration, wasBlocked bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -224,18 +213,12 @@ func (t *throttle) failJudged(addr string, now time.Time) (hold, wait time.Durat
 	return t.delay(len(f.times)), wait, wasBlocked
 }
 
-// reserve counts an attempt at key (an address and account name) at now before it
-// is judged, so that however many arrive at once at most MaxFailures are judged in
-// a window: it reports, as blocked does, how long key must wait when its failures
-// and attempts in progress already fill the window, and otherwise records the
-// attempt as a failure. The caller then either keeps it (confirm: the attempt
-// failed) or gives it back (release: it succeeded, or was never judged).
-func (t *throttle) reserve(key string, now time.Time) (time.Duration, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.reservePair(key, now)
-}
-
+// reservePair counts an attempt at key (an address and account name) at now
+// before it is judged, so that however many arrive at once at most MaxFailures are
+// judged in a window: it reports how long key must wait when its failures and
+// attempts in progress already fill the window, and otherwise records the attempt
+// as a failure. The caller then either keeps it (confirm: the attempt failed) or
+// gives it back (releaseSignIn: it succeeded, or was never judged).
 func (t *throttle) reservePair(key string, now time.Time) (time.Duration, bool) {
 	f := entry(t.pairs, key)
 	t.prune(f, now)
@@ -248,11 +231,11 @@ func (t *throttle) reservePair(key string, now time.Time) (time.Duration, bool) 
 	return 0, true
 }
 
-// reserveSignIn is reserve for a password check of key from client, which also
-// takes one of client's MaxClientSignInFailures, whatever the name: an address
-// that has used those up (clientBlocked) is refused whatever name it tries, so
-// that trying one password against many names stays bounded too. Both counts are
-// judged and taken as one step.
+// reserveSignIn is reservePair, under the lock, for a password check of key from
+// client, which also takes one of client's MaxClientSignInFailures, whatever the
+// name: an address that has used those up (clientBlocked) is refused whatever name
+// it tries, so that trying one password against many names stays bounded too.
+// Both counts are judged and taken as one step.
 func (t *throttle) reserveSignIn(client, key string, now time.Time) (wait time.Duration, clientBlocked, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -297,7 +280,7 @@ func (t *throttle) tallyOf(client string, now time.Time) *tally {
 }
 
 // confirm keeps a reserved attempt as a failure and returns how long to hold its
-// answer, as fail does.
+// answer, as failJudged does.
 func (t *throttle) confirm(key string, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -309,13 +292,8 @@ func (t *throttle) confirm(key string, now time.Time) time.Duration {
 	return t.delay(len(f.times))
 }
 
-// release gives back the attempt that reserve recorded at at.
-func (t *throttle) release(key string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.releasePair(key, at)
-}
-
+// releasePair gives back the attempt that reservePair recorded at at. The caller
+// holds the lock.
 func (t *throttle) releasePair(key string, at time.Time) {
 	f, ok := t.pairs.Peek(key)
 	if !ok {
