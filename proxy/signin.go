@@ -219,11 +219,15 @@ func (s *server) logSharedDown(r *http.Request, err error) {
 	s.cfg.Logger.DebugContext(r.Context(), "shared sign-in failure count unavailable", "err", clip(err.Error(), maxLoggedError))
 }
 
-// The two refusals of a password check that the throttle answers.
-var (
-	errClientSignIns = dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later.")
-	errPairSignIns   = dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later.")
-)
+// signInRefusal is the 429 of a password check the throttle refuses: the address
+// has used up its failures across names (clientBlocked), or the address and name
+// theirs.
+func signInRefusal(clientBlocked bool) error {
+	if clientBlocked {
+		return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later.")
+	}
+	return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later.")
+}
 
 // signInAttempt is a password check counted before it is made (reserveSignIn).
 type signInAttempt struct {
@@ -259,11 +263,7 @@ func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *reco
 	if !ok {
 		s.signInGate.leave(rec.client)
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		refusal := errPairSignIns
-		if clientBlocked {
-			refusal = errClientSignIns
-		}
-		Error(w, r, refusal)
+		Error(w, r, signInRefusal(clientBlocked))
 		return signInAttempt{}, false
 	}
 	return a, true
@@ -354,11 +354,7 @@ func (s *server) signInThrottled(w http.ResponseWriter, r *http.Request, client,
 		return false
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-	if clientBlocked {
-		Error(w, r, errClientSignIns)
-	} else {
-		Error(w, r, errPairSignIns)
-	}
+	Error(w, r, signInRefusal(clientBlocked))
 	return true
 }
 
