@@ -3,6 +3,7 @@ package deploy
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"path"
 	"slices"
 	"strconv"
@@ -298,6 +299,9 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 		bad("DIRGATE_LISTEN %q: want 0.0.0.0:PORT", env["DIRGATE_LISTEN"])
 	}
 	listenPort, _ := strconv.Atoi(port)
+	if strings.TrimSpace(env["DIRGATE_TRUSTED_PROXIES"]) != "" {
+		checkAPIPortSources(b, d, *c, int32(listenPort), bad)
+	}
 	for _, pr := range []struct {
 		name  string
 		probe *corev1.Probe
@@ -640,5 +644,56 @@ func checkMetricsPort(b *bundle, gw *appsv1.Deployment, bad func(string, ...any)
 	}
 	if !restricted {
 		bad("no NetworkPolicy restricts ingress to the %s pods: the metrics port is open to all", gw.Name)
+	}
+}
+
+// checkAPIPortSources: with DIRGATE_TRUSTED_PROXIES set, X-Forwarded-For from those
+// addresses names the client for the throttle, and the range is the pod network,
+// not the ingress controller's pods alone; so every NetworkPolicy rule that lets
+// sources reach the API's port must name them (a namespace by its labels, or an
+// address block narrower than everything), or any pod could reach the API directly
+// and choose its own throttle address (docs/auth.md, "Throttling").
+func checkAPIPortSources(b *bundle, gw *appsv1.Deployment, c corev1.Container, port int32, bad func(string, ...any)) {
+	name := ""
+	for _, cp := range c.Ports {
+		if cp.ContainerPort == port {
+			name = cp.Name
+		}
+	}
+	isAPI := func(p intstr.IntOrString) bool {
+		return p.Type == intstr.Int && p.IntVal == port || p.Type == intstr.String && name != "" && p.StrVal == name
+	}
+	restricted := false
+	for _, np := range all[*networkingv1.NetworkPolicy](b) {
+		if !slices.Contains(b.selects(&np.Spec.PodSelector), gw) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+			continue
+		}
+		restricted = true
+		for _, r := range np.Spec.Ingress {
+			admits := len(r.Ports) == 0
+			for _, p := range r.Ports {
+				admits = admits || p.Port == nil || isAPI(*p.Port)
+			}
+			if !admits {
+				continue
+			}
+			if len(r.From) == 0 {
+				bad("NetworkPolicy %s: the API port is reachable from any source while DIRGATE_TRUSTED_PROXIES is set: any pod could choose its throttle address with X-Forwarded-For", np.Name)
+			}
+			for _, peer := range r.From {
+				ns := peer.NamespaceSelector
+				named := ns != nil && (len(ns.MatchLabels) > 0 || len(ns.MatchExpressions) > 0)
+				if ipb := peer.IPBlock; ipb != nil {
+					pfx, err := netip.ParsePrefix(ipb.CIDR)
+					named = err == nil && pfx.Bits() > 0
+				}
+				if !named {
+					bad("NetworkPolicy %s: the API port is reachable from a peer without a namespace of its own or an address block (%+v) while DIRGATE_TRUSTED_PROXIES is set", np.Name, peer)
+				}
+			}
+		}
+	}
+	if !restricted {
+		bad("no NetworkPolicy restricts ingress to the %s pods: with DIRGATE_TRUSTED_PROXIES set, any pod could choose its throttle address", gw.Name)
 	}
 }

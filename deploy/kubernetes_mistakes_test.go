@@ -136,6 +136,21 @@ func TestChecksCatchMistakes(t *testing.T) {
 				}
 			}
 		}},
+		// With trusted proxies, the API port is for the ingress controller alone
+		// (docs/auth.md, "Throttling").
+		{name: "API from anywhere", want: "the API port is reachable from any source", mutate: func(b *bundle) {
+			gatewayPolicy(b).Spec.Ingress[0].From = nil
+		}},
+		{name: "API from every namespace", want: "the API port is reachable from a peer without a namespace", mutate: func(b *bundle) {
+			gatewayPolicy(b).Spec.Ingress[0].From[0].NamespaceSelector = &metav1.LabelSelector{}
+		}},
+		{name: "API from every address", want: "the API port is reachable from a peer without a namespace", mutate: func(b *bundle) {
+			gatewayPolicy(b).Spec.Ingress[0].From = []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0"}}}
+		}},
+		{name: "every port from anywhere", want: "the API port is reachable from any source", mutate: func(b *bundle) {
+			np := gatewayPolicy(b)
+			np.Spec.Ingress = append(np.Spec.Ingress, networkingv1.NetworkPolicyIngressRule{})
+		}},
 		// The metrics port is for Prometheus alone (docs/operations.md, "Metrics").
 		{name: "metrics from anywhere", want: "the metrics port is reachable from any source", mutate: func(b *bundle) {
 			gatewayPolicy(b).Spec.Ingress[1].From = nil
@@ -144,6 +159,7 @@ func TestChecksCatchMistakes(t *testing.T) {
 			np := gatewayPolicy(b)
 			p := intstr.FromString("metrics")
 			np.Spec.Ingress[0].Ports = append(np.Spec.Ingress[0].Ports, networkingv1.NetworkPolicyPort{Port: &p})
+			np.Spec.Ingress[0].From = nil
 		}},
 		{name: "metrics from every namespace", want: "without a namespace of its own", mutate: func(b *bundle) {
 			gatewayPolicy(b).Spec.Ingress[1].From[0].NamespaceSelector = &metav1.LabelSelector{}

@@ -56,16 +56,15 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 // tokenFailed counts a rejected token against addr and holds the answer as the
 // throttle says. It returns err (401) or, when addr had already used up its
 // failures in the window, a 429 with Retry-After: how long until this failure's
-// window, which the new failure extends, lets the address fail again.
+// window, which the new failure extends, lets the address fail again. Whether addr
+// was blocked is judged in the same step as the failure is counted
+// (throttle.failJudged), so concurrent failures cannot all pass as the first.
 func (s *server) tokenFailed(w http.ResponseWriter, r *http.Request, addr string, err error) error {
-	now := s.cfg.Now()
-	_, wasBlocked := s.throttle.blocked(addr, now)
-	d := s.throttle.fail(addr, now)
+	d, wait, wasBlocked := s.throttle.failJudged(addr, s.cfg.Now())
 	dirgate.Sleep(r.Context(), d)
 	if !wasBlocked {
 		return err
 	}
-	wait, _ := s.throttle.blocked(addr, now)
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 	return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed authentications from this address; try again later.")
 }

@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +15,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"go.opentelemetry.io/otel/attribute"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // SignIn is the product's sign-in flow (docs/compatibility.md, "The sign-in flow";
@@ -163,7 +167,8 @@ func boundedString(name string, raw json.RawMessage) (string, error) {
 
 // SharedFailures counts failed sign-ins across replicas (*session.RedisFailures),
 // per key in a window that starts at the key's first failure: a client address for
-// unknown session ids, an address and an account name for passwords (signInKey).
+// unknown session ids, an address and an account name for passwords (signInKey),
+// and an address for its password checks whatever the names (clientSignInKey).
 // A password check is counted before it is made and given back (RemoveFailure) when
 // it succeeds, as in the in-process throttle (reserveSignIn). Its errors only lose
 // the shared count: the in-process throttle still holds.
@@ -178,26 +183,26 @@ type SharedFailures interface {
 // counts. It returns err or, when the address had already used up its failures
 // (here or on all replicas together), a 429 with Retry-After: as with tokens, a
 // valid session id is exchanged whatever its address's failures, and only failing
-// ones are refused (authenticate, auth.go).
+// ones are refused (authenticate, auth.go). Each count is judged in the step that
+// takes it (throttle.failJudged; the count INCR returns).
 func (s *server) refused(w http.ResponseWriter, r *http.Request, rec *record, err error) error {
 	if !isRefusal(err) {
 		return err
 	}
-	wait, blocked := s.blockedKey(r, rec.client)
-	d := s.throttle.fail(rec.client, s.cfg.Now())
+	d, wait, blocked := s.throttle.failJudged(rec.client, s.cfg.Now())
 	if s.cfg.SharedFailures != nil {
 		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), rec.client, s.cfg.Throttle.Window)
-		if err != nil {
+		switch {
+		case err != nil:
 			s.logSharedDown(r, err)
+		case n > s.cfg.Throttle.MaxFailures:
+			blocked, wait = true, max(wait, s.sharedWait(r, rec.client))
 		}
 		d = max(d, s.throttle.delay(n))
 	}
 	dirgate.Sleep(r.Context(), d)
 	if !blocked {
 		return err
-	}
-	if w2, ok := s.throttle.blocked(rec.client, s.cfg.Now()); ok {
-		wait = max(wait, w2)
 	}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 	return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later.")
@@ -214,19 +219,32 @@ func (s *server) logSharedDown(r *http.Request, err error) {
 	s.cfg.Logger.DebugContext(r.Context(), "shared sign-in failure count unavailable", "err", clip(err.Error(), maxLoggedError))
 }
 
+// signInRefusal is the 429 of a password check the throttle refuses: the address
+// has used up its failures across names (clientBlocked), or the address and name
+// theirs.
+func signInRefusal(clientBlocked bool) error {
+	if clientBlocked {
+		return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins from this address; try again later.")
+	}
+	return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later.")
+}
+
 // signInAttempt is a password check counted before it is made (reserveSignIn).
 type signInAttempt struct {
 	at     time.Time
-	shared int // the shared count with this attempt; 0: not counted there
+	shared int  // the pair's shared count with this attempt; 0: not counted there
+	client bool // counted in the address's shared count
 }
 
 // reserveSignIn lets a password check through only with a place in the sign-in
-// gate (per address) and an attempt counted against key (signInKey), here and in
-// SharedFailures, before the check is made. Counting after the check would let a
-// burst pass the block check all at once, every request of it reaching a bind;
-// counted first, at most MaxFailures checks of one name from one address reach the
-// directory in a window, whatever the concurrency. It answers 429 itself and returns false when
-// the check must not be made; otherwise finishSignIn must follow.
+// gate (per address) and an attempt counted against key (signInKey) and against
+// the address whatever the name, here and in SharedFailures, before the check is
+// made. Counting after the check would let a burst pass the block check all at
+// once, every request of it reaching a bind; counted first, at most MaxFailures
+// checks of one name, and MaxClientSignInFailures of all names, from one address
+// reach the directory in a window, whatever the concurrency. It answers 429 itself
+// and returns false when the check must not be made; otherwise finishSignIn must
+// follow.
 func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *record, key string) (signInAttempt, bool) {
 	if !s.signInGate.enter(rec.client) {
 		// A check takes milliseconds: a second is long enough to find a place.
@@ -235,40 +253,67 @@ func (s *server) reserveSignIn(w http.ResponseWriter, r *http.Request, rec *reco
 		return signInAttempt{}, false
 	}
 	a := signInAttempt{at: s.cfg.Now()}
-	wait, ok := s.throttle.reserve(key, a.at)
+	wait, clientBlocked, ok := s.throttle.reserveSignIn(rec.client, key, a.at)
 	if ok && s.cfg.SharedFailures != nil {
-		n, err := s.cfg.SharedFailures.AddFailure(r.Context(), key, s.cfg.Throttle.Window)
-		switch {
-		case err != nil:
-			s.logSharedDown(r, err)
-		case n > s.cfg.Throttle.MaxFailures:
-			s.throttle.release(key, a.at)
-			s.removeShared(r, key)
-			wait, ok = s.sharedWait(r, key), false
-		default:
-			a.shared = n
+		wait, clientBlocked, ok = s.reserveShared(r, rec, key, &a)
+		if !ok {
+			s.throttle.releaseSignIn(rec.client, key, a.at)
 		}
 	}
 	if !ok {
 		s.signInGate.leave(rec.client)
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later."))
+		Error(w, r, signInRefusal(clientBlocked))
 		return signInAttempt{}, false
 	}
 	return a, true
+}
+
+// reserveShared takes the attempt's counts in SharedFailures, the pair's and then
+// the address's, and gives back what it took when either count was already full.
+// A count it cannot reach is skipped: the in-process one still holds.
+func (s *server) reserveShared(r *http.Request, rec *record, key string, a *signInAttempt) (wait time.Duration, clientBlocked, ok bool) {
+	sf, ck := s.cfg.SharedFailures, clientSignInKey(rec.client)
+	n, err := sf.AddFailure(r.Context(), key, s.cfg.Throttle.Window)
+	switch {
+	case err != nil:
+		s.logSharedDown(r, err)
+	case n > s.cfg.Throttle.MaxFailures:
+		s.removeShared(r, key)
+		return s.sharedWait(r, key), false, false
+	default:
+		a.shared = n
+	}
+	n, err = sf.AddFailure(r.Context(), ck, s.cfg.Throttle.Window)
+	switch {
+	case err != nil:
+		s.logSharedDown(r, err)
+	case n > s.cfg.Throttle.MaxClientSignInFailures:
+		s.removeShared(r, ck)
+		if a.shared > 0 {
+			s.removeShared(r, key)
+		}
+		return s.sharedWait(r, ck), true, false
+	default:
+		a.client = true
+	}
+	return 0, false, true
 }
 
 // finishSignIn ends a reserved check. A success gives the attempt back. Anything
 // else keeps it as a failure: a refusal, and an error too, since a bind may have
 // reached the directory before it (a timeout, a client that hung up): giving those
 // back would let a client that cancels its requests bind without bound. A refusal's
-// answer is held as for a bad token, by the larger count.
+// answer is held as for a bad token, by the larger count of the pair.
 func (s *server) finishSignIn(r *http.Request, rec *record, key string, a signInAttempt, err error) {
 	s.signInGate.leave(rec.client)
 	if err == nil {
-		s.throttle.release(key, a.at)
+		s.throttle.releaseSignIn(rec.client, key, a.at)
 		if a.shared > 0 {
 			s.removeShared(r, key)
+		}
+		if a.client {
+			s.removeShared(r, clientSignInKey(rec.client))
 		}
 		return
 	}
@@ -284,47 +329,66 @@ func (s *server) removeShared(r *http.Request, key string) {
 	}
 }
 
-// sharedWait is how long the shared count still blocks the address.
+// sharedWait is how long the shared count of key still blocks.
 func (s *server) sharedWait(r *http.Request, key string) time.Duration {
-	if _, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), key); err == nil {
+	if _, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), key); err == nil && ttl > 0 {
 		return ttl
 	}
 	return s.cfg.Throttle.Window
 }
 
-// blockedKey reports whether key has used up its failures on this replica or,
-// with SharedFailures, on all of them together, and how long that lasts.
-func (s *server) blockedKey(r *http.Request, key string) (time.Duration, bool) {
-	wait, blocked := s.throttle.blocked(key, s.cfg.Now())
+// signInThrottled answers 429 when the client has used up its failed password
+// checks, or the client and key's name theirs, on this replica or, with
+// SharedFailures, on all of them together.
+func (s *server) signInThrottled(w http.ResponseWriter, r *http.Request, client, key string) bool {
+	wait, clientBlocked, blocked := s.throttle.signInBlocked(client, key, s.cfg.Now())
 	if !blocked && s.cfg.SharedFailures != nil {
-		if n, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), key); err == nil && n >= s.cfg.Throttle.MaxFailures {
+		ck := clientSignInKey(client)
+		if n, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), ck); err == nil && n >= s.cfg.Throttle.MaxClientSignInFailures {
+			wait, clientBlocked, blocked = ttl, true, true
+		} else if n, ttl, err := s.cfg.SharedFailures.Failures(r.Context(), key); err == nil && n >= s.cfg.Throttle.MaxFailures {
 			wait, blocked = ttl, true
 		}
 	}
-	return wait, blocked
-}
-
-// throttled answers 429 when key has used up its failures (blockedKey).
-func (s *server) throttled(w http.ResponseWriter, r *http.Request, key string) bool {
-	wait, blocked := s.blockedKey(r, key)
-	if blocked {
-		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-		Error(w, r, dirgate.Errorf(dirgate.ETOOMANY, "Too many failed sign-ins for this account from this address; try again later."))
-		return true
+	if !blocked {
+		return false
 	}
-	return false
+	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
+	Error(w, r, signInRefusal(clientBlocked))
+	return true
 }
 
 // signInKey is what password checks are counted by: the client's address and the
-// account name's user part, lower-cased (AD compares names case-insensitively).
-// Failures for one account from an address never refuse another account's correct
-// password from that address (behind an ingress or a NAT, one address is many
-// people), while guesses at one account from one address stay bounded. The domain
-// part is left out so that user@domain and DOMAIN\user share a count where the
-// UPN prefix is the sAMAccountName; a client address holds no space, so the key is
+// account name's user part, folded (foldName). Failures for one account from an
+// address never refuse another account's correct password from that address
+// (behind an ingress or a NAT, one address is many people), while guesses at one
+// account from one address stay bounded. The domain part is left out so that
+// user@domain and DOMAIN\user share a count where the UPN prefix is the
+// sAMAccountName. The folded name is hashed: the key's length stays bounded however
+// far folding expands a name. A client address holds no space, so the key is
 // unambiguous.
 func signInKey(client string, name dirgate.SignInName) string {
-	return client + " " + strings.ToLower(name.User)
+	sum := sha256.Sum256([]byte(foldName(name.User)))
+	return client + " " + hex.EncodeToString(sum[:16])
+}
+
+// clientSignInKey is the shared count of an address's password checks, whatever
+// the names. It never equals a signInKey (no name folds to NUL, and the hash is
+// hex) nor an address.
+func clientSignInKey(client string) string {
+	return client + " \x00"
+}
+
+// foldName folds an account name as the directory compares names, or more
+// broadly: AD matches sAMAccountName and userPrincipalName without regard to case
+// or to the width of a character, so "ＡＬＩＣＥ" (full width) names the same
+// account as "alice". NFKC maps full- and half-width forms (and other
+// compatibility characters) to their usual ones, and Unicode case folding then
+// ignores case beyond ASCII. Folding more than the directory does only makes two
+// names share one count, which can refuse sooner but never lets a guess through.
+func foldName(user string) string {
+	// A Caser keeps state: one per call.
+	return cases.Fold().String(norm.NFKC.String(user))
 }
 
 func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *record) {
@@ -346,7 +410,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 	// A pair that has used up its failures is refused without a check: checking
 	// anyway would answer whether the password is right (an oracle without bound).
 	key := signInKey(rec.client, name)
-	if s.throttled(w, r, key) {
+	if s.signInThrottled(w, r, rec.client, key) {
 		return
 	}
 	// The span and the log name the outcome, never the password; the user name is

@@ -16,8 +16,11 @@ import (
 // ThrottleConfig bounds token guessing, as the product does: from the SlowAfter-th
 // failure within Window on, an address's failed authentications are answered later
 // and later (Delay, doubling up to MaxDelay); with MaxFailures failures it gets 429
-// until the oldest of them leaves the window. Memory is bounded by MaxClients
-// addresses of MaxFailures timestamps.
+// until the oldest of them leaves the window. Password checks are bounded per
+// address and account name (MaxFailures) and per address whatever the names
+// (MaxClientSignInFailures). Memory is bounded by MaxClients addresses and
+// MaxClients address and name pairs of MaxFailures timestamps each, and MaxClients
+// addresses' sign-in tallies.
 type ThrottleConfig struct {
 	// SlowAfter is the failure count from which answers are delayed. 0 means 3.
 	SlowAfter int
@@ -29,9 +32,14 @@ type ThrottleConfig struct {
 	MaxFailures int
 	// Window is the length of the sliding window. 0 means one minute.
 	Window time.Duration
-	// MaxClients caps the addresses tracked; beyond it the address whose last
-	// failure is oldest is forgotten. 0 means 10,000.
+	// MaxClients caps the addresses tracked, and apart from them the address and
+	// name pairs; beyond it the one whose last failure is oldest is forgotten. 0
+	// means 10,000.
 	MaxClients int
+	// MaxClientSignInFailures is how many password checks from one address may
+	// fail in Window, whatever the names tried; further sign-ins from it get 429
+	// without a check. 0 means ClientSignInFailuresFactor × MaxFailures.
+	MaxClientSignInFailures int
 	// MaxSignIns bounds the password checks in progress at once, from all
 	// addresses together; the excess gets 429. 0 means DefaultMaxSignIns.
 	MaxSignIns int
@@ -48,6 +56,12 @@ const (
 	DefaultSlowAfter   = 3
 	DefaultDelay       = 250 * time.Millisecond
 	DefaultMaxDelay    = 4 * time.Second
+	// ClientSignInFailuresFactor: an address may fail this many times
+	// MaxFailures password checks in a window across all names. One name from one
+	// address already has MaxFailures; five leave room for several people behind
+	// one NAT address mistyping their passwords, while one password tried against
+	// many names (spraying) is held to 50 names a minute by default.
+	ClientSignInFailuresFactor = 5
 	// DefaultMaxSignIns: each check in progress holds a connection of its own to
 	// the directory (a bind), so this bounds what sign-ins can ask of the DC at
 	// once, well below what a DC serves, and far above what people signing in by
@@ -77,6 +91,9 @@ func (c ThrottleConfig) withDefaults() ThrottleConfig {
 	if c.MaxDelay == 0 {
 		c.MaxDelay = DefaultMaxDelay
 	}
+	if c.MaxClientSignInFailures == 0 {
+		c.MaxClientSignInFailures = ClientSignInFailuresFactor * c.MaxFailures
+	}
 	if c.MaxSignIns == 0 {
 		c.MaxSignIns = DefaultMaxSignIns
 	}
@@ -90,6 +107,9 @@ func (c ThrottleConfig) validate() []error {
 	var errs []error
 	if c.MaxFailures < 0 || c.MaxFailures > 10_000 {
 		errs = append(errs, fmt.Errorf("proxy: Throttle.MaxFailures %d is outside 1..10000", c.MaxFailures))
+	}
+	if c.MaxClientSignInFailures < 0 {
+		errs = append(errs, errors.New("proxy: Throttle.MaxClientSignInFailures is negative"))
 	}
 	if c.Window < 0 {
 		errs = append(errs, errors.New("proxy: Throttle.Window is negative"))
@@ -106,45 +126,62 @@ func (c ThrottleConfig) validate() []error {
 	return errs
 }
 
-// throttle counts failed authentications per client address in a sliding window.
-// The addresses are in golang-lru's simplelru under the throttle's own lock (every
-// operation reads and changes an address's failures as one step); the most recently
-// used is the address that failed (or reserved an attempt) last, so that beyond
-// MaxClients the one whose last failure is oldest is forgotten. Looking an address
-// up to judge it (blocked, confirm, release) does not count as a use.
+// throttle counts failed authentications per client address in a sliding window,
+// and password checks per address and account name (signInKey) and per address
+// whatever the name. Each is in a golang-lru simplelru of its own, all under the
+// throttle's one lock (every operation reads and changes its counts as one step),
+// so that many names from one address push out only other names' counts, never an
+// address's count of bad tokens or of failed sign-ins. In each, the most recently
+// used is the key that failed (or reserved an attempt) last, so that beyond
+// MaxClients the one whose last failure is oldest is forgotten. Looking a key up to
+// judge it (signInBlocked, confirm, releaseSignIn) does not count as a use.
 type throttle struct {
 	cfg ThrottleConfig
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// clients are the rejected tokens and session ids per address.
 	clients *simplelru.LRU[string, *failures]
+	// pairs are the password checks per address and account name.
+	pairs *simplelru.LRU[string, *failures]
+	// signIns are the password checks per address, whatever the names.
+	signIns *simplelru.LRU[string, *tally]
 }
 
-// failures are one address's failure times within the window, oldest first.
+// failures are one key's failure times within the window, oldest first.
 type failures struct {
 	times []time.Time
 }
 
+// tally is an address's failed password checks, whatever the names, in a fixed
+// window that starts at its first one (as the shared count in Redis does): one
+// count and one time per address, however large MaxClientSignInFailures is.
+type tally struct {
+	n     int
+	start time.Time
+}
+
 func newThrottle(cfg ThrottleConfig) *throttle {
-	clients, err := simplelru.NewLRU[string, *failures](max(cfg.MaxClients, 1), nil)
+	size := max(cfg.MaxClients, 1)
+	clients, err := simplelru.NewLRU[string, *failures](size, nil)
 	if err != nil {
 		panic(err) // only for a size below 1, excluded above
 	}
-	return &throttle{cfg: cfg, clients: clients}
+	pairs, _ := simplelru.NewLRU[string, *failures](size, nil)
+	signIns, _ := simplelru.NewLRU[string, *tally](size, nil)
+	return &throttle{cfg: cfg, clients: clients, pairs: pairs, signIns: signIns}
 }
 
-// blocked reports whether addr has used up its failures and, if so, how long until
-// the oldest one leaves the window.
-func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f, ok := t.clients.Peek(addr)
+// blockedIn reports whether key has used up its failures in lru and, if so, how
+// long until the oldest one leaves the window. The caller holds the lock.
+func (t *throttle) blockedIn(lru *simplelru.LRU[string, *failures], key string, now time.Time) (time.Duration, bool) {
+	f, ok := lru.Peek(key)
 	if !ok {
 		return 0, false
 	}
 	t.prune(f, now)
 	switch {
 	case len(f.times) == 0:
-		t.clients.Remove(addr)
+		lru.Remove(key)
 		return 0, false
 	case len(f.times) < t.cfg.MaxFailures:
 		return 0, false
@@ -152,33 +189,38 @@ func (t *throttle) blocked(addr string, now time.Time) (time.Duration, bool) {
 	return f.times[0].Add(t.cfg.Window).Sub(now), true
 }
 
-// fail records a failed authentication by addr at now and returns how long to hold
-// its answer: nothing before SlowAfter failures in the window, then Delay doubling
-// with each failure, up to MaxDelay.
-func (t *throttle) fail(addr string, now time.Time) time.Duration {
+// failJudged records a failed authentication by addr at now and returns how long
+// to hold its answer (hold: nothing before SlowAfter failures in the window, then
+// Delay doubling with each failure, up to MaxDelay). It also reports, in the same
+// step, whether addr had already used up its failures before this one (wasBlocked)
+// and then how long until this failure's window, which it extends, lets addr fail
+// again (wait). Judged apart from the recording, concurrent failures could all
+// pass as not blocked.
+func (t *throttle) failJudged(addr string, now time.Time) (hold, wait time.Duration, wasBlocked bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f := t.entry(addr)
+	f := entry(t.clients, addr)
 	t.prune(f, now)
+	wasBlocked = len(f.times) >= t.cfg.MaxFailures
 	f.times = append(f.times, now)
-	// Concurrent requests can all pass blocked before any records its failure; only
-	// the newest MaxFailures matter.
+	// Only the newest MaxFailures matter.
 	if n := len(f.times) - t.cfg.MaxFailures; n > 0 {
 		f.times = append(f.times[:0], f.times[n:]...)
 	}
-	return t.delay(len(f.times))
+	if len(f.times) >= t.cfg.MaxFailures {
+		wait = min(f.times[0].Add(t.cfg.Window).Sub(now), t.cfg.Window)
+	}
+	return t.delay(len(f.times)), wait, wasBlocked
 }
 
-// reserve counts an attempt by addr at now before it is judged, so that however
-// many arrive at once at most MaxFailures are judged in a window: it reports, as
-// blocked does, how long addr must wait when its failures and attempts in progress
-// already fill the window, and otherwise records the attempt as a failure. The
-// caller then either keeps it (confirm: the attempt failed) or gives it back
-// (release: it succeeded, or was never judged).
-func (t *throttle) reserve(addr string, now time.Time) (time.Duration, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f := t.entry(addr)
+// reservePair counts an attempt at key (an address and account name) at now
+// before it is judged, so that however many arrive at once at most MaxFailures are
+// judged in a window: it reports how long key must wait when its failures and
+// attempts in progress already fill the window, and otherwise records the attempt
+// as a failure. The caller then either keeps it (confirm: the attempt failed) or
+// gives it back (releaseSignIn: it succeeded, or was never judged).
+func (t *throttle) reservePair(key string, now time.Time) (time.Duration, bool) {
+	f := entry(t.pairs, key)
 	t.prune(f, now)
 	if len(f.times) >= t.cfg.MaxFailures {
 		// Capped at the window: concurrent requests take their times before the
@@ -189,12 +231,60 @@ func (t *throttle) reserve(addr string, now time.Time) (time.Duration, bool) {
 	return 0, true
 }
 
-// confirm keeps a reserved attempt as a failure and returns how long to hold its
-// answer, as fail does.
-func (t *throttle) confirm(addr string, now time.Time) time.Duration {
+// reserveSignIn is reservePair, under the lock, for a password check of key from
+// client, which also takes one of client's MaxClientSignInFailures, whatever the
+// name: an address that has used those up (clientBlocked) is refused whatever name
+// it tries, so that trying one password against many names stays bounded too.
+// Both counts are judged and taken as one step.
+func (t *throttle) reserveSignIn(client, key string, now time.Time) (wait time.Duration, clientBlocked, ok bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	f, ok := t.clients.Peek(addr)
+	if v := t.tallyOf(client, now); v != nil && v.n >= t.cfg.MaxClientSignInFailures {
+		return min(v.start.Add(t.cfg.Window).Sub(now), t.cfg.Window), true, false
+	}
+	if wait, ok := t.reservePair(key, now); !ok {
+		return wait, false, false
+	}
+	v, ok := t.signIns.Get(client)
+	if !ok || v.n == 0 {
+		v = &tally{start: now}
+		t.signIns.Add(client, v)
+	}
+	v.n++
+	return 0, false, true
+}
+
+// signInBlocked reports, as blocked does, whether client has used up its failed
+// password checks (clientBlocked), or client and the name of key theirs.
+func (t *throttle) signInBlocked(client, key string, now time.Time) (wait time.Duration, clientBlocked, blocked bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if v := t.tallyOf(client, now); v != nil && v.n >= t.cfg.MaxClientSignInFailures {
+		return v.start.Add(t.cfg.Window).Sub(now), true, true
+	}
+	wait, blocked = t.blockedIn(t.pairs, key, now)
+	return wait, false, blocked
+}
+
+// tallyOf returns client's tally in the window running at now, nil if none.
+func (t *throttle) tallyOf(client string, now time.Time) *tally {
+	v, ok := t.signIns.Peek(client)
+	if !ok {
+		return nil
+	}
+	if !now.Before(v.start.Add(t.cfg.Window)) {
+		t.signIns.Remove(client)
+		return nil
+	}
+	return v
+}
+
+// confirm keeps a reserved attempt as a failure and returns how long to hold its
+// answer, as failJudged does.
+func (t *throttle) confirm(key string, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, ok := t.pairs.Peek(key)
 	if !ok {
 		return 0 // forgotten meanwhile (MaxClients)
 	}
@@ -202,11 +292,10 @@ func (t *throttle) confirm(addr string, now time.Time) time.Duration {
 	return t.delay(len(f.times))
 }
 
-// release gives back the attempt that reserve recorded at at.
-func (t *throttle) release(addr string, at time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	f, ok := t.clients.Peek(addr)
+// releasePair gives back the attempt that reservePair recorded at at. The caller
+// holds the lock.
+func (t *throttle) releasePair(key string, at time.Time) {
+	f, ok := t.pairs.Peek(key)
 	if !ok {
 		return
 	}
@@ -217,18 +306,29 @@ func (t *throttle) release(addr string, at time.Time) {
 		}
 	}
 	if len(f.times) == 0 {
-		t.clients.Remove(addr)
+		t.pairs.Remove(key)
 	}
 }
 
-// entry returns addr's failures, created if needed, as the most recently used; a
-// new address beyond MaxClients evicts the least recently used.
-func (t *throttle) entry(addr string) *failures {
-	if f, ok := t.clients.Get(addr); ok {
+// releaseSignIn gives back what reserveSignIn took at at: the pair's attempt, and
+// client's count unless its window has ended since.
+func (t *throttle) releaseSignIn(client, key string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.releasePair(key, at)
+	if v, ok := t.signIns.Peek(client); ok && !at.Before(v.start) && v.n > 0 {
+		v.n--
+	}
+}
+
+// entry returns key's failures in lru, created if needed, as the most recently
+// used; a new key beyond MaxClients evicts the least recently used.
+func entry(lru *simplelru.LRU[string, *failures], key string) *failures {
+	if f, ok := lru.Get(key); ok {
 		return f
 	}
 	f := &failures{}
-	t.clients.Add(addr, f)
+	lru.Add(key, f)
 	return f
 }
 

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dirgate/dirgate"
 )
 
 // BenchmarkThrottle is the throttle's cost. "blocked" is what a rejected token, an
@@ -62,4 +64,17 @@ func BenchmarkThrottle(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkSignInKey is what naming a password check's count costs: folding the
+// account name (NFKC, then Unicode case folding) and hashing it.
+func BenchmarkSignInKey(b *testing.B) {
+	for _, c := range []struct{ name, user string }{{"ascii", "alice.smith"}, {"full width", "ＡＬＩＣＥ.ＳＭＩＴＨ"}} {
+		b.Run(c.name, func(b *testing.B) {
+			name := dirgate.SignInName{User: c.user, Domain: "corp.example.com"}
+			for b.Loop() {
+				_ = signInKey("192.0.2.1", name)
+			}
+		})
+	}
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -170,6 +171,9 @@ func TestForwardedClientAddr(t *testing.T) {
 		// untrusted hop is taken.
 		{name: "spoofed left-most entry", remote: "10.1.2.3:5555", xff: []string{"198.51.100.1, 203.0.113.7"}, want: "203.0.113.7"},
 		{name: "chain of trusted proxies", remote: "127.0.0.1:1", xff: []string{"203.0.113.7", "10.9.9.9"}, want: "203.0.113.7"},
+		// A caller inside the trusted range is itself skipped as a proxy: the entry
+		// to its left names it (docs/auth.md, "Throttling", says so).
+		{name: "trusted caller through a proxy", remote: "10.1.2.3:5555", xff: []string{"198.51.100.1, 10.5.5.5"}, want: "198.51.100.1"},
 		// From an untrusted peer the header is ignored.
 		{name: "untrusted peer", remote: "192.0.2.1:1", xff: []string{"203.0.113.7"}, want: "192.0.2.1"},
 		{name: "no header", remote: "10.1.2.3:5555", want: "10.1.2.3"},
@@ -255,5 +259,36 @@ func TestThrottleReserveWaitAtMostWindow(t *testing.T) {
 	}
 	if wait <= 0 || wait > time.Minute {
 		t.Errorf("wait %v, want within (0, 1m]", wait)
+	}
+}
+
+// TestThrottleSignInBudget: an address's password checks across names are bounded
+// by MaxClientSignInFailures in a window that starts at its first one; a success
+// gives its place back, and the window's end restores the budget.
+func TestThrottleSignInBudget(t *testing.T) {
+	th := newThrottle(ThrottleConfig{MaxFailures: 2, MaxClientSignInFailures: 3, Window: time.Minute, MaxClients: 10}.withDefaults())
+	const a = "192.0.2.1"
+	for i := range 3 {
+		if _, _, ok := th.reserveSignIn(a, a+" name"+strconv.Itoa(i), t0.Add(time.Duration(i)*time.Second)); !ok {
+			t.Fatalf("check %d refused", i+1)
+		}
+	}
+	wait, clientBlocked, ok := th.reserveSignIn(a, a+" another", t0.Add(10*time.Second))
+	if ok || !clientBlocked || wait != 50*time.Second {
+		t.Fatalf("fourth name: ok %v clientBlocked %v wait %v; want refused for the address, 50s", ok, clientBlocked, wait)
+	}
+	if _, _, ok := th.reserveSignIn("192.0.2.2", "192.0.2.2 another", t0.Add(10*time.Second)); !ok {
+		t.Errorf("another address was refused")
+	}
+	// A success gives its place back.
+	th.releaseSignIn(a, a+" name2", t0.Add(2*time.Second))
+	if _, _, ok := th.reserveSignIn(a, a+" another", t0.Add(11*time.Second)); !ok {
+		t.Errorf("refused after a place was given back")
+	}
+	if _, clientBlocked, blocked := th.signInBlocked(a, a+" yet another", t0.Add(12*time.Second)); !blocked || !clientBlocked {
+		t.Errorf("signInBlocked: %v %v, want the address blocked", blocked, clientBlocked)
+	}
+	if _, _, ok := th.reserveSignIn(a, a+" another", t0.Add(time.Minute)); !ok {
+		t.Errorf("refused after the window")
 	}
 }

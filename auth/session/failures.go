@@ -11,9 +11,12 @@ import (
 )
 
 // RedisFailures counts failed sign-ins across replicas (proxy.SharedFailures): one
-// counter per key the proxy names (a client address, or an address and an account
-// name), in a fixed window that starts at its first failure. The key is hashed into
-// Redis's key, which bounds its length.
+// counter per key the proxy names (a client address for unknown session ids, an
+// address and an account name for passwords, and an address for its passwords
+// whatever the names, which bounds spraying across replicas), in a fixed window
+// that starts at its first failure. The key is hashed into Redis's key, which
+// bounds its length; every key is a key of its own, so the counts stay in Redis
+// until their windows end however many names an address tries.
 type RedisFailures struct {
 	client  redis.UniversalClient
 	prefix  string

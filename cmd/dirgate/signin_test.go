@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/url"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
@@ -135,6 +137,40 @@ func TestExchangeUnknownSessionWithReplica(t *testing.T) {
 		}
 		if r := call(t, "DELETE", root+"/api/authSessions?id="+url.QueryEscape(id), ""); r.status != 204 {
 			t.Errorf("ending the %s session: %d %s, want 204", name, r.status, r.body)
+		}
+	}
+}
+
+// TestSignInSprayCountedAcrossReplicas: two demo instances sharing a real Redis
+// bound an address's failed sign-ins across all names together. With
+// --auth-max-failures 2 an address may fail 5 × 2 checks a window, whatever the
+// names: ten unknown names sent to A and B in turn make an eleventh name a 429 on
+// both, and the right password of a real account too.
+func TestSignInSprayCountedAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	os.WriteFile(secret, []byte("a test secret of at least thirty-two bytes\n"), 0o600)
+	start := func() string {
+		return startDemoWith(t, "--decision-log", "off", "--redis-addr", srv.Addr(), "--secret-file", secret,
+			"--auth-max-failures", "2", "--auth-failure-window", "1m") + "/restApi"
+	}
+	a, b := start(), start()
+	budget := proxy.ClientSignInFailuresFactor * 2
+	for i := range budget {
+		root := []string{a, b}[i%2]
+		name := map[string]string{"username": fmt.Sprintf("sprayed%d@corp.example.com", i), "password": "Winter2026!"}
+		if r := postJSON(t, root+"/api/authSessions/create", name); r.status != 403 {
+			t.Fatalf("name %d: %d %s", i+1, r.status, r.raw)
+		}
+	}
+	for _, root := range []string{a, b} {
+		fresh := map[string]string{"username": "not.tried@corp.example.com", "password": "Winter2026!"}
+		if r := postJSON(t, root+"/api/authSessions/create", fresh); r.status != 429 {
+			t.Errorf("%s after %d names on two replicas: %d %s, want 429", root, budget, r.status, r.raw)
+		}
+		right := map[string]string{"username": "dana.admin@corp.example.com", "password": "Demo-Admin-1"}
+		if r := postJSON(t, root+"/api/authSessions/create", right); r.status != 429 {
+			t.Errorf("%s: a right password from the spraying address: %d %s, want 429", root, r.status, r.raw)
 		}
 	}
 }

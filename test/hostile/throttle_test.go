@@ -223,3 +223,43 @@ func TestSignInLockOut(t *testing.T) {
 		t.Errorf("another account's right password from that address: %s, want 200", r)
 	}
 }
+
+// TestSignInSpray: one password tried against many names from one address is
+// bounded whatever the names: with --auth-max-failures 2, an address may fail
+// 5 × 2 checks a window (docs/auth.md, "Throttling"). A full-width spelling of a
+// throttled name shares its count; once the address's failures across names are
+// used up, another account's right password from there is 429 too, while a valid
+// token from there is served and another address signs in.
+func TestSignInSpray(t *testing.T) {
+	e := demoTarget(t, "--auth-max-failures", "2", "--auth-failure-window", "1m")
+	create := strings.TrimSuffix(e.p.Base, "/api/directoryObjects/groupMembers") + "/api/authSessions/create"
+	send := func(ip, user, password string) child.Result {
+		b, _ := json.Marshal(map[string]string{"username": user, "password": password})
+		req, err := http.NewRequestWithContext(context.Background(), "POST", create, bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		return child.ClientFrom(ip).Send(req)
+	}
+	const sprayer = "127.0.0.8"
+	for i := range 2 {
+		if r := send(sprayer, "dana.admin@corp.example.com", fmt.Sprintf("Wrong-%d", i)); r.Status != 403 {
+			t.Fatalf("wrong password %d: %s", i+1, r)
+		}
+	}
+	checkThrottled(t, "her right password, her name in full width", send(sprayer, "ｄａｎａ.ａｄｍｉｎ@corp.example.com", "Demo-Admin-1"))
+	for i := range 8 {
+		if r := send(sprayer, fmt.Sprintf("sprayed%d@corp.example.com", i), "Winter2026!"); r.Status != 403 {
+			t.Fatalf("sprayed name %d: %s", i+1, r)
+		}
+	}
+	checkThrottled(t, "a fresh name after ten failures from the address", send(sprayer, "fresh@corp.example.com", "Winter2026!"))
+	checkThrottled(t, "another account's right password from the address", send(sprayer, "hugo.helpdesk@corp.example.com", "Demo-Helpdesk-1"))
+	if r := child.ClientFrom(sprayer).Do(context.Background(), "GET", child.ListURL(e.p.Base, fixture.HelpDeskDN, ""), e.token); r.Status != 200 {
+		t.Errorf("a valid token from the spraying address: %s, want 200", r)
+	}
+	if r := send("127.0.0.9", "hugo.helpdesk@corp.example.com", "Demo-Helpdesk-1"); r.Status != 200 {
+		t.Errorf("the right password from another address: %s, want 200", r)
+	}
+}
