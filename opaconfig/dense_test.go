@@ -100,7 +100,7 @@ func TestDenseBundleMemory(t *testing.T) {
 			for p, c := range k.files(n) {
 				dense[p] = c
 			}
-			for _, mode := range []string{"signed", "other bundle's signatures", "unsigned"} {
+			for _, mode := range []string{"signed", "another bundle's signatures", "unsigned"} {
 				name := fmt.Sprintf("%s/%.2f MiB/%s", k.name, float64(n)/(1<<20), mode)
 				t.Run(name, func(t *testing.T) {
 					if mode == "signed" && k.unsignable {
@@ -139,7 +139,10 @@ func TestDenseBundleMemory(t *testing.T) {
 						k.name, mode, float64(n)/(1<<20), float64(grown)/(1<<20), float64(r.BaseBytes)/(1<<20),
 						float64(grown)/float64(n), outcome)
 					if mode != "signed" && r.Err == "" {
-						t.Errorf("a bundle %s came into force", mode)
+						t.Errorf("a bundle (%s) came into force", mode)
+					}
+					if mode == "signed" && r.Err != "" {
+						t.Errorf("the signed bundle was refused (its peak is not that of a policy in force): %s", r.Err)
 					}
 					if n < opaconfig.DefaultMaxBundleBytes && grown > denseBundleLimit() {
 						t.Errorf("peak %d MiB over the start, want at most %d MiB for a bundle within the default bound",
