@@ -67,11 +67,12 @@ func denseSizes(t *testing.T) []int {
 
 // denseBundleLimit is the peak resident memory a dense bundle at the default
 // bound may add to an instance, signed or not: within the 256 MiB a replica's
-// policy may take under the pod limit of deploy/kubernetes (512 Mi). The race
-// detector about doubles what is resident.
+// policy may take under the pod limit of deploy/kubernetes (512 Mi). Under the
+// race detector what is resident grows by up to 2.5 times (Rego of small rules:
+// 119 MiB without, 300 MiB with).
 func denseBundleLimit() int64 {
 	if raceDetector {
-		return 320 << 20
+		return 3 * 160 << 20
 	}
 	return 160 << 20
 }
