@@ -23,7 +23,7 @@ import (
 // size: up to about 500 times for Rego of many small rules, 160 times for JSON
 // data of small objects (TestDenseBundleMemory, table in docs/policy.md). At
 // 256 KiB the densest bundle stays near 130 MiB, within the policy's share of
-// the pod's 512 Mi in deploy/kubernetes; dirgate's own policy is 4 KB.
+// the pod's 512 Mi in deploy/kubernetes; dirgate's own policy and data are 7 KB.
 const DefaultMaxBundleBytes = 256 << 10
 
 // ErrBundleTooLarge is the error of a download that passes the bound.
