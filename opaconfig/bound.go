@@ -22,7 +22,7 @@ import (
 // every replica's memory; and what a bundle holds is parsed into many times its
 // size: up to about 500 times for Rego of many small rules, 160 times for JSON
 // data of small objects (TestDenseBundleMemory, table in docs/policy.md). At
-// 256 KiB the densest bundle stays near 130 MiB, within the policy's share of
+// 256 KiB the densest bundle stays near 120 MiB, within the policy's share of
 // the pod's 512 Mi in deploy/kubernetes; dirgate's own policy and data are 7 KB.
 const DefaultMaxBundleBytes = 256 << 10
 
