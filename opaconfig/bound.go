@@ -17,11 +17,14 @@ import (
 )
 
 // DefaultMaxBundleBytes is Config.MaxBundleBytes' default: a bundle download,
-// compressed, and its content, decompressed, each at most 16 MiB. A policy
-// repository's bundle is a few hundred kilobytes; OPA's own default (1 GiB per
-// file, any number of files) lets one small gzip file take every replica's
-// memory.
-const DefaultMaxBundleBytes = 16 << 20
+// compressed, and its content, decompressed, each at most 256 KiB. OPA's own
+// default (1 GiB per file, any number of files) lets one small gzip file take
+// every replica's memory; and what a bundle holds is parsed into many times its
+// size: up to about 500 times for Rego of many small rules, 160 times for JSON
+// data of small objects (TestDenseBundleMemory, table in docs/policy.md). At
+// 256 KiB the densest bundle stays near 120 MiB, within the policy's share of
+// the pod's 512 Mi in deploy/kubernetes; dirgate's own policy and data are 7 KB.
+const DefaultMaxBundleBytes = 256 << 10
 
 // ErrBundleTooLarge is the error of a download that passes the bound.
 var ErrBundleTooLarge = errors.New("bundle larger than the bound")

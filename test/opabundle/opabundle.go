@@ -69,24 +69,7 @@ func File(t testing.TB, files map[string]string) string {
 // pads is held in memory here.
 func Signed(t testing.TB, key, keyID string, files map[string]string, pads int, padBytes int64) []byte {
 	t.Helper()
-	hasher, err := bundle.NewSignatureHasher(bundle.SHA256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var infos []bundle.FileInfo
-	for p, c := range files {
-		var v any = []byte(c)
-		if bundle.IsStructuredDoc(p) {
-			if err := util.Unmarshal([]byte(c), &v); err != nil {
-				t.Fatal(err)
-			}
-		}
-		h, err := hasher.HashFile(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		infos = append(infos, bundle.FileInfo{Name: p, Hash: hex.EncodeToString(h), Algorithm: string(bundle.SHA256)})
-	}
+	infos := fileInfos(t, files)
 	zeros := make([]byte, 1<<20)
 	chunks := func(n int64, write func([]byte)) {
 		for n > 0 {
@@ -101,15 +84,7 @@ func Signed(t testing.TB, key, keyID string, files map[string]string, pads int, 
 	for i := range pads {
 		infos = append(infos, bundle.FileInfo{Name: fmt.Sprintf("pad-%d.bin", i), Hash: padSum, Algorithm: string(bundle.SHA256)})
 	}
-	token, err := bundle.GenerateSignedToken(infos, bundle.NewSigningConfig(key, "RS256", ""), keyID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := json.Marshal(map[string]any{"signatures": []string{token}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := map[string]string{".signatures.json": string(sig)}
+	all := map[string]string{".signatures.json": signaturesFile(t, key, keyID, infos)}
 	for p, c := range files {
 		all[p] = c
 	}
@@ -147,4 +122,48 @@ func Signed(t testing.TB, key, keyID string, files map[string]string, pads int, 
 		t.Fatal(err)
 	}
 	return buf.Bytes()
+}
+
+// Signatures returns the .signatures.json that signs files (RS256, key id
+// keyID) as Signed signs them: a bundle server holding one signed bundle can
+// send this file again with other content under the same paths.
+func Signatures(t testing.TB, key, keyID string, files map[string]string) string {
+	t.Helper()
+	return signaturesFile(t, key, keyID, fileInfos(t, files))
+}
+
+func fileInfos(t testing.TB, files map[string]string) []bundle.FileInfo {
+	t.Helper()
+	hasher, err := bundle.NewSignatureHasher(bundle.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []bundle.FileInfo
+	for p, c := range files {
+		var v any = []byte(c)
+		if bundle.IsStructuredDoc(p) {
+			if err := util.Unmarshal([]byte(c), &v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		h, err := hasher.HashFile(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		infos = append(infos, bundle.FileInfo{Name: p, Hash: hex.EncodeToString(h), Algorithm: string(bundle.SHA256)})
+	}
+	return infos
+}
+
+func signaturesFile(t testing.TB, key, keyID string, infos []bundle.FileInfo) string {
+	t.Helper()
+	token, err := bundle.GenerateSignedToken(infos, bundle.NewSigningConfig(key, "RS256", ""), keyID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := json.Marshal(map[string]any{"signatures": []string{token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(sig)
 }
