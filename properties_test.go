@@ -47,6 +47,9 @@ func TestNamedOnlyProperty(t *testing.T) {
 		{"msds-tokengroupnames", true},
 		{"objectsid", false},
 		{"sidhistory", false},
+		{"homedirectory", false},        // a share of the account's own
+		{"serviceprincipalname", false}, // the object's own names
+		{"replpropertymetadata", false}, // attributes and DC invocation IDs
 		{"description", false},
 		{"mail", false},
 		{"distinguishedname", false},
