@@ -24,26 +24,15 @@ func (d *Directory) NamedOnlyProperties() map[string]bool {
 	return nil
 }
 
-// dnValued finds the attributes with a value naming a loaded entry: its DN, spelt as
-// the entry's DN is (byDN) or otherwise (parsed, by key), the DN of a DN-Binary or
-// DN-String value ("B:8:0000000A:CN=…", "S:5:hello:CN=…", as AD exports the
-// syntaxes 2.5.5.7 and 2.5.5.14), or its objectSid, in binary (as an export holds
-// SID-syntax attributes such as mS-DS-CreatorSID) or in string form
-// ("S-1-5-21-…"). It skips the attributes already known (dirgate.IsDNProperty,
+// dnValued finds the attributes with a value naming a loaded entry (namesEntry):
+// its DN, spelt as the entry's DN is (byDN) or otherwise (parsed, by key), the DN
+// of a DN-Binary or DN-String value ("B:8:0000000A:CN=…", "S:5:hello:CN=…", as AD
+// exports the syntaxes 2.5.5.7 and 2.5.5.14), or its objectSid (bySID), in binary
+// (as an export holds SID-syntax attributes such as mS-DS-CreatorSID) or in string
+// form ("S-1-5-21-…"). It skips the attributes already known (dirgate.IsDNProperty,
 // the bulk of the values: member and memberOf) or covered (the entry's own DN and
 // SIDs, dirgate.DNPropertyCovered), and values that can be none of these forms.
-func dnValued(records []*record, byDN, byKey map[string]*record) *map[string]bool {
-	// sids holds the loaded entries' objectSids, binary and in string form (the one
-	// starts with the revision byte 1, the other with 'S': they never collide).
-	sids := make(map[string]bool, 2*len(records))
-	for _, r := range records {
-		if r.sid != "" {
-			sids[r.sid] = true
-			if raw := r.entry.Attrs["objectsid"]; len(raw) > 0 {
-				sids[string(raw[0])] = true
-			}
-		}
-	}
+func dnValued(records []*record, byDN, byKey map[string]*record, bySID map[string][]*record) *map[string]bool {
 	// skip holds, per attribute name met, whether its values need no look: one map
 	// lookup per attribute of an entry (a large export has millions).
 	skip := map[string]bool{}
@@ -59,7 +48,7 @@ func dnValued(records []*record, byDN, byKey map[string]*record) *map[string]boo
 				continue
 			}
 			for _, v := range vals {
-				if namesEntry(v, byDN, byKey, sids) {
+				if namesEntry(v, r, byDN, byKey, bySID) {
 					found[k], skip[k] = true, true
 					break
 				}
@@ -69,19 +58,33 @@ func dnValued(records []*record, byDN, byKey map[string]*record) *map[string]boo
 	return &found
 }
 
-// namesEntry reports whether v names a loaded entry: by SID (sids), by the DN of a
-// DN-Binary or DN-String value, or by DN.
-func namesEntry(v []byte, byDN, byKey map[string]*record, sids map[string]bool) bool {
+// namesEntry reports whether v, a value of r, names a loaded entry: by objectSid
+// (bySID, keyed by the string form) other than r's own, by the DN of a DN-Binary or
+// DN-String value, or by DN. A SID that is r's own names r: a foreign security
+// principal's cn and name are its SID, and would otherwise take cn and name out of
+// "*" in every export holding one. A DN that is r's own still counts (fail
+// closed): no attribute but distinguishedName, covered, usually holds it.
+func namesEntry(v []byte, r *record, byDN, byKey map[string]*record, bySID map[string][]*record) bool {
 	if isBinarySID(v) {
-		return sids[string(v)] // a leading byte 1: no DN
+		// Few values have the shape (objectSid and sIDHistory, the bulk, are
+		// covered and not looked at): converting them costs less than a map of
+		// every entry's binary SID.
+		sid, err := dirgate.SIDFromBytes(v)
+		return err == nil && sid != r.sid && bySID[sid] != nil // a leading byte 1: no DN
 	}
-	if len(v) > 4 && v[1] == '-' && (v[0] == 'S' && sids[string(v)] || v[0] == 's' && sids["S"+string(v[1:])]) {
-		return true
+	if len(v) > 4 && v[1] == '-' && (v[0] == 'S' || v[0] == 's') {
+		sid := string(v)
+		if v[0] == 's' {
+			sid = "S" + sid[1:]
+		}
+		if sid != r.sid && bySID[sid] != nil {
+			return true
+		}
 	}
 	if dn, ok := dnOfDNBinary(v); ok {
 		v = dn
 	}
-	return namesDN(v, byDN, byKey)
+	return namedDN(v, byDN, byKey) != nil
 }
 
 // isBinarySID reports whether v has the shape of a binary SID: revision 1, then as
@@ -121,17 +124,20 @@ func dnOfDNBinary(v []byte) ([]byte, bool) {
 	return rest[1:], true
 }
 
-// namesDN reports whether v is the DN of a loaded entry, however spelt; a value
+// namedDN returns the loaded entry whose DN v is, however spelt, or nil; a value
 // that cannot be a DN (no '=' after a leading letter) is not parsed.
-func namesDN(v []byte, byDN, byKey map[string]*record) bool {
+func namedDN(v []byte, byDN, byKey map[string]*record) *record {
 	if len(v) < 3 || !('a' <= v[0]|0x20 && v[0]|0x20 <= 'z') || bytes.IndexByte(v, '=') < 0 {
-		return false
+		return nil
 	}
-	if byDN[string(v)] != nil {
-		return true
+	if r := byDN[string(v)]; r != nil {
+		return r
 	}
 	dn, err := dirgate.ParseDN(string(v))
-	return err == nil && byKey[dn.Key()] != nil
+	if err != nil {
+		return nil
+	}
+	return byKey[dn.Key()]
 }
 
 // unionOf returns a map holding the keys of a and b (either may be nil).

@@ -65,17 +65,21 @@ func sidValue(name, domain string, rid int) string {
 // it) or in string form in either letter case, or by the DN at the end of a
 // DN-Binary or DN-String value (B:<n>:<hex>:<DN>, S:<n>:<text>:<DN>, the text's
 // count in characters), is named-only. SIDs and DN-Binary values naming no loaded
-// entry, malformed counts, and the entry's own objectSid and sIDHistory (covered:
-// they name the entry itself) do not make an attribute named-only.
+// entry, malformed counts, SIDs naming their own entry (a foreign security
+// principal's cn is its SID, also when another entry carries the same well-known
+// SID), and the entry's own objectSid and sIDHistory (covered: they name the entry
+// itself) do not make an attribute named-only.
 func TestNamedOnlyPropertiesBySIDAndDNBinary(t *testing.T) {
 	const other = "S-1-5-21-9-9-9"
 	data := entry("CN=G,"+base, 1, "objectClass: group", sid(1000), "member: CN=U1,"+base,
-		"extOwnerSid: S-1-5-21-1-2-3-1000", "extRefs: B:8:0000000A:CN=U1,"+base, "extNone: B:4:00FF:CN=Nobody,"+base) +
+		"extOwnerSid: S-1-5-21-1-2-3-1001", "extRefs: B:8:0000000A:CN=U1,"+base, "extNone: B:4:00FF:CN=Nobody,"+base) +
 		entry("CN=U1,"+base, 2, "objectClass: user", sid(1001), sidValue("sIDHistory", "S-1-5-21-1-2-3", 1000),
 			"extLowerSid: s-1-5-21-1-2-3-1000", "extText: S:6:grüße!:CN=G,"+base, "extForeignSid: "+other+"-1000",
 			"extBadCount: B:9:0000000A:CN=G,"+base, "extShortCount: S:99:x:CN=G,"+base, "extNotDN: B:2:00:not a dn") +
 		entry("CN=PC1,"+base, 3, "objectClass: computer", sid(1002), sidValue("extCreatorSid", "S-1-5-21-1-2-3", 1001),
-			sidValue("extUnknownSid", other, 1001), "extRID: 1001")
+			sidValue("extUnknownSid", other, 1001), "extRID: 1001", "extSelfSid: S-1-5-21-1-2-3-1002") +
+		entry("CN=S-1-5-11,"+base, 4, "objectClass: foreignSecurityPrincipal", "objectSid:: AQEAAAAAAAULAAAA", "cn: S-1-5-11") +
+		entry("CN=S-1-5-11 copy,"+base, 5, "objectClass: foreignSecurityPrincipal", "objectSid:: AQEAAAAAAAULAAAA", "name: S-1-5-11")
 	d := load(t, data)
 	want := []string{"extcreatorsid", "extlowersid", "extownersid", "extrefs", "exttext"}
 	if got := slices.Sorted(maps.Keys(d.NamedOnlyProperties())); !slices.Equal(got, want) {
