@@ -94,9 +94,9 @@ func isBinarySID(v []byte) bool {
 }
 
 // dnOfDNBinary returns the DN of a DN-Binary ("B:<count>:<hex digits>:<DN>") or
-// DN-String ("S:<count>:<characters>:<DN>") value (MS-ADTS 3.1.1.2.2.2.2), where
-// count is the number of hex digits or characters before the DN. A value of
-// another form gives false.
+// DN-String ("S:<count>:<characters>:<DN>") value (MS-ADTS, the Object(DN-Binary)
+// and Object(DN-String) syntaxes), where count is the number of hex digits or
+// characters before the DN. A value of another form gives false.
 func dnOfDNBinary(v []byte) ([]byte, bool) {
 	if len(v) < 5 || v[1] != ':' || (v[0]|0x20 != 'b' && v[0]|0x20 != 's') {
 		return nil, false
