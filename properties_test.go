@@ -10,8 +10,11 @@ import (
 // TestNamedOnlyProperty: the property policy's "*" leaves out the built-in secrets
 // (userPKCS12 among them), the built-in attributes naming other objects, the
 // schema's confidential and DN-valued attributes, and every name given as an OID
-// (a secret's, a DN-valued attribute's, or one no list knows); it covers the
-// object's own DN, its class and public attributes.
+// (a secret's, a DN-valued attribute's, or one no list knows), the attributes naming
+// objects by SID, security descriptor, RID or name (a computer's creator, the
+// delegation trustees, the primary group, the workstations, the replication
+// metadata of linked values); it covers the object's own DN, its own SID and former
+// SIDs, its class and public attributes.
 func TestNamedOnlyProperty(t *testing.T) {
 	schema := map[string]bool{"ipsecfilterreference": true, "ms-mcs-admpwd": true}
 	for _, tc := range []struct {
@@ -32,6 +35,21 @@ func TestNamedOnlyProperty(t *testing.T) {
 		{"1.2.840.113556.1.4.90", true},            // unicodePwd
 		{"2.5.4.13", true},                         // description: an OID is never taken to be public
 		{"1.2.840.113556.1.8000.2554.50051", true}, // an extension's
+		{"ms-ds-creatorsid", true},
+		{"msexchmasteraccountsid", true},
+		{"msds-allowedtoactonbehalfofotheridentity", true},
+		{"msds-groupmsamembership", true},
+		{"ntsecuritydescriptor", true},
+		{"primarygroupid", true},
+		{"userworkstations", true},
+		{"msds-replvaluemetadata", true},
+		{"msds-replattributemetadata", true},
+		{"msds-tokengroupnames", true},
+		{"objectsid", false},
+		{"sidhistory", false},
+		{"homedirectory", false},        // a share of the account's own
+		{"serviceprincipalname", false}, // the object's own names
+		{"replpropertymetadata", false}, // attributes and DC invocation IDs
 		{"description", false},
 		{"mail", false},
 		{"distinguishedname", false},

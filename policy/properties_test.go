@@ -297,7 +297,7 @@ func TestDecideProperties(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for who, want := range map[string][]string{hugoDN: {"*"}, danaDN: {"*", "directreports", "managedby", "managedobjects", "manager", "member", "memberof", "ms-mcs-admpwd", "mslaps-password"}} {
+	for who, want := range map[string][]string{hugoDN: {"*"}, danaDN: {"*", "directreports", "managedby", "managedobjects", "manager", "member", "memberof", "ms-ds-creatorsid", "ms-mcs-admpwd", "mslaps-password", "primarygroupid"}} {
 		d, err := authz.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: principal(t, svc, who), Object: &ws, Group: group,
 			Request: policy.Request{Properties: []string{"ms-mcs-admpwd"}}})
 		if err != nil || !d.Allow || !slices.Equal(d.Properties, want) {

@@ -275,6 +275,7 @@ test_admin_names_the_laps_and_linked_attributes if {
 	authz.properties == {
 		"*", "ms-mcs-admpwd", "mslaps-password",
 		"member", "memberof", "manager", "directreports", "managedby", "managedobjects",
+		"primarygroupid", "ms-ds-creatorsid",
 	} with input as view(admin, computer, finance)
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,21 +13,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // dnProbe are the requested properties of the DN-valued tests: attributes naming
-// other objects, by name and by OID (memberOf's), secrets named by OID (userPKCS12's
-// and unicodePwd's), userPKCS12 by name, and one public attribute.
+// other objects by DN, by name and by OID (memberOf's), and by SID, security
+// descriptor or RID (a computer's creator, the object's ACL, the primary group's
+// RID), secrets named by OID (userPKCS12's and unicodePwd's), userPKCS12 by name,
+// and one public attribute.
 const dnProbe = "&properties=memberOf,manager,directReports,managedBy,member,description,userPKCS12," +
-	"1.2.840.113556.1.2.102,2.16.840.1.113730.3.1.216,1.2.840.113556.1.4.90"
+	"1.2.840.113556.1.2.102,2.16.840.1.113730.3.1.216,1.2.840.113556.1.4.90," +
+	"mS-DS-CreatorSID,nTSecurityDescriptor,primaryGroupID"
 
 // namedOnlyKeys are the lower-cased keys of dnProbe that only a policy naming them
 // returns.
 var namedOnlyKeys = []string{"memberof", "manager", "directreports", "managedby", "member", "userpkcs12",
-	"1.2.840.113556.1.2.102", "2.16.840.1.113730.3.1.216", "1.2.840.113556.1.4.90"}
+	"1.2.840.113556.1.2.102", "2.16.840.1.113730.3.1.216", "1.2.840.113556.1.4.90",
+	"ms-ds-creatorsid", "ntsecuritydescriptor", "primarygroupid"}
 
 // TestDNPropertiesFollowViewOnMemoryUpstream: the help desk, which views the members
 // of All Staff but not CN=Domain Users (a group outside its scopes, which answers it
@@ -103,11 +109,15 @@ func TestDNPropertiesFollowViewOnMemoryUpstream(t *testing.T) {
 	}
 }
 
-// TestDNPropertiesOnSamba: on the DC, the schema's DN-valued attributes are read
-// with its confidential ones, and the help desk, which views a user of OU=Staff, no
-// longer reads the user's memberOf naming a group of CN=Users or its manager
-// (CN=Administrator), objects it may not view; nor userPKCS12, by name or by OID.
-// The directory admins' role names memberOf and manager and reads them.
+// TestDNPropertiesOnSamba: on the DC, the schema's attributes naming objects (by DN,
+// SID or security descriptor) are read with its confidential ones, and the help
+// desk, which views a user of OU=Staff and a computer of OU=Workstations, no longer
+// reads the user's memberOf naming a group of CN=Users, its manager
+// (CN=Administrator), its primaryGroupID (the RID of Domain Users), nor the
+// computer's mS-DS-CreatorSID (CN=Administrator, who joined it) or
+// nTSecurityDescriptor, objects it may not view; nor userPKCS12,
+// by name or by OID. The directory admins' role names memberOf, manager,
+// primaryGroupID and mS-DS-CreatorSID and reads them.
 func TestDNPropertiesOnSamba(t *testing.T) {
 	dc := sambatest.Env(t)
 	admin := dc.DialAdmin(t)
@@ -138,7 +148,8 @@ func TestDNPropertiesOnSamba(t *testing.T) {
 	if err := admin.Add(hidden); err != nil {
 		t.Fatalf("create %s: %v", hiddenGroup, err)
 	}
-	group := dc.TempGroup(t, "dn-probe-"+suffix, user)
+	computer, creatorSID := joinedComputer(t, dc, suffix)
+	group := dc.TempGroup(t, "dn-probe-"+suffix, user, computer)
 
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
@@ -161,17 +172,18 @@ func TestDNPropertiesOnSamba(t *testing.T) {
 		t.Fatalf("the LDAP upstream reads no DN-valued attributes: %T", m.schema)
 	}
 	dn := schema.DNAttributes()
-	for _, a := range []string{"member", "memberof", "manager", "directreports", "managedby", "msds-revealedusers", "msds-revealedlist"} {
+	for _, a := range []string{"member", "memberof", "manager", "directreports", "managedby", "msds-revealedusers", "msds-revealedlist",
+		"ms-ds-creatorsid", "tokengroups", "ntsecuritydescriptor", "msds-allowedtoactonbehalfofotheridentity", "msds-groupmsamembership"} {
 		if !dn[a] || !m.schema.NamedOnlyProperties()[a] {
-			t.Errorf("%s is not among the schema's DN-valued attributes", a)
+			t.Errorf("%s is not among the schema's attributes naming objects", a)
 		}
 	}
-	for _, a := range []string{"distinguishedname", "objectcategory"} {
+	for _, a := range []string{"distinguishedname", "objectcategory", "objectsid", "sidhistory"} {
 		if dn[a] {
-			t.Errorf("%s is among the DN-valued attributes \"*\" leaves out", a)
+			t.Errorf("%s is among the attributes naming objects \"*\" leaves out", a)
 		}
 	}
-	t.Logf("the schema has %d DN-valued attributes that \"*\" leaves out", len(dn))
+	t.Logf("the schema has %d attributes naming objects that \"*\" leaves out", len(dn))
 
 	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
 	if r := call(t, "GET", base+"?group="+url.QueryEscape(hiddenGroup), "e2e-helpdesk"); r.status != 404 {
@@ -179,7 +191,7 @@ func TestDNPropertiesOnSamba(t *testing.T) {
 	}
 	for range 2 { // the second time from the cache
 		r := call(t, "GET", base+"?group="+url.QueryEscape(group)+dnProbe, "e2e-helpdesk")
-		if r.status != 200 || !strings.Contains(string(r.body), "DN Probe") {
+		if r.status != 200 || !strings.Contains(string(r.body), "DN Probe") || !strings.Contains(string(r.body), computer) {
 			t.Fatalf("the help desk's listing: %d %.300s", r.status, r.body)
 		}
 		for _, leak := range []string{"dn-hidden-", "CN=Administrator", pfx} {
@@ -187,19 +199,72 @@ func TestDNPropertiesOnSamba(t *testing.T) {
 				t.Errorf("the help desk reads %q", leak)
 			}
 		}
-		objs := listAs(t, base, "e2e-helpdesk", group, dnProbe)
-		for _, k := range namedOnlyKeys {
-			if v, ok := objs[0].Properties[k]; ok {
-				t.Errorf("the help desk reads %s: %q", k, v)
+		for _, o := range listAs(t, base, "e2e-helpdesk", group, dnProbe) {
+			for _, k := range namedOnlyKeys {
+				if v, ok := o.Properties[k]; ok {
+					t.Errorf("the help desk reads %s of %s: %q", k, o.DN, v)
+				}
 			}
 		}
-		objs = listAs(t, base, "e2e-admin", group, dnProbe)
-		if len(objs) != 1 || !slices.Contains(objs[0].Properties["memberof"], hiddenGroup) ||
-			!slices.Equal(objs[0].Properties["manager"], []string{dc.AdminDN}) {
-			t.Errorf("the directory admins (whose role names memberOf and manager) read %+v", objs)
+		byDN := map[string]dirgate.Object{}
+		for _, o := range listAs(t, base, "e2e-admin", group, dnProbe) {
+			byDN[o.DN] = o
 		}
-		if v, ok := objs[0].Properties["userpkcs12"]; ok {
-			t.Errorf("the directory admins, whose role does not name it, read userPKCS12: %q", v)
+		u, c := byDN[user], byDN[computer]
+		if !slices.Contains(u.Properties["memberof"], hiddenGroup) || !slices.Equal(u.Properties["manager"], []string{dc.AdminDN}) ||
+			!slices.Equal(u.Properties["primarygroupid"], []string{"513"}) || !slices.Equal(c.Properties["primarygroupid"], []string{"515"}) {
+			t.Errorf("the directory admins (whose role names memberOf, manager and primaryGroupID) read %+v", byDN)
+		}
+		if v := c.Properties["ms-ds-creatorsid"]; len(v) != 1 || v[0] != creatorSID.str && v[0] != creatorSID.b64 {
+			t.Errorf("the directory admins (whose role names mS-DS-CreatorSID) read %q of the computer, want %s", v, creatorSID.str)
+		}
+		for _, k := range []string{"userpkcs12", "ntsecuritydescriptor"} {
+			if v, ok := u.Properties[k]; ok {
+				t.Errorf("the directory admins, whose role does not name it, read %s: %q", k, v)
+			}
 		}
 	}
+}
+
+// sidForms is a SID as a string and as base64 of its binary form: a property of SID
+// syntax that dirgate does not render as a SID comes as the latter.
+type sidForms struct{ str, b64 string }
+
+// joinedComputer makes a computer of OU=Workstations as one joined to the domain by
+// the Administrator (CN=Users, which the help desk may not view): the DC records the
+// joiner's SID in mS-DS-CreatorSID (a user joining by the machine account quota
+// leaves the same trace; Samba 4.17 refuses that join over LDAP, so the
+// administrator writes the attribute). It returns the computer's DN and the joiner's
+// SID, and deletes the computer when the test ends.
+func joinedComputer(t *testing.T, dc sambatest.DC, suffix string) (string, sidForms) {
+	t.Helper()
+	admin := dc.DialAdmin(t)
+	e, err := admin.Search(goldap.NewSearchRequest(dc.AdminDN, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{"objectSid"}, nil))
+	if err != nil || len(e.Entries) != 1 {
+		t.Fatalf("read the objectSid of %s: %v", dc.AdminDN, err)
+	}
+	raw := e.Entries[0].GetRawAttributeValue("objectSid")
+	sid, err := dirgate.SIDFromBytes(raw)
+	if err != nil {
+		t.Fatalf("objectSid of %s: %v", dc.AdminDN, err)
+	}
+	name := "DNPC" + suffix[len(suffix)-6:]
+	computer := "CN=" + name + "," + fixture.WorkstationsOU
+	_ = admin.Del(goldap.NewDelRequest(computer, nil))
+	add := goldap.NewAddRequest(computer, nil)
+	add.Attribute("objectClass", []string{"top", "computer"})
+	add.Attribute("sAMAccountName", []string{name + "$"})
+	add.Attribute("userAccountControl", []string{"4096"})
+	add.Attribute("mS-DS-CreatorSID", []string{string(raw)})
+	if err := admin.Add(add); err != nil {
+		t.Fatalf("create %s: %v", computer, err)
+	}
+	t.Cleanup(func() {
+		c := dc.DialAdmin(t)
+		if err := c.Del(goldap.NewDelRequest(computer, nil)); err != nil {
+			t.Errorf("delete %s: %v", computer, err)
+		}
+	})
+	return computer, sidForms{sid, base64.StdEncoding.EncodeToString(raw)}
 }

@@ -59,8 +59,9 @@ type fakeServer struct {
 	name string
 	// confidential are the lDAPDisplayNames of the schema's confidential attributes.
 	confidential []string
-	// dnSyntax are the lDAPDisplayNames of the schema's DN-valued attributes, with
-	// their attributeSyntax.
+	// dnSyntax are the lDAPDisplayNames of the schema's attributes of other
+	// syntaxes than an octet string, with their attributeSyntax: the schema search
+	// returns those of a syntax its filter names.
 	dnSyntax map[string]string
 }
 
@@ -78,7 +79,9 @@ func newFakeServer() *fakeServer {
 	return &fakeServer{vendor: "Samba Team (https://www.samba.org)", domain: "DC=corp,DC=example,DC=com", asq: true,
 		confidential: []string{"msFVE-RecoveryPassword", "unixUserPassword"},
 		dnSyntax: map[string]string{"member": "2.5.5.1", "msDS-RevealedUsers": "2.5.5.7", "distinguishedName": "2.5.5.1",
-			"objectCategory": "2.5.5.1", "msDS-RevealedList": "2.5.5.14"}}
+			"objectCategory": "2.5.5.1", "msDS-RevealedList": "2.5.5.14", "objectSid": "2.5.5.17", "sIDHistory": "2.5.5.17",
+			"mS-DS-CreatorSID": "2.5.5.17", "nTSecurityDescriptor": "2.5.5.15",
+			"msDS-AllowedToActOnBehalfOfOtherIdentity": "2.5.5.15", "description": "2.5.5.12"}}
 }
 
 func (s *fakeServer) add(o *fakeObj) *fakeObj {
@@ -278,7 +281,8 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 			"dsServiceName":       {"CN=NTDS Settings,CN=" + cmpOr(s.name, "DC1") + ",CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration," + s.domain},
 		}}}, nil
 	}
-	if req.Filter == schemaFilter && req.BaseDN == "CN=Schema,CN=Configuration,"+s.domain {
+	if strings.HasPrefix(req.Filter, "(&(objectClass=attributeSchema)(|(searchFlags:1.2.840.113556.1.4.803:=128)") &&
+		req.BaseDN == "CN=Schema,CN=Configuration,"+s.domain {
 		var out []*fakeObj
 		for _, n := range s.confidential {
 			syntax := cmpOr(s.dnSyntax[n], "2.5.5.10")
@@ -286,7 +290,7 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 				"searchFlags": {"640"}, "attributeSyntax": {syntax}}})
 		}
 		for n, syntax := range s.dnSyntax {
-			if !slices.Contains(s.confidential, n) {
+			if !slices.Contains(s.confidential, n) && strings.Contains(req.Filter, "(attributeSyntax="+syntax+")") {
 				out = append(out, &fakeObj{dn: "CN=" + n + "," + req.BaseDN, attrs: map[string][]string{"lDAPDisplayName": {n},
 					"searchFlags": {"0"}, "attributeSyntax": {syntax}}})
 			}

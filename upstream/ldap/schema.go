@@ -19,21 +19,26 @@ const SchemaRefreshInterval = 10 * time.Minute
 
 // schemaFilter finds the attributeSchema objects the property policy's "*" leaves
 // out (docs/policy.md): those whose searchFlags has CONFIDENTIAL (0x80, MS-ADTS
-// 3.1.1.2.3) set, with the bitwise-AND matching rule, and those whose values are
-// DNs: attributeSyntax 2.5.5.1 (DN), 2.5.5.7 (DN-Binary and OR-Name) and 2.5.5.14
-// (DN-String and Access-Point), the syntaxes of MS-ADTS 3.1.1.2.2.2 that hold an
-// object reference.
+// 3.1.1.2.3) set, with the bitwise-AND matching rule, and those whose values name
+// objects: attributeSyntax 2.5.5.1 (DN), 2.5.5.7 (DN-Binary and OR-Name) and
+// 2.5.5.14 (DN-String and Access-Point), the syntaxes of MS-ADTS 3.1.1.2.2.2 that
+// hold an object reference; 2.5.5.17 (SID: mS-DS-CreatorSID, tokenGroups, …) and
+// 2.5.5.15 (NT-Sec-Desc: a security descriptor's owner and trustees are SIDs, as
+// in msDS-AllowedToActOnBehalfOfOtherIdentity). One search finds them all.
 const schemaFilter = "(&(objectClass=attributeSchema)(|(searchFlags:1.2.840.113556.1.4.803:=128)" +
-	"(attributeSyntax=2.5.5.1)(attributeSyntax=2.5.5.7)(attributeSyntax=2.5.5.14)))"
+	"(attributeSyntax=2.5.5.1)(attributeSyntax=2.5.5.7)(attributeSyntax=2.5.5.14)" +
+	"(attributeSyntax=2.5.5.17)(attributeSyntax=2.5.5.15)))"
 
 // flagConfidential is searchFlags' CONFIDENTIAL bit.
 const flagConfidential = 0x80
 
-// dnSyntaxes are the attributeSyntax values of schemaFilter whose values are DNs.
-var dnSyntaxes = map[string]bool{"2.5.5.1": true, "2.5.5.7": true, "2.5.5.14": true}
+// namingSyntaxes are the attributeSyntax values of schemaFilter whose values name
+// objects.
+var namingSyntaxes = map[string]bool{"2.5.5.1": true, "2.5.5.7": true, "2.5.5.14": true, "2.5.5.17": true, "2.5.5.15": true}
 
-// schemaSets is one read of the schema: the confidential attributes, the DN-valued
-// ones "*" leaves out, and their union, lower-cased lDAPDisplayNames.
+// schemaSets is one read of the schema: the confidential attributes, those naming
+// objects (DN-valued, SIDs, security descriptors) "*" leaves out, and their union,
+// lower-cased lDAPDisplayNames.
 type schemaSets struct {
 	confidential, dn, namedOnly map[string]bool
 }
@@ -50,7 +55,7 @@ type schemaState struct {
 var _ dirgate.PropertySchema = (*Directory)(nil)
 
 // NamedOnlyProperties returns the lower-cased lDAPDisplayNames of the attributes
-// the schema marks confidential or whose values are DNs (but for
+// the schema marks confidential or whose values name objects (but for
 // dirgate.DNPropertyCovered), read at Open: the property policy returns them only
 // to a caller whose policy names them. When the set is older than
 // SchemaRefreshInterval, it starts reading it again in the background and returns
@@ -61,7 +66,8 @@ func (d *Directory) NamedOnlyProperties() map[string]bool { return d.schemaSets(
 // marks confidential.
 func (d *Directory) ConfidentialAttributes() map[string]bool { return d.schemaSets().confidential }
 
-// DNAttributes returns the part of NamedOnlyProperties whose values are DNs.
+// DNAttributes returns the part of NamedOnlyProperties whose values name objects:
+// DNs, SIDs and security descriptors.
 func (d *Directory) DNAttributes() map[string]bool { return d.schemaSets().dn }
 
 func (d *Directory) schemaSets() schemaSets {
@@ -95,8 +101,9 @@ func (d *Directory) SchemaError() string {
 	return ""
 }
 
-// readSchema reads the confidential and DN-valued attributes of the schema naming
-// context (its attributeSchema objects are its direct children) in one search.
+// readSchema reads the confidential attributes and those naming objects of the
+// schema naming context (its attributeSchema objects are its direct children) in
+// one search.
 func (d *Directory) readSchema(ctx context.Context) error {
 	if d.schema.nc == "" {
 		return fmt.Errorf("ldap: the rootDSE names no schemaNamingContext")
@@ -112,10 +119,10 @@ func (d *Directory) readSchema(ctx context.Context) error {
 			if n == "" {
 				return nil
 			}
-			// The filter matched: the server found the bit set or the syntax a DN. A
-			// searchFlags the adapter cannot read on an attribute that is not
-			// DN-valued counts as confidential.
-			isDN := dnSyntaxes[e.GetAttributeValue("attributeSyntax")]
+			// The filter matched: the server found the bit set or the syntax one
+			// naming objects. A searchFlags the adapter cannot read on an attribute
+			// of another syntax counts as confidential.
+			isDN := namingSyntaxes[e.GetAttributeValue("attributeSyntax")]
 			flags, err := strconv.ParseInt(e.GetAttributeValue("searchFlags"), 10, 64)
 			if err == nil && flags&flagConfidential != 0 || err != nil && !isDN {
 				sets.confidential[n], sets.namedOnly[n] = true, true
@@ -127,7 +134,7 @@ func (d *Directory) readSchema(ctx context.Context) error {
 		})
 	})
 	if err != nil {
-		return wrap("read the schema's confidential and DN-valued attributes", err)
+		return wrap("read the schema's confidential attributes and those naming objects", err)
 	}
 	d.schema.sets.Store(&sets)
 	d.schema.readAt.Store(d.now().UnixNano())

@@ -8,10 +8,12 @@ import (
 	"time"
 )
 
-// TestSchemaAttributes: the schema's confidential and DN-valued attributes are read
-// at open, lower-cased, and read again in the background once older than
-// SchemaRefreshInterval; a failed read keeps the sets in force. The object's own
-// DN and its schema class (dirgate.DNPropertyCovered) are not among the DN-valued.
+// TestSchemaAttributes: the schema's confidential attributes and those naming
+// objects (of a DN, SID or security descriptor syntax) are read at open,
+// lower-cased, and read again in the background once older than
+// SchemaRefreshInterval; a failed read keeps the sets in force. The object's own DN,
+// SID and former SIDs and its schema class (dirgate.DNPropertyCovered) are not among
+// those naming objects, nor an attribute of a string syntax.
 func TestSchemaAttributes(t *testing.T) {
 	o := newOrg()
 	srv := o.srv
@@ -24,7 +26,8 @@ func TestSchemaAttributes(t *testing.T) {
 	if got := keys(); !slices.Equal(got, []string{"msfve-recoverypassword", "unixuserpassword"}) {
 		t.Fatalf("ConfidentialAttributes = %v", got)
 	}
-	wantDN := []string{"member", "msds-revealedlist", "msds-revealedusers"}
+	wantDN := []string{"member", "ms-ds-creatorsid", "msds-allowedtoactonbehalfofotheridentity", "msds-revealedlist",
+		"msds-revealedusers", "ntsecuritydescriptor"}
 	if got := slices.Sorted(maps.Keys(d.DNAttributes())); !slices.Equal(got, wantDN) {
 		t.Fatalf("DNAttributes = %v, want %v", got, wantDN)
 	}
@@ -62,7 +65,7 @@ func TestSchemaAttributes(t *testing.T) {
 	if got := keys(); len(got) != 3 {
 		t.Errorf("after a failed read: %v, want the three read before", got)
 	}
-	if got := len(d.DNAttributes()); got != 4 {
-		t.Errorf("after a failed read: %d DN-valued attributes, want the four read before", got)
+	if got := len(d.DNAttributes()); got != len(wantDN)+1 {
+		t.Errorf("after a failed read: %d attributes naming objects, want the %d read before", got, len(wantDN)+1)
 	}
 }

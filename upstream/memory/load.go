@@ -230,7 +230,7 @@ func build(name string, records []*record, now time.Time) (*Directory, error) {
 	for _, r := range records {
 		r.syncMemberOf()
 	}
-	d.dnAttrs.Store(dnValued(records, byDN, d.byKey))
+	d.dnAttrs.Store(dnValued(records, byDN, d.byKey, d.bySID))
 	return d, nil
 }
 
