@@ -229,30 +229,47 @@ func inputReads(c *ast.Compiler) map[string]bool {
 	return reads
 }
 
-// conflictProneRules returns the single-value rules (complete rules, functions and
-// object entries) whose definitions do not all produce one and the same constant.
-// OPA reports a conflict when two of them succeed with different values, but partial
-// evaluation inlines each definition on its own, which would turn that error (a
-// denial) into an allow. Not inlining them keeps them as support rules, which the
-// translator refuses, so such policies are evaluated in Rego.
+// conflictProneRules returns the rules that can conflict: single-value rules
+// (complete rules, functions and object entries) whose definitions do not all
+// produce one and the same constant; every single-value rule that builds an object
+// key by key (p[k] := 1, whose key is known only when it is evaluated); and every
+// rule whose path overlaps another's (p[k] := 1 beside p.user := 2, p.user.x := 2 or
+// p.s contains "x"), whatever its kind. OPA reports a conflict when two of them
+// succeed with different values for one key, but partial evaluation inlines each
+// definition on its own, which would turn that error (a denial) into an allow. Not
+// inlining them keeps them as support rules, which the translator refuses, so such
+// policies are evaluated in Rego. (rego.DisableInlining matches paths by prefix
+// both ways, so naming an object's path also keeps the rules under it; they are
+// named anyway.)
 func conflictProneRules(c *ast.Compiler) []string {
 	type group struct {
-		value *ast.Term
-		prone bool
+		path         ast.Ref
+		value        *ast.Term
+		single, many bool // single-value rules, multi-value rules (p contains x) at the path
+		prone        bool
 	}
 	groups := map[string]*group{}
 	var order []string
 	for _, m := range c.Modules {
 		for _, r := range m.Rules {
-			if r.Head.RuleKind() != ast.SingleValue || r.Default {
-				continue
-			}
-			key := r.Ref().GroundPrefix().String()
+			path := r.Ref().GroundPrefix()
+			key := path.String()
 			g, ok := groups[key]
 			if !ok {
-				g = &group{}
+				g = &group{path: path}
 				groups[key] = g
 				order = append(order, key)
+			}
+			if r.Head.RuleKind() != ast.SingleValue {
+				g.many = true
+				continue
+			}
+			g.single = true
+			if !r.Ref().IsGround() {
+				g.prone = true
+			}
+			if r.Default {
+				continue
 			}
 			for rr := r; rr != nil; rr = rr.Else {
 				val := rr.Head.Value
@@ -264,6 +281,21 @@ func conflictProneRules(c *ast.Compiler) []string {
 				case !g.value.Equal(val):
 					g.prone = true
 				}
+			}
+		}
+	}
+	for _, g := range groups {
+		if g.single && g.many {
+			g.prone = true
+		}
+	}
+	// Paths that overlap: one rule's path is a prefix of another's, whatever the
+	// rules' kinds (p[k] := 1 beside p.user := 2 or p.s contains "x").
+	for _, a := range order {
+		for _, b := range order {
+			if a != b && groups[b].path.HasPrefix(groups[a].path) {
+				groups[a].prone = true
+				groups[b].prone = true
 			}
 		}
 	}
