@@ -125,6 +125,9 @@ func (g *diffGen) cond() string {
 	}
 	g.depth++
 	defer func() { g.depth-- }()
+	if len(g.objs) > 0 && g.chance(4) {
+		return g.pick(g.objs...)
+	}
 	if g.chance(5) {
 		// Conditions most objects meet, so that bodies of several hold together.
 		return g.pick(`startswith(input.object.dn, "CN=")`, `contains(lower(input.object.dn), "dc=")`, `input.object.guid != ""`,
@@ -264,10 +267,25 @@ func (g *diffGen) keyedObject(b *strings.Builder, i int) []string {
 	if g.chance(3) {
 		obj = fmt.Sprintf("q%d.r", i)
 	}
-	key := g.pick("input.object.displayName", "input.object.objectType", "lower(input.object.displayName)", "input.subject.displayName")
-	name := g.pick("Ann", "user", "computer", "WS-01", "Caller", "ann")
+	// The key the object's rule computes, and names of keys it takes for some
+	// objects (and callers).
+	var key, name string
+	switch g.r.IntN(4) {
+	case 0:
+		key, name = "input.object.displayName", g.pick("Ann", "WS-01", "bob")
+	case 1:
+		key, name = "input.object.objectType", g.pick("user", "computer", "group")
+	case 2:
+		key, name = "lower(input.object.displayName)", g.pick("ann", "ws-01", "Ann")
+	default:
+		key, name = "input.subject.displayName", "Caller"
+	}
 	v1, v2 := g.pick("1", "1", `"a"`), g.pick("1", "2", `"a"`)
-	fmt.Fprintf(b, "%s[k] := %s if {\n\tk := %s\n\t%s\n}\n\n", obj, v1, key, g.cond())
+	if g.plain || g.chance(2) {
+		fmt.Fprintf(b, "%s[k] := %s if k := %s\n\n", obj, v1, key)
+	} else {
+		fmt.Fprintf(b, "%s[k] := %s if {\n\tk := %s\n\t%s\n}\n\n", obj, v1, key, g.cond())
+	}
 	by := `["` + name + `"]`
 	if name != "WS-01" && g.chance(2) {
 		by = "." + name
@@ -280,8 +298,14 @@ func (g *diffGen) keyedObject(b *strings.Builder, i int) []string {
 	case 1:
 		fmt.Fprintf(b, "%s%s contains %s if %s\n\n", obj, by, v2, g.body())
 		return []string{v2 + " in " + read, v1 + " in " + read}
+	case 2:
+		if !g.plain {
+			fmt.Fprintf(b, "%s%s := %s if %s\n\n", obj, by, v2, g.body())
+			break
+		}
+		fallthrough
 	default:
-		fmt.Fprintf(b, "%s%s := %s if %s\n\n", obj, by, v2, g.body())
+		fmt.Fprintf(b, "%s%s := %s\n\n", obj, by, v2)
 	}
 	return []string{read + " == " + v2, read + " == " + v1, read, "not " + read + " == " + v2,
 		obj + "[input.object.displayName] == " + v1, "count(" + obj + ") > 1"}
@@ -357,7 +381,9 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 		}
 		g.funcs2 = append(g.funcs2, name)
 	}
-	if !g.plain && g.chance(3) {
+	if g.chance(3) {
+		// Plain policies too: each rule alone has one constant value, which
+		// partial evaluation may inline.
 		for i := range 1 + g.r.IntN(2) {
 			g.objs = append(g.objs, g.keyedObject(&b, i)...)
 		}
@@ -382,6 +408,9 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 			fmt.Fprintf(&b, "%s contains %s if %s\n\n", name, g.value(`"x"`, `"y"`), g.body())
 		}
 		g.sets = append(g.sets, name)
+	}
+	if len(g.objs) > 0 && g.chance(2) {
+		fmt.Fprintf(&b, "allow if %s\n\n", g.pick(g.objs...))
 	}
 	switch g.r.IntN(6) {
 	case 0:
@@ -451,6 +480,9 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 		// A partial set: constants, computed elements, iteration.
 		names := []string{`"*"`, `"mail"`, `"department"`, `"ms-mcs-admpwd"`, `"ms-mcs-admpwd"`, `"unicodepwd"`, `"memberof"`, `"memberof"`,
 			`"1.2.840.113556.1.4.90"`, `"MAIL"`, "1"}
+		if len(g.objs) > 0 && g.chance(2) {
+			fmt.Fprintf(&b, "properties contains \"ms-mcs-admpwd\" if %s\n\n", g.pick(g.objs...))
+		}
 		for range 1 + g.r.IntN(3) {
 			switch g.r.IntN(6) {
 			case 0, 1, 2:

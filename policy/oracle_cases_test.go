@@ -125,3 +125,24 @@ func TestOverlappingRulePathsConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestPartialEvaluationPanicDecidesInFull: OPA's partial evaluation panics on a
+// rule adding to a set under an object built key by key (sorting the support
+// rules it makes); the listing, the properties and the views are then decided in
+// full, as OPA decides them, instead of the panic ending the process.
+func TestPartialEvaluationPanicDecidesInFull(t *testing.T) {
+	helpers := `
+o[k] := 1 if {
+	k := input.subject.displayName
+	input.object.nosuch == input.object.displayName
+}
+o.Caller contains "a" if input.object.objectTypeCode != 1
+`
+	t.Run("allow", func(t *testing.T) {
+		checkWorld(t, oracleCaseWorld(helpers+`allow if "a" in o.Caller`+"\n", nil, false))
+	})
+	t.Run("properties", func(t *testing.T) {
+		checkWorld(t, oracleCaseWorld(helpers+"allow := true\n"+`properties contains "ms-mcs-admpwd" if "a" in o.Caller`+"\n",
+			[]string{"mail", "ms-mcs-admpwd"}, true))
+	})
+}

@@ -367,9 +367,39 @@ func (v *version) residual(ctx context.Context, base ast.Value) (*rego.PartialQu
 	if v.partialErr != nil {
 		return nil, fmt.Errorf("prepare partial query: %w", v.partialErr)
 	}
-	pq, err := v.partial.Partial(ctx, rego.EvalParsedInput(base))
+	pq, err := partialEval(func() (*rego.PartialQueries, error) { return v.partial.Partial(ctx, rego.EvalParsedInput(base)) })
 	if err != nil {
 		return nil, fmt.Errorf("partially evaluate %s: %w", decisionPath, err)
 	}
 	return pq, nil
+}
+
+// errPartialPanic reports a panic of OPA's partial evaluation.
+var errPartialPanic = errors.New("partial evaluation panicked")
+
+// partialWith is partialEval of a query built from opts, in a transaction of its
+// own that is closed even when the evaluation panics.
+func (v *version) partialWith(ctx context.Context, opts ...func(*rego.Rego)) (*rego.PartialQueries, error) {
+	txn, err := v.store.NewTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.store.Abort(ctx, txn)
+	opts = append(opts, rego.Transaction(txn))
+	return partialEval(func() (*rego.PartialQueries, error) { return rego.New(opts...).Partial(ctx) })
+}
+
+// partialEval runs one partial evaluation, turning a panic into an error. OPA
+// v1.22.2's partial evaluation can panic on some policies (sorting the support
+// rules it makes for a set under an object built key by key, `o[k] := 1 if …`
+// beside `o.Caller contains "a" if …`, which are not inlined); every
+// caller falls back to evaluating the policy in full when it fails, which decides
+// what OPA decides, instead of the panic ending the process.
+func partialEval(f func() (*rego.PartialQueries, error)) (pq *rego.PartialQueries, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pq, err = nil, fmt.Errorf("%w: %v", errPartialPanic, r)
+		}
+	}()
+	return f()
 }
