@@ -280,14 +280,19 @@ func (g *diffGen) keyedObject(b *strings.Builder, i int) []string {
 	default:
 		key, name = "input.subject.displayName", "Caller"
 	}
-	v1, v2 := g.pick("1", "1", `"a"`), g.pick("1", "2", `"a"`)
+	// Values of one type (the type checker refuses comparing a key's value
+	// with a value of another type), equal or not.
+	v1, v2 := "1", g.pick("1", "2", "2")
+	if g.chance(3) {
+		v1, v2 = `"a"`, g.pick(`"a"`, `"b"`, `"b"`)
+	}
 	if g.plain || g.chance(2) {
 		fmt.Fprintf(b, "%s[k] := %s if k := %s\n\n", obj, v1, key)
 	} else {
 		fmt.Fprintf(b, "%s[k] := %s if {\n\tk := %s\n\t%s\n}\n\n", obj, v1, key, g.cond())
 	}
 	by := `["` + name + `"]`
-	if name != "WS-01" && g.chance(2) {
+	if !strings.Contains(name, "-") && g.chance(2) {
 		by = "." + name
 	}
 	read := obj + `["` + name + `"]`
@@ -307,8 +312,8 @@ func (g *diffGen) keyedObject(b *strings.Builder, i int) []string {
 	default:
 		fmt.Fprintf(b, "%s%s := %s\n\n", obj, by, v2)
 	}
-	return []string{read + " == " + v2, read + " == " + v1, read, "not " + read + " == " + v2,
-		obj + "[input.object.displayName] == " + v1, "count(" + obj + ") > 1"}
+	return []string{read + " == " + v2, read + " == " + v2, read + " == " + v1, read, "not " + read + " == " + v2,
+		obj + "[" + key + "] == " + v1, "count(" + obj + ") > 1"}
 }
 
 // compare compares a term with a constant: of any type when the term is a
@@ -381,7 +386,7 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 		}
 		g.funcs2 = append(g.funcs2, name)
 	}
-	if g.chance(3) {
+	if g.chance(2) {
 		// Plain policies too: each rule alone has one constant value, which
 		// partial evaluation may inline.
 		for i := range 1 + g.r.IntN(2) {
@@ -409,7 +414,7 @@ func (g *diffGen) policy() (module string, hasRule bool) {
 		}
 		g.sets = append(g.sets, name)
 	}
-	if len(g.objs) > 0 && g.chance(2) {
+	if len(g.objs) > 0 && (g.plain || g.chance(2)) {
 		fmt.Fprintf(&b, "allow if %s\n\n", g.pick(g.objs...))
 	}
 	switch g.r.IntN(6) {
