@@ -291,11 +291,12 @@ func conflictProneRules(c *ast.Compiler) []string {
 	}
 	// Paths that overlap: one rule's path is a prefix of another's, whatever the
 	// rules' kinds (p[k] := 1 beside p.user := 2 or p.s contains "x").
-	for _, a := range order {
-		for _, b := range order {
-			if a != b && groups[b].path.HasPrefix(groups[a].path) {
-				groups[a].prone = true
-				groups[b].prone = true
+	for _, k := range order {
+		g := groups[k]
+		for i := 1; i < len(g.path); i++ {
+			if above, ok := groups[g.path[:i].String()]; ok {
+				above.prone = true
+				g.prone = true
 			}
 		}
 	}
