@@ -453,9 +453,9 @@ const reasonsResidualPackage = "data.__dirgate_reasons__"
 // as listings do with allow: the caller's part (which roles it holds) is folded
 // into constants once, instead of once per object.
 func (v *version) reasonsResidual(ctx context.Context, base ast.Value) (*rego.PreparedEvalQuery, error) {
-	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+	pq, err := v.partialWith(ctx, rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
 		rego.Query("reason = "+reasonsPath+"[_]"), rego.Unknowns([]string{"input.object"}),
-		rego.ParsedInput(base)).Partial(ctx)
+		rego.ParsedInput(base))
 	if err != nil {
 		return nil, fmt.Errorf("partially evaluate reasons: %w", err)
 	}

@@ -97,3 +97,52 @@ properties contains "ms-mcs-admpwd" if not upper(input.object.objectTypeCode) ==
 `, []string{"mail", "ms-mcs-admpwd"}, true))
 	})
 }
+
+// TestOverlappingRulePathsConflict: a rule that builds an object key by key
+// (p[k] := ...) and one that defines a key of the same object by name (p.user
+// := ...) conflict when k names that key with another value; OPA's evaluation
+// then fails ("object keys must be unique"), which denies, and a property rule
+// that reads the object grants nothing. Each rule alone has one constant value.
+func TestOverlappingRulePathsConflict(t *testing.T) {
+	props := []string{"mail", "ms-mcs-admpwd"}
+	for _, c := range []struct{ name, helpers string }{
+		{"by name", "p[k] := 1 if k := input.object.displayName\np.Bella := 2"},
+		{"by string key", "p[k] := 1 if k := input.object.displayName\np[\"Bella\"] := 2"},
+		{"object type", "p[k] := 1 if k := input.object.objectType\np.user := 2"},
+		{"nested", "q.r[k] := 1 if k := input.object.displayName\nq.r.Bella := 2"},
+		{"deeper key", "p[k] := 1 if k := input.object.displayName\np.Bella.x := 2"},
+		{"set under the object", "p[k] := 1 if k := input.object.displayName\np.Bella contains 2"},
+	} {
+		reads := map[string]string{"object type": "p.user == 2", "nested": "q.r.Bella == 2", "deeper key": "p.Bella.x == 2", "set under the object": "2 in p.Bella"}[c.name]
+		if reads == "" {
+			reads = "p.Bella == 2"
+		}
+		t.Run(c.name+"/allow", func(t *testing.T) {
+			checkWorld(t, oracleCaseWorld(c.helpers+"\nallow if "+reads+"\n", props, false))
+		})
+		t.Run(c.name+"/properties", func(t *testing.T) {
+			checkWorld(t, oracleCaseWorld(c.helpers+"\nallow := true\nproperties contains \"ms-mcs-admpwd\" if "+reads+"\n", props, true))
+		})
+	}
+}
+
+// TestPartialEvaluationPanicDecidesInFull: OPA's partial evaluation panics on a
+// rule adding to a set under an object built key by key (sorting the support
+// rules it makes); the listing, the properties and the views are then decided in
+// full, as OPA decides them, instead of the panic ending the process.
+func TestPartialEvaluationPanicDecidesInFull(t *testing.T) {
+	helpers := `
+o[k] := 1 if {
+	k := input.subject.displayName
+	input.object.nosuch == input.object.displayName
+}
+o.Caller contains "a" if input.object.objectTypeCode != 1
+`
+	t.Run("allow", func(t *testing.T) {
+		checkWorld(t, oracleCaseWorld(helpers+`allow if "a" in o.Caller`+"\n", nil, false))
+	})
+	t.Run("properties", func(t *testing.T) {
+		checkWorld(t, oracleCaseWorld(helpers+"allow := true\n"+`properties contains "ms-mcs-admpwd" if "a" in o.Caller`+"\n",
+			[]string{"mail", "ms-mcs-admpwd"}, true))
+	})
+}

@@ -22,6 +22,9 @@ import (
 // equal (docs/policy.md, "The contract" and "Which properties a caller may read").
 type oracle struct {
 	allowQ, propsQ rego.PreparedEvalQuery
+	// allowed remembers each input's decision: the listings of a case repeat
+	// their inputs (a listing served by its cached plan, a selection).
+	allowed map[string]bool
 }
 
 func newOracle(modules map[string]string, data map[string]any) (*oracle, error) {
@@ -32,7 +35,7 @@ func newOracle(modules map[string]string, data map[string]any) (*oracle, error) 
 		}
 		return rego.New(opts...).PrepareForEval(context.Background())
 	}
-	var o oracle
+	o := oracle{allowed: map[string]bool{}}
 	var err error
 	if o.allowQ, err = prep("data.dirgate.authz.allow"); err != nil {
 		return nil, err
@@ -58,12 +61,18 @@ func inputDoc(in policy.Input) any {
 // allow is true only when the decision is the boolean true; undefined, any other
 // value and an evaluation error deny.
 func (o *oracle) allow(in policy.Input) bool {
-	rs, err := o.allowQ.Eval(context.Background(), rego.EvalInput(inputDoc(in)))
-	if err != nil || len(rs) != 1 {
-		return false
+	key := jsonOf(in)
+	if b, ok := o.allowed[key]; ok {
+		return b
 	}
-	b, ok := rs[0].Expressions[0].Value.(bool)
-	return ok && b
+	rs, err := o.allowQ.Eval(context.Background(), rego.EvalInput(inputDoc(in)))
+	b := false
+	if err == nil && len(rs) == 1 {
+		v, ok := rs[0].Expressions[0].Value.(bool)
+		b = ok && v
+	}
+	o.allowed[key] = b
+	return b
 }
 
 // kept returns the properties of obj a caller viewing it reads: the rule's value

@@ -505,9 +505,9 @@ func (v *version) buildPropPlan(ctx context.Context, logger *slog.Logger, base a
 	if !v.propCollection {
 		return &propPlan{rego: true, why: "the property rule's value may not be a set or an array"}
 	}
-	pq, err := rego.New(rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+	pq, err := v.partialWith(ctx, rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
 		rego.Query(propVar+" = "+propertiesPath+"[_]"), rego.Unknowns([]string{"input.object"}),
-		rego.DisableInlining(v.noInline), rego.ParsedInput(base)).Partial(ctx)
+		rego.DisableInlining(v.noInline), rego.ParsedInput(base))
 	if err != nil {
 		logger.Warn("policy: partial evaluation of the property rule failed; evaluating it in Rego", "revision", v.revision, "err", err)
 		return &propPlan{rego: true, why: "partial evaluation failed"}

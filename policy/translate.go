@@ -267,6 +267,23 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 		// ast/compile.go), so one that is undefined (a type error) fails the
 		// expression instead of making the negation hold. Calls that cannot be
 		// undefined (total) need no test.
+		//
+		// This relies on the shapes partial evaluation gives a negated expression
+		// (OPA v1 topdown/eval.go, evalNotPartial and canInlineNegation):
+		//   - the policy's own `not` expression, whose nested calls the compiler
+		//     hoisted out before evaluation and copy propagation put back as
+		//     operands (`not upper(input.object.x) = "2"`): OPA evaluates them
+		//     outside the negation, as hoisted here;
+		//   - the complement of an inlined rule or function body (`not p`, `not f(x)`),
+		//     which OPA inlines only when no expression of the body has a nested call
+		//     or reference, so its calls stand alone with their output as the last
+		//     argument (`not upper(input.object.x, "2")`): nestedCalls finds none and
+		//     the call is decided inside the negation, as OPA decides it;
+		//   - any other negated body is kept as a support rule (`not
+		//     data.partial.__not1_0_2__`), which the translator refuses.
+		// Should partial evaluation ever inline a body with nested calls into a
+		// negation, a call that fails there would deny where OPA allows (closed,
+		// never open); the differential check (differential_test.go) would show it.
 		var hoisted []node
 		c, err := t.scoped(func() (cond, error) {
 			for _, call := range nestedCalls(inner) {

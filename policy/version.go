@@ -229,30 +229,47 @@ func inputReads(c *ast.Compiler) map[string]bool {
 	return reads
 }
 
-// conflictProneRules returns the single-value rules (complete rules, functions and
-// object entries) whose definitions do not all produce one and the same constant.
-// OPA reports a conflict when two of them succeed with different values, but partial
-// evaluation inlines each definition on its own, which would turn that error (a
-// denial) into an allow. Not inlining them keeps them as support rules, which the
-// translator refuses, so such policies are evaluated in Rego.
+// conflictProneRules returns the rules that can conflict: single-value rules
+// (complete rules, functions and object entries) whose definitions do not all
+// produce one and the same constant; every single-value rule that builds an object
+// key by key (p[k] := 1, whose key is known only when it is evaluated); and every
+// rule whose path overlaps another's (p[k] := 1 beside p.user := 2, p.user.x := 2 or
+// p.s contains "x"), whatever its kind. OPA reports a conflict when two of them
+// succeed with different values for one key, but partial evaluation inlines each
+// definition on its own, which would turn that error (a denial) into an allow. Not
+// inlining them keeps them as support rules, which the translator refuses, so such
+// policies are evaluated in Rego. (rego.DisableInlining matches paths by prefix
+// both ways, so naming an object's path also keeps the rules under it; they are
+// named anyway.)
 func conflictProneRules(c *ast.Compiler) []string {
 	type group struct {
-		value *ast.Term
-		prone bool
+		path         ast.Ref
+		value        *ast.Term
+		single, many bool // single-value rules, multi-value rules (p contains x) at the path
+		prone        bool
 	}
 	groups := map[string]*group{}
 	var order []string
 	for _, m := range c.Modules {
 		for _, r := range m.Rules {
-			if r.Head.RuleKind() != ast.SingleValue || r.Default {
-				continue
-			}
-			key := r.Ref().GroundPrefix().String()
+			path := r.Ref().GroundPrefix()
+			key := path.String()
 			g, ok := groups[key]
 			if !ok {
-				g = &group{}
+				g = &group{path: path}
 				groups[key] = g
 				order = append(order, key)
+			}
+			if r.Head.RuleKind() != ast.SingleValue {
+				g.many = true
+				continue
+			}
+			g.single = true
+			if !r.Ref().IsGround() {
+				g.prone = true
+			}
+			if r.Default {
+				continue
 			}
 			for rr := r; rr != nil; rr = rr.Else {
 				val := rr.Head.Value
@@ -264,6 +281,22 @@ func conflictProneRules(c *ast.Compiler) []string {
 				case !g.value.Equal(val):
 					g.prone = true
 				}
+			}
+		}
+	}
+	for _, g := range groups {
+		if g.single && g.many {
+			g.prone = true
+		}
+	}
+	// Paths that overlap: one rule's path is a prefix of another's, whatever the
+	// rules' kinds (p[k] := 1 beside p.user := 2 or p.s contains "x").
+	for _, k := range order {
+		g := groups[k]
+		for i := 1; i < len(g.path); i++ {
+			if above, ok := groups[g.path[:i].String()]; ok {
+				above.prone = true
+				g.prone = true
 			}
 		}
 	}
@@ -335,9 +368,39 @@ func (v *version) residual(ctx context.Context, base ast.Value) (*rego.PartialQu
 	if v.partialErr != nil {
 		return nil, fmt.Errorf("prepare partial query: %w", v.partialErr)
 	}
-	pq, err := v.partial.Partial(ctx, rego.EvalParsedInput(base))
+	pq, err := partialEval(func() (*rego.PartialQueries, error) { return v.partial.Partial(ctx, rego.EvalParsedInput(base)) })
 	if err != nil {
 		return nil, fmt.Errorf("partially evaluate %s: %w", decisionPath, err)
 	}
 	return pq, nil
+}
+
+// errPartialPanic reports a panic of OPA's partial evaluation.
+var errPartialPanic = errors.New("partial evaluation panicked")
+
+// partialWith is partialEval of a query built from opts, in a transaction of its
+// own that is closed even when the evaluation panics.
+func (v *version) partialWith(ctx context.Context, opts ...func(*rego.Rego)) (*rego.PartialQueries, error) {
+	txn, err := v.store.NewTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer v.store.Abort(ctx, txn)
+	opts = append(opts, rego.Transaction(txn))
+	return partialEval(func() (*rego.PartialQueries, error) { return rego.New(opts...).Partial(ctx) })
+}
+
+// partialEval runs one partial evaluation, turning a panic into an error. OPA
+// v1.22.2's partial evaluation can panic on some policies (sorting the support
+// rules it makes for a set under an object built key by key, `o[k] := 1 if …`
+// beside `o.Caller contains "a" if …`, which are not inlined); every
+// caller falls back to evaluating the policy in full when it fails, which decides
+// what OPA decides, instead of the panic ending the process.
+func partialEval(f func() (*rego.PartialQueries, error)) (pq *rego.PartialQueries, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			pq, err = nil, fmt.Errorf("%w: %v", errPartialPanic, r)
+		}
+	}()
+	return f()
 }
