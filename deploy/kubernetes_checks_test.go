@@ -617,31 +617,17 @@ func checkMetricsPort(b *bundle, gw *appsv1.Deployment, bad func(string, ...any)
 			}
 		}
 	}
-	restricted := false
-	for _, np := range all[*networkingv1.NetworkPolicy](b) {
-		if !slices.Contains(b.selects(&np.Spec.PodSelector), gw) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
-			continue
+	restricted := ingressRulesAdmitting(b, gw, isMetrics, func(np *networkingv1.NetworkPolicy, r networkingv1.NetworkPolicyIngressRule) {
+		if len(r.From) == 0 {
+			bad("NetworkPolicy %s: the metrics port is reachable from any source", np.Name)
 		}
-		restricted = true
-		for _, r := range np.Spec.Ingress {
-			admits := len(r.Ports) == 0
-			for _, p := range r.Ports {
-				admits = admits || p.Port == nil || isMetrics(*p.Port)
-			}
-			if !admits {
-				continue
-			}
-			if len(r.From) == 0 {
-				bad("NetworkPolicy %s: the metrics port is reachable from any source", np.Name)
-			}
-			for _, peer := range r.From {
-				ns := peer.NamespaceSelector
-				if ns == nil || len(ns.MatchLabels) == 0 && len(ns.MatchExpressions) == 0 {
-					bad("NetworkPolicy %s: the metrics port is reachable from a peer without a namespace of its own (%+v)", np.Name, peer)
-				}
+		for _, peer := range r.From {
+			ns := peer.NamespaceSelector
+			if ns == nil || len(ns.MatchLabels) == 0 && len(ns.MatchExpressions) == 0 {
+				bad("NetworkPolicy %s: the metrics port is reachable from a peer without a namespace of its own (%+v)", np.Name, peer)
 			}
 		}
-	}
+	})
 	if !restricted {
 		bad("no NetworkPolicy restricts ingress to the %s pods: the metrics port is open to all", gw.Name)
 	}
@@ -663,6 +649,32 @@ func checkAPIPortSources(b *bundle, gw *appsv1.Deployment, c corev1.Container, p
 	isAPI := func(p intstr.IntOrString) bool {
 		return p.Type == intstr.Int && p.IntVal == port || p.Type == intstr.String && name != "" && p.StrVal == name
 	}
+	restricted := ingressRulesAdmitting(b, gw, isAPI, func(np *networkingv1.NetworkPolicy, r networkingv1.NetworkPolicyIngressRule) {
+		if len(r.From) == 0 {
+			bad("NetworkPolicy %s: the API port is reachable from any source while DIRGATE_TRUSTED_PROXIES is set: any pod could choose its throttle address with X-Forwarded-For", np.Name)
+		}
+		for _, peer := range r.From {
+			ns := peer.NamespaceSelector
+			named := ns != nil && (len(ns.MatchLabels) > 0 || len(ns.MatchExpressions) > 0)
+			if ipb := peer.IPBlock; ipb != nil {
+				pfx, err := netip.ParsePrefix(ipb.CIDR)
+				named = err == nil && pfx.Bits() > 0
+			}
+			if !named {
+				bad("NetworkPolicy %s: the API port is reachable from a peer without a namespace of its own or an address block (%+v) while DIRGATE_TRUSTED_PROXIES is set", np.Name, peer)
+			}
+		}
+	})
+	if !restricted {
+		bad("no NetworkPolicy restricts ingress to the %s pods: with DIRGATE_TRUSTED_PROXIES set, any pod could choose its throttle address", gw.Name)
+	}
+}
+
+// ingressRulesAdmitting calls fn with every ingress rule of a NetworkPolicy
+// selecting gw that admits a port isPort matches (a rule naming no port admits
+// them all), and reports whether any NetworkPolicy restricts gw's ingress at all.
+func ingressRulesAdmitting(b *bundle, gw *appsv1.Deployment, isPort func(intstr.IntOrString) bool,
+	fn func(*networkingv1.NetworkPolicy, networkingv1.NetworkPolicyIngressRule)) bool {
 	restricted := false
 	for _, np := range all[*networkingv1.NetworkPolicy](b) {
 		if !slices.Contains(b.selects(&np.Spec.PodSelector), gw) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
@@ -672,28 +684,12 @@ func checkAPIPortSources(b *bundle, gw *appsv1.Deployment, c corev1.Container, p
 		for _, r := range np.Spec.Ingress {
 			admits := len(r.Ports) == 0
 			for _, p := range r.Ports {
-				admits = admits || p.Port == nil || isAPI(*p.Port)
+				admits = admits || p.Port == nil || isPort(*p.Port)
 			}
-			if !admits {
-				continue
-			}
-			if len(r.From) == 0 {
-				bad("NetworkPolicy %s: the API port is reachable from any source while DIRGATE_TRUSTED_PROXIES is set: any pod could choose its throttle address with X-Forwarded-For", np.Name)
-			}
-			for _, peer := range r.From {
-				ns := peer.NamespaceSelector
-				named := ns != nil && (len(ns.MatchLabels) > 0 || len(ns.MatchExpressions) > 0)
-				if ipb := peer.IPBlock; ipb != nil {
-					pfx, err := netip.ParsePrefix(ipb.CIDR)
-					named = err == nil && pfx.Bits() > 0
-				}
-				if !named {
-					bad("NetworkPolicy %s: the API port is reachable from a peer without a namespace of its own or an address block (%+v) while DIRGATE_TRUSTED_PROXIES is set", np.Name, peer)
-				}
+			if admits {
+				fn(np, r)
 			}
 		}
 	}
-	if !restricted {
-		bad("no NetworkPolicy restricts ingress to the %s pods: with DIRGATE_TRUSTED_PROXIES set, any pod could choose its throttle address", gw.Name)
-	}
+	return restricted
 }
