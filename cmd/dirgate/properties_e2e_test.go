@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,31 +13,8 @@ import (
 // view WS-0001, read its LAPS password with properties=ms-Mcs-AdmPwd. The built-in
 // secret list withholds it; the directory admins' role names it.
 func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
-	demo, err := os.ReadFile("../../upstream/memory/demo.ldif")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const ws = "CN=WS-0001,OU=Workstations,DC=corp,DC=example,DC=com"
-	anchor := "dn: " + ws + "\n"
-	if !strings.Contains(string(demo), anchor) {
-		t.Fatal("the demo changed: no WS-0001")
-	}
-	dir := t.TempDir()
-	ldif, tokens := filepath.Join(dir, "dir.ldif"), filepath.Join(dir, "tokens.yaml")
-	os.WriteFile(ldif, []byte(strings.Replace(string(demo), anchor, anchor+"ms-Mcs-AdmPwd: Laps-Secret-1\n", 1)), 0o644)
-	os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"+
-		"- token: demo-helpdesk\n  subject: "+hugo+"\n"), 0o600)
-	cfg, err := LoadConfig([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--log-level", "error", "--memory-ldif", ldif, "--tokens-file", tokens,
-		"--decision-log", "off"}, func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	base := "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
+	base := startDemoWithAttribute(t, ws, "ms-Mcs-AdmPwd: Laps-Secret-1")
 	const mixed = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
 	for _, extra := range []string{"&properties=ms-Mcs-AdmPwd", "&properties=ms-Mcs-AdmPwd,description&sizeLimit=3"} {
 		for range 2 { // the second time from the cache
@@ -61,4 +36,31 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 			}
 		}
 	}
+}
+
+// startDemoWithAttribute serves the demo directory with line (an LDIF attribute
+// line) added to the entry dn, and tokens for the directory admin (adminTok) and
+// the help desk (demo-helpdesk), on the memory upstream through the cache; it
+// returns the groupMembers URL.
+func startDemoWithAttribute(t *testing.T, dn, line string) string {
+	t.Helper()
+	demo, err := os.ReadFile("../../upstream/memory/demo.ldif")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchor := "dn: " + dn + "\n"
+	if !strings.Contains(string(demo), anchor) {
+		t.Fatalf("the demo changed: no %s", dn)
+	}
+	dir := t.TempDir()
+	ldif, tokens := filepath.Join(dir, "dir.ldif"), filepath.Join(dir, "tokens.yaml")
+	if err := os.WriteFile(ldif, []byte(strings.Replace(string(demo), anchor, anchor+line+"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tokens, []byte("- token: "+adminTok+"\n  subject: CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com\n"+
+		"- token: demo-helpdesk\n  subject: "+hugo+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := startMain(t, nil, "--memory-ldif", ldif, "--tokens-file", tokens, "--decision-log", "off")
+	return "http://" + m.Addr() + "/restApi/api/directoryObjects/groupMembers"
 }
