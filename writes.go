@@ -16,6 +16,12 @@ type MembershipWrite struct {
 	Server string `json:"server"`
 	// At is when the write succeeded.
 	At time.Time `json:"at"`
+	// Origin and USN stamp the write as the DC that took it numbers its changes: its
+	// invocation ID and the group's uSNChanged read right after the write. Another DC
+	// holds the write once its up-to-dateness vector reaches USN for Origin. Empty
+	// and 0 when the stamp could not be read.
+	Origin string `json:"origin,omitempty"`
+	USN    int64  `json:"usn,omitempty"`
 }
 
 // MaxMembershipWrites bounds the writes remembered per group: a bulk change larger

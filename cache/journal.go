@@ -306,6 +306,10 @@ func checkWrite(w dirgate.MembershipWrite) error {
 		return fmt.Errorf("the server is not valid UTF-8 of at most %d bytes", maxServerBytes)
 	case w.At.IsZero() || w.At.Year() < 1970 || w.At.Year() > 9999:
 		return errors.New("the time of the write is missing or out of range")
+	case w.Origin != "" && !journalGUID(w.Origin):
+		return errors.New("the origin is not a GUID in canonical form")
+	case w.USN < 0:
+		return errors.New("the USN is negative")
 	}
 	return nil
 }

@@ -85,7 +85,8 @@ func sameWrites(t *testing.T, got, want []dirgate.MembershipWrite) {
 	}
 	for i := range got {
 		g, w := got[i], want[i]
-		if g.Group != w.Group || g.Member != w.Member || g.Added != w.Added || g.Server != w.Server || !g.At.Equal(w.At) {
+		if g.Group != w.Group || g.Member != w.Member || g.Added != w.Added || g.Server != w.Server || !g.At.Equal(w.At) ||
+			g.Origin != w.Origin || g.USN != w.USN {
 			t.Errorf("write %d: got %+v, want %+v", i, g, w)
 		}
 	}
@@ -101,6 +102,7 @@ func TestJournalRoundTrip(t *testing.T) {
 	removed := write(testGUID(2, 1), false, now.Add(-time.Second))
 	added := write(testGUID(2, 2), true, now)
 	added.Server = "ldap://dc2.corp.example.com"
+	added.Origin, added.USN = testGUID(9, 9), 4711 // the DC's stamp travels with the write
 	record(t, a, added, time.Minute)
 	record(t, a, removed, time.Minute)
 	sameWrites(t, recent(t, b, jGroup), []dirgate.MembershipWrite{removed, added})
@@ -113,6 +115,8 @@ func TestJournalRoundTrip(t *testing.T) {
 		"server over 512":     {Group: jGroup, Member: testGUID(2, 3), Server: strings.Repeat("x", 513), At: now},
 		"server not UTF-8":    {Group: jGroup, Member: testGUID(2, 3), Server: "\xff", At: now},
 		"no time":             {Group: jGroup, Member: testGUID(2, 3)},
+		"origin not a GUID":   {Group: jGroup, Member: testGUID(2, 3), At: now, Origin: "dc1", USN: 1},
+		"negative USN":        {Group: jGroup, Member: testGUID(2, 3), At: now, Origin: testGUID(9, 9), USN: -1},
 		"over the value size": {Group: jGroup, Member: testGUID(2, 3), Server: strings.Repeat("<", 512), At: now}, // JSON escapes each to 6 bytes
 	}
 	for name, w := range bad {

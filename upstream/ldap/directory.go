@@ -35,6 +35,8 @@ type Directory struct {
 	local    writes
 	journal  atomic.Pointer[WriteJournal]
 	overlaid atomic.Int64 // members a listing gained or lost by the overlay
+	// invocations are the DCs' invocation IDs, for the overlay's stamps (replstate.go).
+	invocations invocations
 	// netbios is the domain's NetBIOS name, read at the first sign-in (signin.go).
 	netbios atomic.Pointer[string]
 	// refusals times wrong-password refusals, so that an unknown name's takes as
@@ -43,6 +45,7 @@ type Directory struct {
 
 	// Learnt from the server at Open.
 	domainSID string // objectSid of the domain naming context: primary groups live there
+	domainNC  string // the domain naming context, whose head holds replUpToDateVector
 	// otherNCs are the naming contexts whose DNs lie below BaseDN but that are not the
 	// domain (CN=Configuration,DC=…, DC=DomainDnsZones,DC=…): a subtree search
 	// from the domain does not enter them, so neither does the adapter's scope.
@@ -167,6 +170,7 @@ func (d *Directory) discover(ctx context.Context) error {
 			d.otherNCs = append(d.otherNCs, p)
 		}
 	}
+	d.domainNC = nc
 	if d.domainSID, err = dirgate.SIDFromBytes(sid); err != nil {
 		return fmt.Errorf("ldap: objectSid of %q: %w", nc, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/dirgate/dirgate"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -66,7 +67,23 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	}
 	rid, primary := d.domainRID(group.SID)
 	primary = primary && group.IsGroup()
+	// The writes that may need laying over the answer are read first, and the
+	// answering DC's replication state before its members: a DC that holds a write by
+	// then lists it (overlay.go).
+	pending := d.pendingWrites(ctx, group)
+	var states sync.Map // server URL -> replState, the latest attempt's
 	objs, served, err := d.readServed(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		if anyStamped(pending) {
+			st, ok, err := d.readReplState(ctx, c)
+			if err != nil {
+				return err
+			}
+			if ok {
+				states.Store(servedBy(ctx), st)
+			} else {
+				states.Delete(servedBy(ctx))
+			}
+		}
 		if err := d.scoped(ctx, c, group.DN, "member", "memberOf", attrs, emit); err != nil {
 			return err
 		}
@@ -81,7 +98,12 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if err != nil {
 		return nil, wrap("members", err)
 	}
-	return d.overlay(ctx, group, served, dedupe(objs, ""), props), nil
+	var st *replState
+	if v, ok := states.Load(served); ok {
+		s := v.(replState)
+		st = &s
+	}
+	return d.overlay(ctx, group, served, st, pending, dedupe(objs, ""), props), nil
 }
 
 // MemberOf returns the groups obj is a direct member of (its memberOf values, read
@@ -122,16 +144,16 @@ func (d *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Delete("member", []string{member.DN})
-	retried, server, err := d.modifyMember(ctx, req)
+	retried, server, stamp, err := d.modifyMember(ctx, req)
 	if err == nil {
-		d.remember(ctx, group, member, false, server)
+		d.remember(ctx, group, member, false, server, stamp)
 	}
 	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultUnwillingToPerform {
 		if d.isPrimaryGroup(group, member) {
 			return fmt.Errorf("ldap: remove member: %w", dirgate.ErrPrimaryGroup)
 		}
 		if retried {
-			d.remember(ctx, group, member, false, server)
+			d.remember(ctx, group, member, false, server, stamp)
 			return nil
 		}
 		return fmt.Errorf("ldap: remove member: %w (%v)", dirgate.ErrNotMember, err)
@@ -153,9 +175,9 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
 	req := goldap.NewModifyRequest(group.DN, nil)
 	req.Add("member", []string{member.DN})
-	retried, server, err := d.modifyMember(ctx, req)
+	retried, server, stamp, err := d.modifyMember(ctx, req)
 	if err == nil {
-		d.remember(ctx, group, member, true, server)
+		d.remember(ctx, group, member, true, server, stamp)
 	}
 	rc, ok := resultCode(err)
 	switch {
@@ -167,7 +189,7 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 		if retried {
 			// Most likely the first attempt's own write; a member that was there
 			// before it is indistinguishable, and is then reported as a change too.
-			d.remember(ctx, group, member, true, server)
+			d.remember(ctx, group, member, true, server, stamp)
 			return nil
 		}
 		return fmt.Errorf("ldap: add member: %w (%v)", dirgate.ErrAlreadyMember, err)
@@ -179,13 +201,25 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 
 // modifyMember sends a change of one member value, once more on a new connection
 // after a network error (changing one value is idempotent), and reports whether the
-// answer came from that retry.
-func (d *Directory) modifyMember(ctx context.Context, req *goldap.ModifyRequest) (retried bool, server string, err error) {
+// answer came from that retry. With several DCs, a change that may be remembered (it
+// succeeded, or a retry met its likely own work) is stamped on the same connection
+// (replstate.go).
+func (d *Directory) modifyMember(ctx context.Context, req *goldap.ModifyRequest) (retried bool, server string, st writeStamp, err error) {
 	err = d.do(ctx, true, func(ctx context.Context, c conn, attempt int) error {
-		retried, server = attempt > 0, servedBy(ctx)
-		return modify(ctx, c, req)
+		retried, server, st = attempt > 0, servedBy(ctx), writeStamp{}
+		err := modify(ctx, c, req)
+		if d.multiDC() && (err == nil || retried && serverAnswered(err)) {
+			st.origin, st.usn = d.stampOf(ctx, c, req.DN)
+		}
+		return err
 	})
-	return retried, server, err
+	return retried, server, st, err
+}
+
+// writeStamp is a write's origin DC and USN (replstate.go).
+type writeStamp struct {
+	origin string
+	usn    int64
 }
 
 // isPrimaryGroup reports whether group is member's primary group.

@@ -16,11 +16,15 @@ import (
 // docs/cache.md promises that a listing never contradicts a change made through
 // dirgate. So every write is remembered for WriteOverlay, here and (through the
 // WriteJournal that cmd/dirgate sets: Redis) for every replica, and a listing read
-// from a DC other than the one that took the write is corrected: a removed member is
-// left out, an added one put in. Once a DC's own answer agrees with a write, that DC
-// is taken to hold it, and its later answers are left alone, so a change made
-// directly on a DC afterwards shows as soon as the DC has it. With one DC there is
-// nothing to correct and nothing is remembered.
+// from a DC that does not hold the write yet is corrected: a removed member is left
+// out, an added one put in. Whether a DC holds a write is read from the DC itself:
+// each write is stamped with its DC's invocation ID and USN, and the answering DC's
+// up-to-dateness vector says whether it holds that USN (replstate.go). A DC that
+// holds a write is left alone, so a change made directly on any DC after the write
+// shows as soon as the DC answering has it. Only when a DC's state cannot be read
+// (an unstamped write, a vector the account cannot read) is a DC taken to hold a write
+// once its own answer agrees with it. With one DC there is nothing to correct and
+// nothing is remembered.
 
 // WriteJournal remembers membership writes for every replica (cmd/dirgate passes the
 // cache's Redis journal).
@@ -63,12 +67,13 @@ const maxRememberedGroups = 10000
 // multiDC reports whether there is more than one DC to disagree.
 func (d *Directory) multiDC() bool { return len(d.servers()) > 1 || d.cfg.Domain != "" }
 
-// remember records a write that server took.
-func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, added bool, server string) {
+// remember records a write that server took, with its stamp.
+func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, added bool, server string, st writeStamp) {
 	if !d.multiDC() || group.GUID == "" || member.GUID == "" {
 		return
 	}
-	w := dirgate.MembershipWrite{Group: group.GUID, Member: member.GUID, Added: added, Server: server, At: d.now()}
+	w := dirgate.MembershipWrite{Group: group.GUID, Member: member.GUID, Added: added, Server: server, At: d.now(),
+		Origin: st.origin, USN: st.usn}
 	d.local.add(w, d.cfg.WriteOverlay, d.now())
 	if j := d.journal.Load(); j != nil {
 		if err := (*j).Record(ctx, w, d.cfg.WriteOverlay); err != nil {
@@ -122,14 +127,14 @@ func (m *writes) expire(window time.Duration, now time.Time) {
 	}
 }
 
-// overlay corrects a listing of group that server answered with the writes it may
-// not hold yet.
-func (d *Directory) overlay(ctx context.Context, group dirgate.Object, server string, objs []dirgate.Object, props []string) []dirgate.Object {
-	if !d.multiDC() || server == "" {
-		return objs
+// pendingWrites returns the newest write of each member of group remembered here or
+// by the other replicas, within the window; nil with one DC.
+func (d *Directory) pendingWrites(ctx context.Context, group dirgate.Object) map[string]dirgate.MembershipWrite {
+	if !d.multiDC() || group.GUID == "" {
+		return nil
 	}
 	now := d.now()
-	pending := d.local.pending(group.GUID, server, d.cfg.WriteOverlay, now)
+	pending := d.local.pending(group.GUID, d.cfg.WriteOverlay, now)
 	if j := d.journal.Load(); j != nil {
 		shared, err := (*j).Recent(ctx, group.GUID)
 		if err != nil {
@@ -139,14 +144,46 @@ func (d *Directory) overlay(ctx context.Context, group dirgate.Object, server st
 			if w.Group != group.GUID || now.Sub(w.At) > d.cfg.WriteOverlay {
 				continue
 			}
-			if p, ok := pending[w.Member]; !ok && !d.local.heldBy(w, server) || ok && w.At.After(p.At) {
+			if p, ok := pending[w.Member]; !ok || w.At.After(p.At) {
 				pending[w.Member] = w
 			}
 		}
 	}
+	return pending
+}
+
+// anyStamped reports whether one of the writes carries a stamp, so that the
+// answering DC's replication state is worth reading.
+func anyStamped(pending map[string]dirgate.MembershipWrite) bool {
+	for _, w := range pending {
+		if stamped(w) {
+			return true
+		}
+	}
+	return false
+}
+
+// overlay corrects a listing of group that server answered with the pending writes
+// it does not hold; st is server's replication state, read before its answer (nil
+// when unknown).
+func (d *Directory) overlay(ctx context.Context, group dirgate.Object, server string, st *replState, pending map[string]dirgate.MembershipWrite, objs []dirgate.Object, props []string) []dirgate.Object {
+	if len(pending) == 0 || server == "" {
+		return objs
+	}
+	// guessed are the writes whose holding is judged by the answer's agreement.
+	guessed := map[string]bool{}
 	for member, w := range pending {
-		if w.Server == server {
+		switch {
+		case w.Server == server:
 			delete(pending, member)
+		case st != nil && stamped(w):
+			if st.holds(w) {
+				delete(pending, member)
+			}
+		case d.local.heldBy(w, server):
+			delete(pending, member)
+		default:
+			guessed[member] = true
 		}
 	}
 	if len(pending) == 0 {
@@ -161,7 +198,9 @@ func (d *Directory) overlay(ctx context.Context, group dirgate.Object, server st
 		_, in := present[member]
 		switch {
 		case w.Added == in:
-			d.local.hold(w, server) // the DC agrees: it holds the write
+			if guessed[member] {
+				d.local.hold(w, server) // the DC agrees: taken to hold the write
+			}
 		case !w.Added:
 			drop[member] = true
 		default:
@@ -193,8 +232,8 @@ func (d *Directory) overlay(ctx context.Context, group dirgate.Object, server st
 	return objs
 }
 
-// pending returns the writes of group not known to be held by server.
-func (m *writes) pending(group, server string, window time.Duration, now time.Time) map[string]dirgate.MembershipWrite {
+// pending returns the writes of group remembered here within window.
+func (m *writes) pending(group string, window time.Duration, now time.Time) map[string]dirgate.MembershipWrite {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[string]dirgate.MembershipWrite{}
@@ -203,9 +242,7 @@ func (m *writes) pending(group, server string, window time.Duration, now time.Ti
 			delete(m.groups[group], member)
 			continue
 		}
-		if !r.held[server] {
-			out[member] = r.w
-		}
+		out[member] = r.w
 	}
 	return out
 }

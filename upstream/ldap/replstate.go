@@ -1,0 +1,157 @@
+package ldap
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// What a DC holds of the changes made on the other DCs, so that the write overlay
+// (overlay.go) corrects a listing exactly while the DC that answered it lacks a write,
+// and never after (docs/directory.md, "Writes laid over listings").
+//
+// AD numbers every change on the DC that originates it: that DC's invocation ID and
+// its update sequence number (USN). Each DC keeps, on the head of the naming context,
+// an up-to-dateness vector (replUpToDateVector): per other DC's invocation ID, the
+// USN up to which it holds every change that DC originated. Replication itself uses it
+// to know what to send. So a DC holds a write made on another DC exactly when its
+// cursor for that DC's invocation ID is at least the write's USN; an answer's mere
+// agreement with a write proves nothing about the changes after it.
+
+// replState is one DC's invocation ID and up-to-dateness vector.
+type replState struct {
+	self    string           // the DC's own invocation ID
+	cursors map[string]int64 // another DC's invocation ID -> the USN up to which this DC holds its changes
+}
+
+// holds reports whether the DC holds the stamped write w.
+func (s replState) holds(w dirgate.MembershipWrite) bool {
+	return w.Origin == s.self || s.cursors[w.Origin] >= w.USN
+}
+
+// stamped reports whether w carries the DC's stamp (Origin and USN).
+func stamped(w dirgate.MembershipWrite) bool { return w.Origin != "" && w.USN > 0 }
+
+// invocations caches each server's invocation ID by URL: it changes only when the DC
+// is restored from a backup.
+type invocations struct {
+	mu  sync.Mutex
+	ids map[string]string
+}
+
+// invocationOf returns the invocation ID of the DC behind c (the attempt's server).
+func (d *Directory) invocationOf(ctx context.Context, c conn) (string, error) {
+	url := servedBy(ctx)
+	d.invocations.mu.Lock()
+	id, ok := d.invocations.ids[url]
+	d.invocations.mu.Unlock()
+	if ok {
+		return id, nil
+	}
+	_, _, _, id, err := readServer(ctx, c)
+	if err != nil {
+		return "", err
+	}
+	d.invocations.mu.Lock()
+	if d.invocations.ids == nil {
+		d.invocations.ids = map[string]string{}
+	}
+	d.invocations.ids[url] = id
+	d.invocations.mu.Unlock()
+	return id, nil
+}
+
+// readReplState reads the replication state of the DC behind c. ok is false when the
+// DC keeps no vector the service account can read (a DC without partners, or an
+// access rule that hides it): the overlay then falls back on what answers showed.
+func (d *Directory) readReplState(ctx context.Context, c conn) (st replState, ok bool, err error) {
+	if d.domainNC == "" {
+		return replState{}, false, nil
+	}
+	self, err := d.invocationOf(ctx, c)
+	if err != nil {
+		return replState{}, false, err
+	}
+	var raw []byte
+	err = search(ctx, c, query{base: d.domainNC, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"replUpToDateVector"}}, func(e *goldap.Entry) error {
+		raw = e.GetRawAttributeValue("replUpToDateVector")
+		return nil
+	})
+	if err != nil || len(raw) == 0 {
+		return replState{}, false, err
+	}
+	cursors, err := parseUpToDateVector(raw)
+	if err != nil {
+		d.log().Warn("ldap: a DC's replUpToDateVector is not understood; writes are laid over its listings until its answers agree", "server", servedBy(ctx), "error", err)
+		return replState{}, false, nil
+	}
+	return replState{self: self, cursors: cursors}, true, nil
+}
+
+// stampOf reads, on the DC that just took a write to group, the stamp of that write:
+// the DC's invocation ID and the group's uSNChanged, which the write raised (a
+// membership change bumps the group's USN: docs/directory.md, "Changes and
+// uSNChanged"). A later change raises it further, which only makes the stamp
+// cautious. Zero values when it cannot be read: the write is then unstamped.
+func (d *Directory) stampOf(ctx context.Context, c conn, group string) (origin string, usn int64) {
+	id, err := d.invocationOf(ctx, c)
+	if err != nil {
+		return "", 0
+	}
+	var text string
+	err = search(ctx, c, query{base: group, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"uSNChanged"}}, func(e *goldap.Entry) error {
+		text = e.GetAttributeValue("uSNChanged")
+		return nil
+	})
+	n, perr := strconv.ParseInt(text, 10, 64)
+	if err != nil || perr != nil || n <= 0 {
+		return "", 0
+	}
+	return id, n
+}
+
+// maxCursors bounds the cursors read from one vector: one per DC that ever
+// originated a change in the domain, thousands at most.
+const maxCursors = 1 << 16
+
+// parseUpToDateVector decodes a replUpToDateVector value (MS-DRSR
+// UPTODATE_VECTOR_V1_EXT and _V2_EXT, little-endian): a version (1 or 2), a reserved
+// word, the number of cursors, a reserved word, then per cursor the invocation ID (16
+// bytes, as objectGUID), the USN (8 bytes) and, in version 2, the time of the last
+// successful sync (8 bytes). The value comes from the DC: every length is checked.
+func parseUpToDateVector(b []byte) (map[string]int64, error) {
+	if len(b) < 16 {
+		return nil, fmt.Errorf("replUpToDateVector of %d bytes", len(b))
+	}
+	var size int
+	switch v := binary.LittleEndian.Uint32(b); v {
+	case 1:
+		size = 24
+	case 2:
+		size = 32
+	default:
+		return nil, fmt.Errorf("replUpToDateVector version %d", v)
+	}
+	n := binary.LittleEndian.Uint32(b[8:])
+	if n > maxCursors || uint64(len(b)-16) != uint64(n)*uint64(size) {
+		return nil, fmt.Errorf("replUpToDateVector of %d bytes with %d cursors of %d", len(b), n, size)
+	}
+	out := make(map[string]int64, n)
+	for i := range int(n) {
+		c := b[16+i*size:]
+		usn := int64(binary.LittleEndian.Uint64(c[16:]))
+		if usn < 0 {
+			return nil, errors.New("replUpToDateVector: a negative USN")
+		}
+		out[dirgate.GUIDFromBytes(c[:16])] = usn
+	}
+	return out, nil
+}
