@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -47,7 +49,11 @@ type invocations struct {
 
 // invocationOf returns the invocation ID of the DC behind c (the attempt's server).
 func (d *Directory) invocationOf(ctx context.Context, c conn) (string, error) {
-	url := servedBy(ctx)
+	return d.invocationAt(ctx, c, servedBy(ctx))
+}
+
+// invocationAt returns the invocation ID of the DC at url, behind c.
+func (d *Directory) invocationAt(ctx context.Context, c conn, url string) (string, error) {
 	d.invocations.mu.Lock()
 	id, ok := d.invocations.ids[url]
 	d.invocations.mu.Unlock()
@@ -71,10 +77,15 @@ func (d *Directory) invocationOf(ctx context.Context, c conn) (string, error) {
 // DC keeps no vector the service account can read (a DC without partners, or an
 // access rule that hides it): the overlay then falls back on what answers showed.
 func (d *Directory) readReplState(ctx context.Context, c conn) (st replState, ok bool, err error) {
+	return d.readReplStateAt(ctx, c, servedBy(ctx))
+}
+
+// readReplStateAt is readReplState for the DC at url.
+func (d *Directory) readReplStateAt(ctx context.Context, c conn, url string) (st replState, ok bool, err error) {
 	if d.domainNC == "" {
 		return replState{}, false, nil
 	}
-	self, err := d.invocationOf(ctx, c)
+	self, err := d.invocationAt(ctx, c, url)
 	if err != nil {
 		return replState{}, false, err
 	}
@@ -89,7 +100,7 @@ func (d *Directory) readReplState(ctx context.Context, c conn) (st replState, ok
 	}
 	cursors, err := parseUpToDateVector(raw)
 	if err != nil {
-		d.log().Warn("ldap: a DC's replUpToDateVector is not understood; writes are laid over its listings until its answers agree", "server", servedBy(ctx), "error", err)
+		d.log().Warn("ldap: a DC's replUpToDateVector is not understood; writes are laid over its listings until its answers agree", "server", url, "error", err)
 		return replState{}, false, nil
 	}
 	return replState{self: self, cursors: cursors}, true, nil
@@ -154,4 +165,96 @@ func parseUpToDateVector(b []byte) (map[string]int64, error) {
 		out[dirgate.GUIDFromBytes(c[:16])] = usn
 	}
 	return out, nil
+}
+
+// A DC that comes back (after a crash, a restart, a cut link) lacks what the other
+// DCs took meanwhile until replication brings it, seconds or more later. Calls sent to
+// it at once would list members removed elsewhere, decide writes on an old state (an
+// addition answered "already a member" that replication then undoes) and fill the
+// cache with listings the change feed, which followed the other DC, has already
+// invalidated. So a DC that passes its health check after being down stays out of
+// rotation until its up-to-dateness vector reaches the USN that the DC calls went to
+// had reached when it came back.
+
+// maxCatchUp bounds the wait: a DC whose replication stays broken is taken back
+// after it, with a warning, rather than never.
+const maxCatchUp = 10 * time.Minute
+
+// catchUp is what a returning DC must hold before it takes calls again.
+type catchUp struct {
+	from  string // the invocation ID of the DC calls went to when s came back
+	url   string // its URL, for the log and /readyz
+	usn   int64  // its highestCommittedUSN then
+	since time.Time
+}
+
+// caughtUp reports whether s, which passed a health check on c while marked down, may
+// take calls again, and if not, why (for /readyz). Whatever cannot be read (no other
+// DC up, no vector) lets it back as before.
+func (d *Directory) caughtUp(ctx context.Context, s *server, c conn) (bool, string) {
+	if !d.multiDC() {
+		return true, ""
+	}
+	now := d.now()
+	s.mu.Lock()
+	cu := s.catchUp
+	s.mu.Unlock()
+	if cu == nil {
+		ref := d.inUse(s)
+		if ref == nil {
+			return true, ""
+		}
+		usn, id, err := referenceState(ctx, ref)
+		if err != nil {
+			return true, ""
+		}
+		cu = &catchUp{from: id, url: ref.t.url, usn: usn, since: now}
+		s.mu.Lock()
+		s.catchUp = cu
+		s.mu.Unlock()
+	}
+	st, ok, err := d.readReplStateAt(ctx, c, s.t.url)
+	switch {
+	case err != nil || !ok:
+		return true, ""
+	case st.self == cu.from || st.cursors[cu.from] >= cu.usn:
+		d.log().Info("ldap: domain controller caught up by replication; it takes calls again", "server", s.t.url,
+			"with", cu.url, "usn", cu.usn, "took", now.Sub(cu.since).Round(time.Millisecond).String())
+		return true, ""
+	case now.Sub(cu.since) > maxCatchUp:
+		d.log().Warn("ldap: domain controller has not caught up by replication; it takes calls again anyway", "server", s.t.url,
+			"with", cu.url, "holds", st.cursors[cu.from], "usn", cu.usn, "waited", maxCatchUp.String())
+		return true, ""
+	}
+	return false, fmt.Sprintf("catching up by replication: holds %s's changes to USN %d of %d", cu.url, st.cursors[cu.from], cu.usn)
+}
+
+// inUse returns the DC calls go to, other than s: the first up whose breaker is not
+// open; nil when there is none.
+func (d *Directory) inUse(s *server) *server {
+	for _, o := range d.servers() {
+		if o != s && !o.isDown() && (o.brk == nil || !o.brk.Open()) {
+			return o
+		}
+	}
+	return nil
+}
+
+// referenceState reads ref's highestCommittedUSN and invocation ID on one of its
+// pooled connections.
+func referenceState(ctx context.Context, ref *server) (int64, string, error) {
+	pc, err := ref.pool.get(ctx, false)
+	if err != nil {
+		return 0, "", err
+	}
+	_, _, usn, id, err := readServer(ctx, pc)
+	if err != nil {
+		ref.pool.discard(pc)
+		return 0, "", err
+	}
+	ref.pool.put(pc)
+	if usn > math.MaxInt64 {
+		return 0, "", errors.New("highestCommittedUSN out of range")
+	}
+	return int64(usn), id, nil
 }

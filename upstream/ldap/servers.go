@@ -59,6 +59,9 @@ type server struct {
 	next    time.Time // when the background check probes it next
 	backoff time.Duration
 	probing bool
+	// catchUp is set while a DC that passed its health check after being down
+	// catches up by replication with the DC calls went to meanwhile (replstate.go).
+	catchUp *catchUp
 
 	calls serverCalls
 }
@@ -154,7 +157,7 @@ func (d *Directory) markDown(s *server, cause error) {
 	s.mu.Lock()
 	was := s.down
 	if !s.down {
-		s.down, s.since, s.backoff = true, now, minBackoff
+		s.down, s.since, s.backoff, s.catchUp = true, now, minBackoff, nil
 	}
 	reason := boundedReason(cause)
 	s.reason = reason
@@ -172,7 +175,7 @@ func (d *Directory) markDown(s *server, cause error) {
 func (d *Directory) markUp(s *server) {
 	s.mu.Lock()
 	was := s.down
-	s.down, s.reason, s.backoff = false, "", 0
+	s.down, s.reason, s.backoff, s.catchUp = false, "", 0, nil
 	s.next = d.now().Add(d.cfg.HealthInterval)
 	since := s.since
 	s.mu.Unlock()
@@ -194,7 +197,8 @@ func boundedReason(err error) string {
 }
 
 // probe checks s: a new connection (connect, TLS, bind) and a rootDSE read. It marks
-// s up or down, and is the only way a server marked down comes back.
+// s up or down, and is the only way a server marked down comes back; with several
+// DCs, only once it holds what the DC calls went to meanwhile held (caughtUp).
 func (d *Directory) probe(ctx context.Context, s *server) {
 	s.mu.Lock()
 	if s.probing {
@@ -218,9 +222,19 @@ func (d *Directory) probe(ctx context.Context, s *server) {
 			name = e.GetAttributeValue("dsServiceName")
 			return nil
 		})
-		_ = c.Close()
 		if err == nil && name == "" {
 			err = errors.New("the rootDSE has no dsServiceName: not a domain controller")
+		}
+		caught, why := true, ""
+		if err == nil && s.isDown() {
+			caught, why = d.caughtUp(ctx, s, c)
+		}
+		_ = c.Close()
+		if err == nil && !caught {
+			s.mu.Lock()
+			s.reason, s.next = why, d.now().Add(minBackoff)
+			s.mu.Unlock()
+			return
 		}
 		if err == nil {
 			d.markUp(s)

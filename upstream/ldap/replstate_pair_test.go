@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,3 +163,58 @@ func memberKeys(t *testing.T, d *Directory, g dirgate.Object) []string {
 }
 
 func key(dn string) string { return dirgate.MustParseDN(dn).Key() }
+
+// TestReturningDCCatchesUpFirst: a DC that comes back after its link was cut takes
+// calls again only once its up-to-dateness vector shows it holds what the other DC
+// took meanwhile; until then listings come from the other DC and show its changes.
+func TestReturningDCCatchesUpFirst(t *testing.T) {
+	p := sambatest.PairFromEnv(t)
+	group := pairGroup(t, p, "catch-up", smokeAlice, smokeSmith)
+	cfg := pairConfig(p)
+	cfg.HealthInterval = 2 * time.Second
+	d := openDC(t, cfg)
+	g := mustLookup(t, d, group)
+
+	// DC1 will miss the removal made on DC2 while it is cut off, and stays behind
+	// once back, its inbound replication paused.
+	p.PauseInbound(t, 1)
+	p.LinkDown(t, 1)
+	if got := memberKeys(t, d, g); len(got) != 2 {
+		t.Fatalf("listing while DC1 is cut off = %v", got)
+	}
+	// The silence starts a health check, which marks DC1 down once its dial times out.
+	for deadline := time.Now().Add(10 * time.Second); d.Servers()[0].Up; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("DC1 is not marked down after a call met its silence: %+v", d.Servers())
+		}
+	}
+	modifyOn(t, p, 2, group, goldap.DeleteAttribute, smokeSmith)
+	p.LinkUp(t, 1)
+	var why string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		s := d.Servers()[0]
+		if s.Up {
+			t.Fatalf("DC1 takes calls again although it lacks the removal made on DC2: %+v", s)
+		}
+		if why = s.Reason; strings.HasPrefix(why, "catching up") {
+			break
+		}
+	}
+	if !strings.HasPrefix(why, "catching up") {
+		t.Fatalf("DC1 never passed its health check to catch up; reason %q", why)
+	}
+	if got := memberKeys(t, d, g); slices.Contains(got, key(smokeSmith)) {
+		t.Errorf("listing while DC1 catches up = %v: it lists the member removed on DC2", got)
+	}
+
+	p.ResumeInbound(t, 1)
+	p.Replicate(t)
+	for deadline := time.Now().Add(30 * time.Second); !d.Servers()[0].Up; time.Sleep(250 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("DC1 does not take calls again after it caught up: %+v", d.Servers()[0])
+		}
+	}
+	if got := memberKeys(t, d, g); slices.Contains(got, key(smokeSmith)) {
+		t.Errorf("listing from DC1 after it caught up = %v", got)
+	}
+}
