@@ -36,7 +36,7 @@ func TestAccountStatusRefusal(t *testing.T) {
 }
 
 // cachedStatusDir answers lookups as a cache in front of the directory would: from
-// an older resolution unless the context asks for a fresh one.
+// an older resolution unless asked for a fresh one.
 type cachedStatusDir struct {
 	*fakeDir
 	cached, current *dirgate.AccountStatus
@@ -48,10 +48,18 @@ func (d cachedStatusDir) Lookup(ctx context.Context, id dirgate.Identifier, prop
 		return o, err
 	}
 	o.AccountStatus = d.cached
-	if dirgate.FreshLookup(ctx) {
-		o.AccountStatus = d.current
-	}
 	return o, nil
+}
+
+func (d cachedStatusDir) LookupServed(ctx context.Context, id dirgate.Identifier) (dirgate.Object, dirgate.CacheStatus, error) {
+	o, err := d.Lookup(ctx, id, nil)
+	return o, dirgate.CacheHit, err
+}
+
+func (d cachedStatusDir) LookupFresh(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	o, err := d.fakeDir.Lookup(ctx, id, props)
+	o.AccountStatus = d.current
+	return o, err
 }
 
 // TestPrincipalAccountStatus: a principal carries its account's status as the

@@ -10,9 +10,8 @@ import (
 // objects. Encoding 1,000 objects cost about 4 ms with encoding/json, joining their
 // encodings about 0.3 ms (docs/benchmarks.md, "Cost calibration"); Object.AppendJSON
 // encodes in about a fifth of encoding/json's time (BenchmarkObjectJSON), still
-// several times a join. So a cache keeps listings in this form and hands them, in
-// the request's ListingReport, to the renderer (render/), which joins responses from
-// them. It is the door between the two: neither imports the other. It is immutable
+// several times a join. So a cache keeps listings in this form and returns them in
+// a Listing, which reaches the renderer (render/), which joins responses from them. It is the door between the two: neither imports the other. It is immutable
 // and safe for concurrent use, and a cache fill makes a new one, so its identity
 // names one version of a listing.
 type EncodedListing struct {

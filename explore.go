@@ -20,5 +20,6 @@ func (s *MemberService) Group(ctx context.Context, groupID Identifier) (Object, 
 // UnfilteredOf is Unfiltered for a group already resolved by Group.
 func (s *MemberService) UnfilteredOf(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
 	opts.SizeLimit = 0
-	return s.listOf(ctx, group, opts)
+	l, err := s.listOf(ctx, group, opts)
+	return l.Objects, err
 }

@@ -11,11 +11,12 @@ import (
 )
 
 // Lister produces a group's unfiltered, ordered listing. MemberService implements it
-// over a Directory; a cache implements it in front of another Lister. A cached
-// listing is shared between requests: callers must not modify it or its objects in
-// place (a filter returns a new slice, and altered copies if it alters anything).
+// over a Directory; a cache implements it in front of the directory (with Expand). A
+// cached listing is shared between requests: callers must not modify it or its
+// objects in place (a filter returns a new slice, and altered copies if it alters
+// anything).
 type Lister interface {
-	Listing(ctx context.Context, group Object, opts ListOptions) ([]Object, error)
+	Listing(ctx context.Context, group Object, opts ListOptions) (Listing, error)
 }
 
 // Authorizer decides what a principal may see, remove and add. Nil means everything
@@ -78,25 +79,27 @@ type TransitiveLister interface {
 // List resolves groupID and returns, in listing order, at most opts.SizeLimit objects
 // that p may view.
 func (s *MemberService) List(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) ([]Object, error) {
-	group, objs, err := s.ListingFor(ctx, p, groupID, opts)
+	group, l, err := s.ListingFor(ctx, p, groupID, opts)
 	if err != nil {
 		return nil, err
 	}
-	return s.Filter(ctx, p, group, opts, objs)
+	return s.Filter(ctx, p, group, opts, l.Objects)
 }
 
 // ListingFor resolves groupID, a group p may view, and returns it with its
-// unfiltered listing: List's answer before Filter (or Select) decides it for p.
-func (s *MemberService) ListingFor(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (Object, []Object, error) {
-	group, err := s.viewGroup(ctx, p, groupID)
+// unfiltered listing: List's answer before Filter (or Select) decides it for p. The
+// listing's status is the more degraded of the group's resolution and the listing.
+func (s *MemberService) ListingFor(ctx context.Context, p Principal, groupID Identifier, opts ListOptions) (Object, Listing, error) {
+	group, st, err := s.viewGroup(ctx, p, groupID)
 	if err != nil {
-		return Object{}, nil, err
+		return Object{}, Listing{}, err
 	}
-	objs, err := s.listOf(ctx, group, opts)
+	l, err := s.listOf(ctx, group, opts)
 	if err != nil {
-		return Object{}, nil, err
+		return Object{}, Listing{}, err
 	}
-	return group, objs, nil
+	l.Status = l.Status.Worse(st)
+	return group, l, nil
 }
 
 // listing resolves groupID and returns its unfiltered listing, whoever asks.
@@ -105,24 +108,24 @@ func (s *MemberService) listing(ctx context.Context, groupID Identifier, opts Li
 	if err != nil {
 		return Object{}, nil, err
 	}
-	objs, err := s.listOf(ctx, group, opts)
+	l, err := s.listOf(ctx, group, opts)
 	if err != nil {
 		return Object{}, nil, err
 	}
-	return group, objs, nil
+	return group, l.Objects, nil
 }
 
 // listOf lists a resolved group's members, through the cache when there is one.
-func (s *MemberService) listOf(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
+func (s *MemberService) listOf(ctx context.Context, group Object, opts ListOptions) (Listing, error) {
 	lister := s.Listings
 	if lister == nil {
 		lister = s
 	}
-	objs, err := lister.Listing(ctx, group, opts)
+	l, err := lister.Listing(ctx, group, opts)
 	if err != nil {
-		return nil, fmt.Errorf("list members: %w", err)
+		return Listing{}, fmt.Errorf("list members: %w", err)
 	}
-	return objs, nil
+	return l, nil
 }
 
 // Filter applies the authorizer, then the size limit, to a listing ListingFor
@@ -177,15 +180,34 @@ func (s *MemberService) Select(ctx context.Context, p Principal, group Object, o
 	return chosen, true, nil
 }
 
-// Listing expands group's members from the directory: with IncludeIndirect, the nested
-// groups themselves and all their members, breadth first, each object once (by GUID),
-// never the group itself, terminating on cycles. The result is in listing order
+// Listing expands group's members from the service's Directory (Expand).
+func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOptions) (Listing, error) {
+	objs, err := Expand(ctx, Expansion{Dir: s.Dir, Transitive: s.Transitive, Concurrency: s.ExpandConcurrency}, group, opts)
+	if err != nil {
+		return Listing{}, err
+	}
+	return Listing{Objects: objs}, nil
+}
+
+// Expansion is where Expand reads a listing from: a cache passes a Directory that
+// records the version of each group before its members are read.
+type Expansion struct {
+	Dir Directory
+	// Transitive, when set, lists indirect members in one query (MemberService).
+	Transitive TransitiveLister
+	// Concurrency bounds parallel member reads of one level; 0 means 4.
+	Concurrency int
+}
+
+// Expand reads group's members from x.Dir: with IncludeIndirect, the nested groups
+// themselves and all their members, breadth first, each object once (by GUID), never
+// the group itself, terminating on cycles. The result is in listing order
 // (SortObjects).
-func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOptions) ([]Object, error) {
+func Expand(ctx context.Context, x Expansion, group Object, opts ListOptions) ([]Object, error) {
 	visited := map[string]bool{group.GUID: true}
 	var out []Object
-	if opts.IncludeIndirect && s.Transitive != nil {
-		objs, err := s.Transitive.TransitiveMembers(ctx, group, opts.Properties)
+	if opts.IncludeIndirect && x.Transitive != nil {
+		objs, err := x.Transitive.TransitiveMembers(ctx, group, opts.Properties)
 		if err != nil {
 			return nil, err
 		}
@@ -200,7 +222,7 @@ func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOpti
 	}
 	level := []Object{group}
 	for len(level) > 0 {
-		members, err := s.readLevel(ctx, level, opts.Properties)
+		members, err := readLevel(ctx, x, level, opts.Properties)
 		if err != nil {
 			return nil, err
 		}
@@ -241,17 +263,17 @@ func (s *MemberService) Listing(ctx context.Context, group Object, opts ListOpti
 
 // readLevel reads the direct members of every group of one level concurrently; the
 // results keep the level's order so that expansion is deterministic.
-func (s *MemberService) readLevel(ctx context.Context, groups []Object, props []string) ([][]Object, error) {
+func readLevel(ctx context.Context, x Expansion, groups []Object, props []string) ([][]Object, error) {
 	out := make([][]Object, len(groups))
 	g, gctx := errgroup.WithContext(ctx)
-	n := s.ExpandConcurrency
+	n := x.Concurrency
 	if n <= 0 {
 		n = 4
 	}
 	g.SetLimit(n)
 	for i, grp := range groups {
 		g.Go(func() error {
-			ms, err := s.Dir.Members(gctx, grp, props)
+			ms, err := x.Dir.Members(gctx, grp, props)
 			if err != nil {
 				return fmt.Errorf("members of %s: %w", grp.GUID, err)
 			}
@@ -265,7 +287,6 @@ func (s *MemberService) readLevel(ctx context.Context, groups []Object, props []
 // Remove removes memberID from groupID and reports the outcome as the product does:
 // a member that is not a direct member is "no changes", not an error.
 func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
-	ctx = WithFreshLookup(ctx)
 	group, member, err := s.resolveChange(ctx, p, groupID, memberID, "member")
 	if err != nil {
 		return OperationResult{}, err
@@ -295,7 +316,6 @@ func (s *MemberService) Remove(ctx context.Context, p Principal, groupID, member
 // member that is a direct member already (or belongs through its primary group) is
 // "no changes", not an error. The policy decides before the directory is touched.
 func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID Identifier) (OperationResult, error) {
-	ctx = WithFreshLookup(ctx)
 	group, member, err := s.resolveChange(ctx, p, groupID, memberID, "newMember")
 	if err != nil {
 		return OperationResult{}, err
@@ -329,7 +349,7 @@ func (s *MemberService) Add(ctx context.Context, p Principal, groupID, memberID 
 // resolution: its status (disabled, locked out) must follow the directory within
 // the principal's refresh bound, not the cache's TTL (docs/auth.md).
 func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Principal, error) {
-	obj, err := s.Dir.Lookup(WithFreshLookup(ctx), subject, nil)
+	obj, _, err := s.lookup(ctx, subject, true)
 	if err != nil {
 		return Principal{}, fmt.Errorf("resolve subject: %w", err)
 	}
@@ -359,7 +379,7 @@ func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Prin
 
 // resolveGroup resolves id, which must name a group.
 func (s *MemberService) resolveGroup(ctx context.Context, id Identifier) (Object, error) {
-	group, err := s.resolve(ctx, id, "group")
+	group, _, err := s.resolve(ctx, id, "group", false)
 	if err != nil {
 		return Object{}, err
 	}
@@ -377,26 +397,34 @@ func checkGroup(group Object) error {
 // viewGroup resolves id, which must name a group p may view. An object p may not
 // view is answered as an unknown group before anything else is said about it:
 // that it is not a group (400) only to a caller that may view it.
-func (s *MemberService) viewGroup(ctx context.Context, p Principal, id Identifier) (Object, error) {
-	group, err := s.resolve(ctx, id, "group")
-	if err != nil {
-		return Object{}, err
-	}
-	if err := s.allowView(ctx, p, group, group, "group"); err != nil {
-		return Object{}, err
-	}
-	return group, checkGroup(group)
+func (s *MemberService) viewGroup(ctx context.Context, p Principal, id Identifier) (Object, CacheStatus, error) {
+	return s.viewGroupAs(ctx, p, id, false)
 }
 
-// resolveChange resolves both sides of a membership change, the member named in
-// errors as memberParam (the query's "member", the body's "newMember"). A group p
-// may not view is answered as unknown before the member is looked up, as it is for
-// an unknown group; the member's turn comes with the change's decision (refusal).
+// viewGroupAs is viewGroup resolving from the directory itself when fresh, and
+// saying how the resolution was served.
+func (s *MemberService) viewGroupAs(ctx context.Context, p Principal, id Identifier, fresh bool) (Object, CacheStatus, error) {
+	group, st, err := s.resolve(ctx, id, "group", fresh)
+	if err != nil {
+		return Object{}, "", err
+	}
+	if err := s.allowView(ctx, p, group, group, "group"); err != nil {
+		return Object{}, "", err
+	}
+	return group, st, checkGroup(group)
+}
+
+// resolveChange resolves both sides of a membership change from the directory itself
+// (a change acts on the current DN and primary group, not on a resolution cached
+// before a rename or move), the member named in errors as memberParam (the query's
+// "member", the body's "newMember"). A group p may not view is answered as unknown
+// before the member is looked up, as it is for an unknown group; the member's turn
+// comes with the change's decision (refusal).
 func (s *MemberService) resolveChange(ctx context.Context, p Principal, groupID, memberID Identifier, memberParam string) (group, member Object, err error) {
-	if group, err = s.viewGroup(ctx, p, groupID); err != nil {
+	if group, _, err = s.viewGroupAs(ctx, p, groupID, true); err != nil {
 		return Object{}, Object{}, err
 	}
-	if member, err = s.resolve(ctx, memberID, memberParam); err != nil {
+	if member, _, err = s.resolve(ctx, memberID, memberParam, true); err != nil {
 		return Object{}, Object{}, err
 	}
 	return group, member, nil
@@ -444,17 +472,32 @@ func changeResult(group Object) OperationResult {
 	return OperationResult{InnerMessages: []InnerMessage{}, ActualObjectDN: group.DN, ExtraInfo: map[string]string{}}
 }
 
-// resolve looks an identifier up and rewrites "not found" so the client learns which
-// parameter named the unknown object.
-func (s *MemberService) resolve(ctx context.Context, id Identifier, param string) (Object, error) {
-	obj, err := s.Dir.Lookup(ctx, id, nil)
+// resolve looks an identifier up (from the directory itself when fresh) and rewrites
+// "not found" so the client learns which parameter named the unknown object.
+func (s *MemberService) resolve(ctx context.Context, id Identifier, param string, fresh bool) (Object, CacheStatus, error) {
+	obj, st, err := s.lookup(ctx, id, fresh)
 	switch ErrorCode(err) {
 	case "":
-		return obj, nil
+		return obj, st, nil
 	case ENOTFOUND:
-		return Object{}, notFound(param, err)
+		return Object{}, "", notFound(param, err)
 	case EINVALID:
-		return Object{}, &Error{Code: EINVALID, Param: param, Message: fmt.Sprintf("The %s parameter is not an identifier the directory accepts.", param), Err: err}
+		return Object{}, "", &Error{Code: EINVALID, Param: param, Message: fmt.Sprintf("The %s parameter is not an identifier the directory accepts.", param), Err: err}
 	}
-	return Object{}, fmt.Errorf("resolve %s: %w", param, err)
+	return Object{}, "", fmt.Errorf("resolve %s: %w", param, err)
+}
+
+// lookup resolves id through Dir, from the directory itself when fresh and Dir caches
+// resolutions, and says how a cache served it.
+func (s *MemberService) lookup(ctx context.Context, id Identifier, fresh bool) (Object, CacheStatus, error) {
+	c, ok := s.Dir.(CachingDirectory)
+	switch {
+	case !ok:
+		o, err := s.Dir.Lookup(ctx, id, nil)
+		return o, "", err
+	case fresh:
+		o, err := c.LookupFresh(ctx, id, nil)
+		return o, "", err
+	}
+	return c.LookupServed(ctx, id)
 }

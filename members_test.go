@@ -265,8 +265,8 @@ func TestListSizeLimitAfterFilter(t *testing.T) {
 // fixedLister stands in for a cache.
 type fixedLister struct{ objs []dirgate.Object }
 
-func (l fixedLister) Listing(context.Context, dirgate.Object, dirgate.ListOptions) ([]dirgate.Object, error) {
-	return slices.Clone(l.objs), nil
+func (l fixedLister) Listing(context.Context, dirgate.Object, dirgate.ListOptions) (dirgate.Listing, error) {
+	return dirgate.Listing{Objects: slices.Clone(l.objs), Status: dirgate.CacheHit}, nil
 }
 
 // With a Lister set, listings come from it, still filtered and limited.
@@ -480,5 +480,48 @@ func TestListTransitive(t *testing.T) {
 	// A direct listing never uses the in-chain path.
 	if _, err := s.List(ctx, dirgate.Principal{}, g, dirgate.ListOptions{}); err != nil || tr.calls != 1 {
 		t.Fatalf("direct listing called the transitive lister (%d calls, err %v)", tr.calls, err)
+	}
+}
+
+// statusDir is a caching directory whose resolutions were served as st, and which
+// counts fresh ones.
+type statusDir struct {
+	*fakeDir
+	st    dirgate.CacheStatus
+	fresh int
+}
+
+func (d *statusDir) LookupServed(ctx context.Context, id dirgate.Identifier) (dirgate.Object, dirgate.CacheStatus, error) {
+	o, err := d.Lookup(ctx, id, nil)
+	return o, d.st, err
+}
+
+func (d *statusDir) LookupFresh(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	d.fresh++
+	return d.Lookup(ctx, id, props)
+}
+
+// TestListingStatusAndFreshWrites: a listing says the more degraded of how its group's
+// resolution and the listing itself were served; writes resolve both sides from the
+// directory itself, listings never.
+func TestListingStatusAndFreshWrites(t *testing.T) {
+	d := &statusDir{fakeDir: nested(), st: dirgate.CacheStale}
+	s := &dirgate.MemberService{Dir: d, Listings: fixedLister{[]dirgate.Object{d.objs[guidOf("a")]}}}
+	_, l, err := s.ListingFor(context.Background(), dirgate.Principal{}, dirgate.MustParseIdentifier(guidOf("top")), dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Status != dirgate.CacheStale || d.fresh != 0 {
+		t.Errorf("listing status %q after a stale resolution (want stale), %d fresh look-ups (want 0)", l.Status, d.fresh)
+	}
+	d.st = ""
+	if _, l, _ = s.ListingFor(context.Background(), dirgate.Principal{}, dirgate.MustParseIdentifier(guidOf("top")), dirgate.ListOptions{}); l.Status != dirgate.CacheHit {
+		t.Errorf("listing status %q, want the lister's hit", l.Status)
+	}
+	if _, err := s.Remove(context.Background(), dirgate.Principal{}, dirgate.MustParseIdentifier(guidOf("top")), dirgate.MustParseIdentifier(guidOf("a"))); err != nil {
+		t.Fatal(err)
+	}
+	if d.fresh != 2 {
+		t.Errorf("a removal made %d fresh look-ups, want 2", d.fresh)
 	}
 }

@@ -133,16 +133,19 @@ func benchListing(b *testing.B, in instance, id dirgate.Identifier, want dirgate
 			in.c.l1.drop(func(key string, _ *entry) bool { return !in.c.keys.isLookup(key) })
 			b.StartTimer()
 		}
-		ctx, rep := dirgate.WithListingReport(b.Context())
-		objs, err := in.svc.List(ctx, dirgate.Principal{}, id, opts)
+		group, l, err := in.svc.ListingFor(b.Context(), dirgate.Principal{}, id, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		body, err := render.AppendJSON(nil, rep.Encoded(), objs)
+		objs, err := in.svc.Filter(b.Context(), dirgate.Principal{}, group, opts, l.Objects)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if st := rep.CacheStatus(); st != want {
+		body, err := render.AppendJSON(nil, l.Encoded, objs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st := l.Status; st != want {
 			b.Fatalf("served as %q, want %q", st, want)
 		}
 		size = len(body)

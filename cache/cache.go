@@ -188,31 +188,31 @@ func (c *Cache) Close() error {
 }
 
 // Listing returns group's unfiltered listing from the cache, filling it from the
-// directory on a miss. It records in the request's dirgate.ListingReport how the
-// listing was served and its objects' JSON encodings. The returned slice is shared:
-// callers must not modify it.
-func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) (objs []dirgate.Object, err error) {
-	rep := dirgate.ListingReportFrom(ctx)
+// directory on a miss, with its objects' JSON encodings and how it was served. The
+// returned objects are shared: callers must not modify them.
+func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) (l dirgate.Listing, err error) {
 	ctx, span := tracer().Start(ctx, "cache listing")
 	if span.IsRecording() { // attributes cost allocations even for a span nobody records
 		span.SetAttributes(attribute.String("dirgate.group.guid", group.GUID), attribute.Bool("dirgate.include_indirect", opts.IncludeIndirect))
 	}
 	defer func() {
-		st := rep.CacheStatus()
 		if span.IsRecording() {
-			span.SetAttributes(attribute.String("dirgate.cache", string(st)), attribute.Int("dirgate.objects", len(objs)))
+			span.SetAttributes(attribute.String("dirgate.cache", string(l.Status)), attribute.Int("dirgate.objects", len(l.Objects)))
 			if err != nil {
 				span.SetStatus(codes.Error, dirgate.ErrorCode(err))
 			}
 		}
 		span.End()
-		c.metrics.listings.Add(ctx, 1, statusSet(st))
+		c.metrics.listings.Add(ctx, 1, statusSet(l.Status))
 	}()
 	props, err := dirgate.NormalizeProperties(opts.Properties)
 	if err != nil || !canonicalGUID(group.GUID) {
 		// Not something the cache can key safely: serve it from the directory.
-		rep.SetCacheStatus(dirgate.CacheBypass)
-		return c.expander(nil).Listing(ctx, group, opts)
+		objs, err := dirgate.Expand(ctx, c.expansion(c.dir), group, opts)
+		if err != nil {
+			return dirgate.Listing{}, err
+		}
+		return dirgate.Listing{Objects: objs, Status: dirgate.CacheBypass}, nil
 	}
 	opts.Properties = props
 	key, check := c.keys.listing(group.GUID, opts.IncludeIndirect, props)
@@ -223,32 +223,53 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 			if showsMembership(props) {
 				c.track(ctx, rec, anyMembershipChange)
 			}
-			ms := c.expander(rec)
+			x := c.expansion(&recordingDirectory{Directory: c.dir, c: c, rec: rec})
 			if opts.IncludeIndirect && c.cfg.Transitive != nil {
 				// One in-chain query cannot say which nested groups it read, so the
 				// listing depends on the group itself and on every membership change.
 				c.track(ctx, rec, group.GUID)
 				c.track(ctx, rec, anyMembershipChange)
-				ms.Transitive = c.cfg.Transitive
+				x.Transitive = c.cfg.Transitive
 			}
-			return ms.Listing(ctx, group, opts)
+			return dirgate.Expand(ctx, x, group, opts)
 		},
 	})
 	if err != nil {
-		return nil, err
+		return dirgate.Listing{}, err
 	}
-	rep.SetCacheStatus(status)
-	rep.SetEncoded(e.list)
-	return e.list.Objects(), nil
+	return dirgate.Listing{Objects: e.list.Objects(), Encoded: e.list, Status: status}, nil
 }
 
-// Lookup resolves id from the cache. Lookups with extra properties pass through:
+// Lookup resolves id from the cache (LookupServed).
+func (c *Cache) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	o, _, err := c.lookup(ctx, id, props)
+	return o, err
+}
+
+// LookupServed resolves id from the cache, saying how it was served when a listing
+// must say so: stale or bypass (hits and misses are the listing's to say).
+func (c *Cache) LookupServed(ctx context.Context, id dirgate.Identifier) (dirgate.Object, dirgate.CacheStatus, error) {
+	o, st, err := c.lookup(ctx, id, nil)
+	if st != dirgate.CacheStale && st != dirgate.CacheBypass {
+		st = ""
+	}
+	return o, st, err
+}
+
+// LookupFresh resolves id from the directory itself: a write acts on the current DN
+// and primary group, and a principal follows the directory within its own bound.
+func (c *Cache) LookupFresh(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	return c.dir.Lookup(ctx, id, props)
+}
+
+// lookup resolves id from the cache. Lookups with extra properties pass through:
 // MemberService resolves without any, and properties may change at any time.
 // Lookups are not invalidated by removals (an object's identity and status do not
-// depend on its groups); they follow the TTL.
-func (c *Cache) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
-	if len(props) > 0 || id.IsZero() || dirgate.FreshLookup(ctx) {
-		return c.dir.Lookup(ctx, id, props)
+// depend on its groups); they follow the TTL, or the change feed's events.
+func (c *Cache) lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, dirgate.CacheStatus, error) {
+	if len(props) > 0 || id.IsZero() {
+		o, err := c.dir.Lookup(ctx, id, props)
+		return o, "", err
 	}
 	key, check := c.keys.lookup(id)
 	e, status, err := c.get(ctx, request{
@@ -265,13 +286,9 @@ func (c *Cache) Lookup(ctx context.Context, id dirgate.Identifier, props []strin
 		},
 	})
 	if err != nil {
-		return dirgate.Object{}, err
+		return dirgate.Object{}, "", err
 	}
-	if status == dirgate.CacheStale || status == dirgate.CacheBypass {
-		// A listing resolved this way says so; hits and misses are the listing's to say.
-		dirgate.ListingReportFrom(ctx).SetCacheStatus(status)
-	}
-	return e.list.Objects()[0], nil
+	return e.list.Objects()[0], status, nil
 }
 
 // Members passes through: listings are cached whole, by Listing.

@@ -482,12 +482,14 @@ func (c *Cache) track(ctx context.Context, rec *recorder, guid string) {
 	}
 }
 
-// expander returns the member service that fills listings: dirgate's own expansion,
-// over a directory that records each group's version before reading its members.
-func (c *Cache) expander(rec *recorder) *dirgate.MemberService {
-	return &dirgate.MemberService{Dir: &recordingDirectory{Directory: c.dir, c: c, rec: rec}, ExpandConcurrency: c.cfg.ExpandConcurrency}
+// expansion is how a fill reads a listing from dir: dirgate's own expansion, with
+// the cache's concurrency.
+func (c *Cache) expansion(dir dirgate.Directory) dirgate.Expansion {
+	return dirgate.Expansion{Dir: dir, Concurrency: c.cfg.ExpandConcurrency}
 }
 
+// recordingDirectory gives the fill's recorder each group's version before the
+// group's members are read.
 type recordingDirectory struct {
 	dirgate.Directory
 	c   *Cache

@@ -118,13 +118,16 @@ func (in instance) list(t testing.TB, group string, opts dirgate.ListOptions) ([
 }
 
 func (in instance) tryList(ctx context.Context, group string, opts dirgate.ListOptions) ([]dirgate.Object, dirgate.CacheStatus, error) {
-	ctx, rep := dirgate.WithListingReport(ctx)
-	objs, err := in.svc.List(ctx, dirgate.Principal{}, dirgate.MustParseIdentifier(group), opts)
+	g, l, err := in.svc.ListingFor(ctx, dirgate.Principal{}, dirgate.MustParseIdentifier(group), opts)
 	if err != nil {
-		return nil, rep.CacheStatus(), err
+		return nil, l.Status, err
+	}
+	objs, err := in.svc.Filter(ctx, dirgate.Principal{}, g, opts, l.Objects)
+	if err != nil {
+		return nil, l.Status, err
 	}
 	// The body the proxy would write must be what encoding the listing gives.
-	body, err := render.AppendJSON(nil, rep.Encoded(), objs)
+	body, err := render.AppendJSON(nil, l.Encoded, objs)
 	if err != nil {
 		return nil, "", err
 	}
@@ -132,7 +135,7 @@ func (in instance) tryList(ctx context.Context, group string, opts dirgate.ListO
 	if len(objs) > 0 && string(body) != string(want) {
 		return nil, "", errBodyDiffers
 	}
-	return objs, rep.CacheStatus(), nil
+	return objs, l.Status, nil
 }
 
 var errBodyDiffers = dirgate.Errorf(dirgate.EINTERNAL, "joined body differs from json.Marshal of the listing")

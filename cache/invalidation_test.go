@@ -322,7 +322,7 @@ type inChain struct {
 
 func (c *inChain) TransitiveMembers(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
 	c.calls.Add(1)
-	return (&dirgate.MemberService{Dir: c.dir}).Listing(ctx, group, dirgate.ListOptions{IncludeIndirect: true, Properties: props})
+	return dirgate.Expand(ctx, dirgate.Expansion{Dir: c.dir}, group, dirgate.ListOptions{IncludeIndirect: true, Properties: props})
 }
 
 // TestInChainListingsFollowAnyRemoval: with the in-chain option, a nested listing is
@@ -389,10 +389,6 @@ func TestRemovalBehindDirgatesBack(t *testing.T) {
 
 // TestRemovalResolvesFresh: lookups for a removal bypass the cached resolutions.
 func TestRemovalResolvesFresh(t *testing.T) {
-	ctx := dirgate.WithFreshLookup(t.Context())
-	if !dirgate.FreshLookup(ctx) || dirgate.FreshLookup(t.Context()) {
-		t.Fatal("FreshLookup does not follow WithFreshLookup")
-	}
 	counting := &countingDir{Directory: demo(t)}
 	in := newInstance(t, counting, Config{})
 	id := dirgate.MustParseIdentifier(fixture.DesktopEngineersDN)
@@ -402,8 +398,16 @@ func TestRemovalResolvesFresh(t *testing.T) {
 	if counting.lookups.Load() != before {
 		t.Fatal("a plain lookup was not served from the cache")
 	}
-	in.c.Lookup(ctx, id, nil)
+	in.c.LookupFresh(t.Context(), id, nil)
 	if counting.lookups.Load() != before+1 {
 		t.Fatal("a fresh lookup was served from the cache")
+	}
+	// A removal through the member service resolves the group and the member fresh.
+	before = counting.lookups.Load()
+	if _, err := in.svc.Remove(t.Context(), dirgate.Principal{}, id, dirgate.MustParseIdentifier(fixture.DesktopEngineersDN)); err == nil {
+		t.Log("removed the group from itself?")
+	}
+	if got := counting.lookups.Load() - before; got < 2 {
+		t.Errorf("a removal made %d directory look-ups, want 2 (group and member, both fresh)", got)
 	}
 }

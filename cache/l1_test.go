@@ -30,11 +30,11 @@ func TestLargeEntryStaysDecoded(t *testing.T) {
 	}
 
 	listing := func(in instance) (*dirgate.EncodedListing, dirgate.CacheStatus) {
-		ctx, rep := dirgate.WithListingReport(t.Context())
-		if _, err := in.svc.List(ctx, dirgate.Principal{}, dirgate.MustParseIdentifier(group), dirgate.ListOptions{}); err != nil {
+		_, l, err := in.svc.ListingFor(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(group), dirgate.ListOptions{})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return rep.Encoded(), rep.CacheStatus()
+		return l.Encoded, l.Status
 	}
 	for _, tc := range []struct {
 		name     string

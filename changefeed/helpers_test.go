@@ -94,12 +94,15 @@ func newInstance(t testing.TB, dir dirgate.Directory, cfg cache.Config) instance
 // listing with how it was served.
 func (in instance) list(t testing.TB, group string, opts dirgate.ListOptions) ([]dirgate.Object, dirgate.CacheStatus) {
 	t.Helper()
-	ctx, rep := dirgate.WithListingReport(t.Context())
-	objs, err := in.svc.List(ctx, dirgate.Principal{}, dirgate.MustParseIdentifier(group), opts)
+	_, l, err := in.svc.ListingFor(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(group), opts)
 	if err != nil {
 		t.Fatalf("list %s: %v", group, err)
 	}
-	return objs, rep.CacheStatus()
+	objs := l.Objects
+	if opts.SizeLimit > 0 && len(objs) > opts.SizeLimit {
+		objs = objs[:opts.SizeLimit]
+	}
+	return objs, l.Status
 }
 
 func demo(t testing.TB) *memory.Directory {

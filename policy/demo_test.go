@@ -300,7 +300,8 @@ func helpdeskOnMixed(t *testing.T, svc *dirgate.MemberService) (dirgate.Principa
 	if err != nil {
 		t.Fatal(err)
 	}
-	objs, err := svc.Listing(context.Background(), group, dirgate.ListOptions{})
+	l, err := svc.Listing(context.Background(), group, dirgate.ListOptions{})
+	objs := l.Objects
 	if err != nil {
 		t.Fatal(err)
 	}

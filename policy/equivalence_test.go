@@ -327,7 +327,8 @@ func TestDemoMatchesEvaluation(t *testing.T) {
 				t.Fatal(err)
 			}
 			opts := dirgate.ListOptions{IncludeIndirect: true}
-			objs, err := svc.Listing(ctx, group, opts)
+			l, err := svc.Listing(ctx, group, opts)
+			objs := l.Objects
 			if err != nil {
 				t.Fatal(err)
 			}

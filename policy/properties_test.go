@@ -95,7 +95,7 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 		t.Errorf("decision line %s: want ms-mcs-admpwd named as withheld", log.String())
 	}
 	// The body the service renders says the same.
-	b, err := render.NewLister(svc, nil).ListBody(context.Background(), hugo, group, opts)
+	b, _, err := render.NewLister(svc, nil).ListBody(context.Background(), hugo, group, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

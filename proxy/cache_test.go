@@ -10,30 +10,32 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 )
 
-// cachingService answers like a MemberService over a cache: it reports a status and
-// the listing's encodings in the request's ListingReport.
-type cachingService struct {
-	fakeService
-	status  dirgate.CacheStatus
-	encoded *dirgate.EncodedListing
+// cachingLister answers like render.Lister over a cache: the listing's body and how
+// it was served.
+type cachingLister struct {
+	objs   []dirgate.Object
+	status dirgate.CacheStatus
 }
 
-func (s *cachingService) List(ctx context.Context, p dirgate.Principal, g dirgate.Identifier, o dirgate.ListOptions) ([]dirgate.Object, error) {
-	rep := dirgate.ListingReportFrom(ctx)
-	rep.SetCacheStatus(s.status)
-	rep.SetEncoded(s.encoded)
-	return s.fakeService.List(ctx, p, g, o)
+func (l cachingLister) ListBody(context.Context, dirgate.Principal, dirgate.Identifier, dirgate.ListOptions) (proxy.Body, dirgate.CacheStatus, error) {
+	objs := l.objs
+	if objs == nil {
+		objs = []dirgate.Object{}
+	}
+	b, err := json.Marshal(objs)
+	return jsonBody(b), l.status, err
 }
+
+type jsonBody []byte
+
+func (b jsonBody) JSON() []byte                                      { return b }
+func (b jsonBody) Variant(_ string, make func([]byte) []byte) []byte { return make(b) }
 
 // TestCacheHeader: a listing says how the cache served it, and its body is what
 // encoding the objects writes; without a cache there is no header. (Bodies joined
 // from the cache's encodings are render's: render.TestAppendJSON, TestListBodyIsList.)
 func TestCacheHeader(t *testing.T) {
 	objs := []dirgate.Object{{GUID: "a", DN: "CN=A"}, {GUID: "b", DN: "CN=B"}, {GUID: "c", DN: "CN=C"}}
-	enc, err := dirgate.EncodeListing(objs)
-	if err != nil {
-		t.Fatal(err)
-	}
 	tests := []struct {
 		name   string
 		status dirgate.CacheStatus
@@ -48,9 +50,7 @@ func TestCacheHeader(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			svc := &cachingService{status: tc.status, encoded: enc}
-			svc.objs = tc.served
-			e := newEnv(t, func(c *proxy.Config) { c.Service = svc })
+			e := newEnv(t, func(c *proxy.Config) { c.Bodies = cachingLister{objs: tc.served, status: tc.status} })
 			w := e.do(http.MethodGet, api+"?group=CN%3DG", nil)
 			if w.Code != http.StatusOK {
 				t.Fatalf("status %d: %s", w.Code, w.Body)

@@ -59,13 +59,12 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 		return
 	}
 	rec.group = q.Group.Canonical()
-	ctx, report := dirgate.WithListingReport(r.Context())
-	body, err := s.listBody(ctx, p, q)
+	body, st, err := s.listBody(r.Context(), p, q)
 	if err != nil {
 		Error(w, r, err)
 		return
 	}
-	if st := report.CacheStatus(); st != "" {
+	if st != "" {
 		rec.cache = string(st)
 		w.Header()[CacheHeader] = cacheHeaderValue(st)
 	}
@@ -81,32 +80,32 @@ type Body = interface {
 	Variant(name string, make func(json []byte) []byte) []byte
 }
 
-// BodyLister answers listings with rendered bodies, sharing them between requests
-// (render.Lister, wired by cmd/dirgate).
+// BodyLister answers listings with rendered bodies, sharing them between requests,
+// and says how each listing was served (render.Lister, wired by cmd/dirgate).
 type BodyLister interface {
-	ListBody(ctx context.Context, p dirgate.Principal, group dirgate.Identifier, opts dirgate.ListOptions) (Body, error)
+	ListBody(ctx context.Context, p dirgate.Principal, group dirgate.Identifier, opts dirgate.ListOptions) (Body, dirgate.CacheStatus, error)
 }
 
-func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery) (Body, error) {
+func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery) (Body, dirgate.CacheStatus, error) {
 	if s.cfg.Bodies != nil {
-		body, err := s.cfg.Bodies.ListBody(ctx, p, q.Group, q.Options)
+		body, st, err := s.cfg.Bodies.ListBody(ctx, p, q.Group, q.Options)
 		if err != nil {
-			return nil, fmt.Errorf("list group members: %w", err)
+			return nil, "", fmt.Errorf("list group members: %w", err)
 		}
-		return body, nil
+		return body, st, nil
 	}
 	objs, err := s.cfg.Service.List(ctx, p, q.Group, q.Options)
 	if err != nil {
-		return nil, fmt.Errorf("list group members: %w", err)
+		return nil, "", fmt.Errorf("list group members: %w", err)
 	}
 	if objs == nil {
 		objs = []dirgate.Object{} // "[]", never "null", for an empty listing
 	}
 	b, err := json.Marshal(objs)
 	if err != nil {
-		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
+		return nil, "", dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
-	return plainBody(b), nil
+	return plainBody(b), "", nil
 }
 
 // plainBody is a body rendered for one request: its variants are made each time

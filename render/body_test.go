@@ -75,13 +75,8 @@ type encodedLister struct {
 	status dirgate.CacheStatus
 }
 
-func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.ListOptions) ([]dirgate.Object, error) {
-	rep := dirgate.ListingReportFrom(ctx)
-	rep.SetEncoded(l.e)
-	if l.status != "" {
-		rep.SetCacheStatus(l.status)
-	}
-	return l.e.Objects(), nil
+func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.ListOptions) (dirgate.Listing, error) {
+	return dirgate.Listing{Objects: l.e.Objects(), Encoded: l.e, Status: l.status}, nil
 }
 
 // A listing read past the cache (bypass) is not found again: its body is rendered for
@@ -93,7 +88,7 @@ func TestListBodyBypassNotKept(t *testing.T) {
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	for _, st := range []dirgate.CacheStatus{dirgate.CacheBypass, dirgate.CacheHit} {
 		svc := &dirgate.MemberService{Dir: d, Listings: encodedLister{enc, st}}
-		b, err := render.NewLister(svc, bodies).ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{})
+		b, _, err := render.NewLister(svc, bodies).ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +105,8 @@ func TestListBodyBypassNotKept(t *testing.T) {
 func bigDir(t *testing.T, n int) (*flatDir, []dirgate.Object) {
 	t.Helper()
 	d := newFlatDir(n)
-	objs, err := (&dirgate.MemberService{Dir: d}).Listing(context.Background(), d.top, dirgate.ListOptions{})
+	l, err := (&dirgate.MemberService{Dir: d}).Listing(context.Background(), d.top, dirgate.ListOptions{})
+	objs := l.Objects
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +146,7 @@ func TestListBodyIsList(t *testing.T) {
 					t.Fatal(err)
 				}
 				wantJSON, _ := json.Marshal(append([]dirgate.Object{}, want...))
-				body, err := lister.ListBody(context.Background(), p, id, opts)
+				body, _, err := lister.ListBody(context.Background(), p, id, opts)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -172,7 +168,7 @@ func TestListBodySharing(t *testing.T) {
 	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, bodies)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	get := func(who string, limit int) render.Response {
-		b, err := svc.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{SizeLimit: limit})
+		b, _, err := svc.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{SizeLimit: limit})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +194,7 @@ func TestListBodySharing(t *testing.T) {
 	// A new fill of the same objects is a new listing: its own bodies.
 	enc2, _ := dirgate.EncodeListing(slices.Clone(objs))
 	svc2 := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc2}, Authz: &everyOther{}}, bodies)
-	b2, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
+	b2, _, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +215,7 @@ func TestBodyCacheBound(t *testing.T) {
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	var kept []render.Response
 	for limit := 100; limit > 80; limit-- {
-		b, err := svc.ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{SizeLimit: limit})
+		b, _, err := svc.ListBody(context.Background(), dirgate.Principal{}, id, dirgate.ListOptions{SizeLimit: limit})
 		if err != nil {
 			t.Fatal(err)
 		}

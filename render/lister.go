@@ -1,7 +1,7 @@
 // Package render renders listing responses: the JSON body of a group's listing as a
-// caller receives it, joined from the objects' encodings a cache recorded
-// (dirgate.EncodedListing, handed over in the request's dirgate.ListingReport)
-// instead of encoding every object again, and shared between the callers who
+// caller receives it, joined from the objects' encodings a cache keeps
+// (dirgate.EncodedListing, handed back in the dirgate.Listing) instead of encoding
+// every object again, and shared between the callers who
 // receive exactly the same objects of the same listing (BodyCache), with the
 // compressed forms of each body made once. The domain (dirgate.MemberService)
 // decides what a caller receives; this package only writes it (docs/cache.md,
@@ -19,7 +19,7 @@ import (
 type Service interface {
 	// ListingFor resolves groupID, a group p may view, and returns it with its
 	// unfiltered listing.
-	ListingFor(ctx context.Context, p dirgate.Principal, groupID dirgate.Identifier, opts dirgate.ListOptions) (dirgate.Object, []dirgate.Object, error)
+	ListingFor(ctx context.Context, p dirgate.Principal, groupID dirgate.Identifier, opts dirgate.ListOptions) (dirgate.Object, dirgate.Listing, error)
 	// Select decides the listing for p as a selection of its positions, sizeLimit
 	// applied; false when it must be decided by Filter.
 	Select(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) (dirgate.Selection, bool, error)
@@ -51,56 +51,49 @@ func NewLister(svc Service, bodies *BodyCache) *Lister {
 	return &Lister{svc: svc, bodies: bodies}
 }
 
-// ListBody is svc's List rendered as the response's JSON. When the listing comes with
-// its objects' encodings (from a cache) and svc decides it as a selection, the body
-// is the one rendered for the same listing and the same selection of its objects,
-// sizeLimit applied, kept in the Lister's BodyCache: two callers share a body only
-// when they receive exactly the same objects of the same listing. Otherwise it is
-// rendered from Filter's result.
-func (l *Lister) ListBody(ctx context.Context, p dirgate.Principal, groupID dirgate.Identifier, opts dirgate.ListOptions) (Response, error) {
-	rep := dirgate.ListingReportFrom(ctx)
-	if rep == nil {
-		ctx, rep = dirgate.WithListingReport(ctx)
-	}
-	group, objs, err := l.svc.ListingFor(ctx, p, groupID, opts)
+// ListBody is svc's List rendered as the response's JSON, and how the listing was
+// served. When the listing comes with its objects' encodings (from a cache) and svc
+// decides it as a selection, the body is the one rendered for the same listing and
+// the same selection of its objects, sizeLimit applied, kept in the Lister's
+// BodyCache: two callers share a body only when they receive exactly the same objects
+// of the same listing. Otherwise it is rendered from Filter's result.
+func (l *Lister) ListBody(ctx context.Context, p dirgate.Principal, groupID dirgate.Identifier, opts dirgate.ListOptions) (Response, dirgate.CacheStatus, error) {
+	group, listing, err := l.svc.ListingFor(ctx, p, groupID, opts)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	e := rep.Encoded()
-	if e == nil || e.Fragments() == nil || !sameListing(e.Objects(), objs) {
-		return l.renderFiltered(ctx, rep, p, group, opts, objs)
+	e := listing.Encoded
+	if e == nil || e.Fragments() == nil {
+		body, err := l.renderFiltered(ctx, p, group, opts, listing)
+		return body, listing.Status, err
 	}
-	chosen, ok, err := l.svc.Select(ctx, p, group, opts, objs)
+	chosen, ok, err := l.svc.Select(ctx, p, group, opts, listing.Objects)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if !ok {
-		return l.renderFiltered(ctx, rep, p, group, opts, objs)
+		body, err := l.renderFiltered(ctx, p, group, opts, listing)
+		return body, listing.Status, err
 	}
 	bodies := l.bodies
-	if rep.CacheStatus() == dirgate.CacheBypass {
+	if listing.Status == dirgate.CacheBypass {
 		// Read for this request (and those that joined its read) and then dropped: no
 		// later request finds this listing, so its body is not worth keeping.
 		bodies = nil
 	}
-	return bodies.body(e, chosen), nil
+	return bodies.body(e, chosen), listing.Status, nil
 }
 
 // renderFiltered renders Filter's result for a listing, joined from the listing's
 // encodings where the objects are unchanged.
-func (l *Lister) renderFiltered(ctx context.Context, rep *dirgate.ListingReport, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, objs []dirgate.Object) (Response, error) {
-	objs, err := l.svc.Filter(ctx, p, group, opts, objs)
+func (l *Lister) renderFiltered(ctx context.Context, p dirgate.Principal, group dirgate.Object, opts dirgate.ListOptions, listing dirgate.Listing) (Response, error) {
+	objs, err := l.svc.Filter(ctx, p, group, opts, listing.Objects)
 	if err != nil {
 		return nil, err
 	}
-	b, err := AppendJSON(nil, rep.Encoded(), objs)
+	b, err := AppendJSON(nil, listing.Encoded, objs)
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
 	return NewBody(b), nil
-}
-
-// sameListing reports whether objs is the very slice a (not a copy).
-func sameListing(a, objs []dirgate.Object) bool {
-	return len(a) == len(objs) && (len(a) == 0 || &a[0] == &objs[0])
 }

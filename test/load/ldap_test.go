@@ -58,7 +58,8 @@ func TestLDAPTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := (&dirgate.MemberService{Dir: d}).Listing(t.Context(), finance, dirgate.ListOptions{})
+	l, err := (&dirgate.MemberService{Dir: d}).Listing(t.Context(), finance, dirgate.ListOptions{})
+	all := l.Objects
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,10 +60,11 @@ func Expect(ctx context.Context, ref *dirgate.MemberService, w Workload) (*Check
 			return fmt.Errorf("expect: look up %s: %w", q.Group, err)
 		}
 		opts.SizeLimit = 0
-		all, err := ref.Listing(ctx, group, opts)
+		listing, err := ref.Listing(ctx, group, opts)
 		if err != nil {
 			return fmt.Errorf("expect: unfiltered listing of %s: %w", q.RawQuery(), err)
 		}
+		all := listing.Objects
 		dns := make([]string, len(all))
 		for i, o := range all {
 			dns[i] = o.DN

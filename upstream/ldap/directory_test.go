@@ -607,7 +607,8 @@ func TestTransitiveMatchesBFS(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := &dirgate.MemberService{Dir: d}
-	bfs, err := svc.Listing(context.Background(), g, dirgate.ListOptions{IncludeIndirect: true})
+	l, err := svc.Listing(context.Background(), g, dirgate.ListOptions{IncludeIndirect: true})
+	bfs := l.Objects
 	if err != nil {
 		t.Fatal(err)
 	}
