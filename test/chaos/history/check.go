@@ -306,11 +306,18 @@ func (c *checker) nested(g string, l *listing) {
 			continue
 		}
 		c.r.Checks[CheckNestedMembership]++
-		// The obligations that removed x from every group that may be reached.
+		// The obligations that cut every path to x: the edges from what may be
+		// reached to x or to a group that leads to x.
+		anc := c.md.ancestors(x)
 		var contra []*write
 		for _, p := range append([]string{g}, mapKeys(may)...) {
-			if ks, ok := c.md.keys[key{p, x}]; ok && x != g {
-				contra = append(contra, ks.newest(l.start)...)
+			for _, y := range c.md.byGroup[p] {
+				if y == g || !anc[y] {
+					continue
+				}
+				if v := edge(key{p, y}); !v.present {
+					contra = append(contra, c.md.keys[key{p, y}].newest(l.start)...)
+				}
 			}
 		}
 		c.breach(k, l, x, true, contra)

@@ -97,18 +97,37 @@ type model struct {
 	keys    map[key]*keyState
 	byGroup map[string][]string // group -> members that have a key, sorted
 	groups  map[string]bool     // objects known to be groups
+	parents map[string][]string // member -> groups that have a key for it
+}
+
+// ancestors returns x and every group from which a chain of keys leads to x.
+func (md *model) ancestors(x string) map[string]bool {
+	anc := map[string]bool{x: true}
+	queue := []string{x}
+	for len(queue) > 0 {
+		y := queue[0]
+		queue = queue[1:]
+		for _, p := range md.parents[y] {
+			if !anc[p] {
+				anc[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	return anc
 }
 
 func lower(s string) string { return strings.ToLower(s) }
 
 func buildModel(ops []Op, cfg Config, f *faults) *model {
-	md := &model{keys: map[key]*keyState{}, byGroup: map[string][]string{}, groups: map[string]bool{}}
+	md := &model{keys: map[key]*keyState{}, byGroup: map[string][]string{}, groups: map[string]bool{}, parents: map[string][]string{}}
 	get := func(k key) *keyState {
 		ks := md.keys[k]
 		if ks == nil {
 			ks = &keyState{}
 			md.keys[k] = ks
 			md.byGroup[k.g] = append(md.byGroup[k.g], k.m)
+			md.parents[k.m] = append(md.parents[k.m], k.g)
 		}
 		return ks
 	}
