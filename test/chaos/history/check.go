@@ -492,7 +492,9 @@ func (c *checker) staleness() {
 			var st time.Duration
 			j := sort.Search(len(ls), func(j int) bool { return ls[j].start >= d.end })
 			for ; j < len(ls) && ls[j].start < next; j++ {
-				if ls[j].has(k.m) != d.present {
+				// A listing still running when the next write started may show
+				// that write instead.
+				if ls[j].end < next && ls[j].has(k.m) != d.present {
 					st = time.Duration(ls[j].start - d.end)
 				}
 			}
