@@ -67,10 +67,14 @@ const (
 const (
 	CheckMembership       = "membership"        // a direct listing's value for one member
 	CheckNestedMembership = "nested-membership" // a nested listing's value for one object
-	CheckRevokedToken     = "revoked-token"     // a request with a token after its revocation
-	CheckDisabledToken    = "disabled-token"    // a request with a disabled account's token past the bound
-	CheckAvailability     = "availability"      // a listing that had to succeed
-	CheckFailure          = "failure"           // a failed request's answer
+	// Of those, the ones where a single value was allowed: the ones that could
+	// have failed. Writes of unknown outcome leave both values allowed.
+	CheckMembershipDecisive       = "membership-decisive"
+	CheckNestedMembershipDecisive = "nested-membership-decisive"
+	CheckRevokedToken             = "revoked-token"  // a request with a token after its revocation
+	CheckDisabledToken            = "disabled-token" // a request with a disabled account's token past the bound
+	CheckAvailability             = "availability"   // a listing that had to succeed
+	CheckFailure                  = "failure"        // a failed request's answer
 )
 
 // Check judges ops against the promises; docs/chaos.md ("What the checker
@@ -80,7 +84,8 @@ func Check(ops []Op, cfg Config) Report {
 		cfg: cfg,
 		r: Report{
 			Anomalies: []Anomaly{},
-			Checks: map[string]int{CheckMembership: 0, CheckNestedMembership: 0, CheckRevokedToken: 0,
+			Checks: map[string]int{CheckMembership: 0, CheckNestedMembership: 0, CheckMembershipDecisive: 0,
+				CheckNestedMembershipDecisive: 0, CheckRevokedToken: 0,
 				CheckDisabledToken: 0, CheckAvailability: 0, CheckFailure: 0},
 			Ops: map[string]int{},
 		},
@@ -102,7 +107,10 @@ func Check(ops []Op, cfg Config) Report {
 		if a.Op != b.Op {
 			return a.Op < b.Op
 		}
-		return a.Kind < b.Kind
+		if a.Kind != b.Kind {
+			return a.Kind < b.Kind
+		}
+		return a.Detail < b.Detail
 	})
 	return c.r
 }
@@ -181,6 +189,9 @@ func (c *checker) direct(g string, l *listing) {
 		ks := c.md.keys[key{g, m}]
 		c.r.Checks[CheckMembership]++
 		absent, pres := ks.allowed(l.start, l.end)
+		if absent != pres {
+			c.r.Checks[CheckMembershipDecisive]++
+		}
 		shown := l.has(m)
 		if shown && pres || !shown && absent {
 			continue
@@ -192,6 +203,7 @@ func (c *checker) direct(g string, l *listing) {
 			continue
 		}
 		c.r.Checks[CheckMembership]++
+		c.r.Checks[CheckMembershipDecisive]++
 		c.add(Phantom, l.op, nil, "%s is listed in %s, which never had it and never was given it", m, g)
 	}
 }
@@ -286,6 +298,7 @@ func (c *checker) nested(g string, l *listing) {
 	k := listKey{g, true}
 	for x, p := range must {
 		c.r.Checks[CheckNestedMembership]++
+		c.r.Checks[CheckNestedMembershipDecisive]++
 		if l.has(x) {
 			continue
 		}
@@ -306,6 +319,7 @@ func (c *checker) nested(g string, l *listing) {
 			continue
 		}
 		c.r.Checks[CheckNestedMembership]++
+		c.r.Checks[CheckNestedMembershipDecisive]++
 		// The obligations that cut every path to x: the edges from what may be
 		// reached to x or to a group that leads to x.
 		anc := c.md.ancestors(x)

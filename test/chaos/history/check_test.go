@@ -213,7 +213,8 @@ func TestPossibleWrite(t *testing.T) {
 }
 
 // Two changes on different DCs within Converge of each other: AD's replication
-// decides, so either value may stay. On one DC, or Converge apart, the later wins.
+// decides, so either value may stay. On one DC, or Converge of calm apart, the
+// later wins.
 func TestConcurrentDirectWrites(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -225,7 +226,8 @@ func TestConcurrentDirectWrites(t *testing.T) {
 		{"different DCs within Converge", 2, 500, false, false},
 		{"one DC", 1, 500, false, true},
 		{"Converge apart", 2, 2000, false, true},
-		{"Converge apart across a DC fault", 2, 2000, true, false},
+		{"Converge apart, not of calm", 2, 2000, true, false},
+		{"Converge of calm after a DC fault", 2, 2300, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b builder

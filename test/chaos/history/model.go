@@ -1,10 +1,8 @@
 package history
 
 import (
-	"math/bits"
 	"sort"
 	"strings"
-	"time"
 )
 
 // key is one direct membership: member m of group g.
@@ -193,13 +191,16 @@ func (ks *keyState) index(cfg Config, f *faults) {
 		}
 	}
 	if len(eff) > 0 {
+		// The minimum obligAt of each suffix of the writes by start: all of
+		// them, and those made directly on each DC.
 		starts := make([]int64, len(eff))
-		oblig := make([]int64, len(eff))
+		sufMin := make([]int64, len(eff))
 		for i, w := range eff {
-			starts[i], oblig[i] = w.start, w.obligAt
+			starts[i], sufMin[i] = w.start, w.obligAt
 		}
-		rm := newRangeMin(oblig)
-		// Direct writes per DC, with the minimum obligAt of each suffix.
+		for i := len(sufMin) - 2; i >= 0; i-- {
+			sufMin[i] = min(sufMin[i], sufMin[i+1])
+		}
 		type dcList struct{ starts, sufMin []int64 }
 		perDC := map[int]*dcList{}
 		for _, w := range eff {
@@ -219,25 +220,23 @@ func (ks *keyState) index(cfg Config, f *faults) {
 				l.sufMin[i] = min(l.sufMin[i], l.sufMin[i+1])
 			}
 		}
-		conv := max(int64(cfg.Converge), 1)
+		firstFrom := func(starts, sufMin []int64, t int64) int64 {
+			i := sort.Search(len(starts), func(i int) bool { return starts[i] >= t })
+			if i < len(starts) {
+				return sufMin[i]
+			}
+			return inf
+		}
 		for _, w := range eff {
 			// On one DC, a later write replaces an earlier one.
 			if w.direct {
 				l := perDC[w.dc]
-				i := sort.Search(len(l.starts), func(i int) bool { return l.starts[i] > w.end })
-				if i < len(l.starts) {
-					w.supAt = min(w.supAt, l.sufMin[i])
-				}
+				w.supAt = min(w.supAt, firstFrom(l.starts, l.sufMin, w.end+1))
 			}
-			// Across DCs and through dirgate: a write started Converge after w
-			// ended, with no DC fault since w started.
-			lo := plus(w.end, time.Duration(conv))
-			hi := f.dc.firstFrom(w.start) // exclusive
-			i := sort.Search(len(starts), func(i int) bool { return starts[i] >= lo })
-			j := sort.Search(len(starts), func(i int) bool { return starts[i] >= hi })
-			if i < j {
-				w.supAt = min(w.supAt, rm.min(i, j-1))
-			}
+			// Anywhere: a write started once w has had Converge of calm, with
+			// the DC faults since w started counted.
+			conv := max(f.dc.calmSince(w.start, w.end, cfg.Converge), w.end+1)
+			w.supAt = min(w.supAt, firstFrom(starts, sufMin, conv))
 		}
 	}
 	for _, w := range ks.writes {
@@ -275,26 +274,4 @@ func (ks *keyState) newest(ls int64) []*write {
 		}
 	}
 	return out
-}
-
-// rangeMin answers minimum queries over a fixed slice (a sparse table).
-type rangeMin struct{ t [][]int64 }
-
-func newRangeMin(v []int64) *rangeMin {
-	r := &rangeMin{t: [][]int64{v}}
-	for k := 1; 1<<k <= len(v); k++ {
-		prev := r.t[k-1]
-		cur := make([]int64, len(v)-(1<<k)+1)
-		for i := range cur {
-			cur[i] = min(prev[i], prev[i+(1<<(k-1))])
-		}
-		r.t = append(r.t, cur)
-	}
-	return r
-}
-
-// min of v[i..j], i <= j.
-func (r *rangeMin) min(i, j int) int64 {
-	k := bits.Len(uint(j-i+1)) - 1
-	return min(r.t[k][i], r.t[k][j-(1<<k)+1])
 }

@@ -76,8 +76,11 @@ func (s spans) firstFrom(t int64) int64 {
 
 // calm is the first time that d of calm has passed after t: while an interval
 // meets [T, T+d], T moves to its end (an interval that never ends: inf).
-func (s spans) calm(t int64, d time.Duration) int64 {
-	for i := s.from(t); i < len(s); i++ {
+func (s spans) calm(t int64, d time.Duration) int64 { return s.calmSince(t, t, d) }
+
+// calmSince is calm, with the intervals that met [from, t] counted as well.
+func (s spans) calmSince(from, t int64, d time.Duration) int64 {
+	for i := s.from(from); i < len(s); i++ {
 		if s[i].a > plus(t, d) {
 			break
 		}
