@@ -279,15 +279,15 @@ func Plot(ops []Op, r Report, path string) error {
 			}
 			d.GlyphStyle = draw.GlyphStyle{Color: anomalyColor, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
 			p.Add(d)
-			legend.Add(fmt.Sprintf("anomaly (%d), its operation ringed", len(r.Anomalies)), s)
+			legend.Add(fmt.Sprintf("anomaly (%d), operation ringed", len(r.Anomalies)), s)
 		}
 	}
 
-	const legendWidth = 2.6 * vg.Inch
+	const legendWidth = 3.2 * vg.Inch
 	w, h := 16*vg.Inch, vg.Length(len(rows))*0.4*vg.Inch+2.5*vg.Inch
 	img := vgimg.New(w, h)
 	dc := draw.New(img)
-	p.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+	p.Draw(draw.Crop(dc, vg.Points(12), -legendWidth, 0, 0)) // room for the longest row name
 	legend.Draw(draw.Crop(dc, w-legendWidth+vg.Points(8), 0, 0, -vg.Points(30)))
 	f, err := os.Create(path)
 	if err != nil {

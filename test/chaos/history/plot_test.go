@@ -16,6 +16,11 @@ func TestPlotWritesPNG(t *testing.T) {
 		{Kind: Fault, Fault: "kill-replica", Targets: []string{"replica:A"}, Start: at(20000), End: at(23000)},
 		{Kind: Fault, Fault: "blackhole-dc", Targets: []string{"dc1", "dc2"}, Start: at(40000), End: at(44000)},
 		{Kind: Fault, Fault: "stop-redis-replica", Targets: []string{"redis-replica"}, Start: at(50000)},
+		{Kind: SignIn, Replica: "A", Token: "t1", Member: u1, Status: 200, Start: at(1000), End: at(1100)},
+		{Kind: UseTok, Replica: "B", Token: "t1", Status: 200, Start: at(2000), End: at(2100)},
+		{Kind: Revoke, Replica: "A", Token: "t1", Status: 200, Start: at(3000), End: at(3100)},
+		{Kind: UseTok, Replica: "B", Token: "t1", Status: 401, Start: at(4000), End: at(4100)},
+		{Kind: UseTok, Replica: "B", Token: "t1", Status: 200, Start: at(30000), End: at(30100)},
 	}
 	for _, o := range extra {
 		o.ID = int64(len(ops) + 1)
