@@ -17,7 +17,9 @@ type Config struct {
 	// or more before it started, counted from the end of the last DC fault.
 	Staleness time.Duration
 	// Converge is how long two writes to one membership made on different DCs
-	// may still be ordered by AD's replication rather than by their real time.
+	// may still be ordered by AD's replication rather than by their real time:
+	// a write supersedes an earlier one once that one has had Converge of calm,
+	// counted past DC faults like Staleness.
 	Converge time.Duration
 	// DisableBound is how soon a disabled account's token must stop working.
 	DisableBound time.Duration
