@@ -211,7 +211,7 @@ func TestConfigLDAPDomainControllers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The defaults meet the bound: a dead DC costs at most 2s to connect.
+	// With the defaults a dead DC costs at most 2s to connect.
 	if c.LDAPURL != "ldaps://dc1 ldaps://dc2" || c.LDAPDialTimeout != 2*time.Second || c.LDAPAttemptTimeout != 1500*time.Millisecond ||
 		c.LDAPHealthInterval != 30*time.Second || c.LDAPDiscoveryInterval != 5*time.Minute {
 		t.Errorf("defaults: %+v", c)
