@@ -47,8 +47,8 @@ var (
 	// repository's prose cites, with an optional #anchor.
 	pathRef = regexp.MustCompile(`(?:^|[\s(\x60"'\[,;:])((?:\.{1,2}/)*[A-Za-z0-9_][A-Za-z0-9_./-]*\.(?:go|md|sh|rego|yaml|yml|mk|json|ldif|conf|py))(#[A-Za-z0-9_-]+)?\b`)
 	// quotedSection is the other way comments cite a doc's section:
-	// docs/cache.md, "Redis failovers".
-	quotedSection = regexp.MustCompile(`([A-Za-z0-9_./-]+\.md),? \\?"([^"\\]+)\\?"`)
+	// docs/cache.md, "Redis failovers" or docs/cache.md ("Redis failovers").
+	quotedSection = regexp.MustCompile(`([A-Za-z0-9_./-]+\.md)(?:,? |\s\()\\?"([^"\\]+)\\?"`)
 	mdLink        = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	heading       = regexp.MustCompile(`(?m)^#{1,6} +(.+?) *#*$`)
 	// boldLead opens a paragraph that docs cite like a section: "**Writes laid over
@@ -338,6 +338,8 @@ func TestChecksCatchBrokenReferences(t *testing.T) {
 		{"cache/x.go", "// see fill.go", false},
 		{"cache/x.go", "// docs/cache.md#leases", false},
 		{"cache/x.go", `// (docs/cache.md, "Leases")`, false},
+		{"cache/x.go", `// docs/cache.md ("Leases") says`, false},
+		{"cache/x.go", `// docs/cache.md ("Gone") says`, true},
 		{"docs/api.md", "[cache](cache.md#leases)", false},
 		{"cache/x.go", "// see changefeed.go", true},
 		{"cache/x.go", "// see cache/feed.go", true},

@@ -1,6 +1,6 @@
 // Package history records what the chaos suite (test/chaos) did and saw, one
-// operation per JSON line, and judges the whole record against the promises that
-// docs/operations.md ("Guarantees under faults") lists.
+// operation per JSON line, and judges the whole record against dirgate's promises
+// under faults (docs/operations.md, "Failure behaviour"; docs/cache.md).
 //
 // An operation has a start and an end on the suite's clock (one process, so one
 // monotonic clock), and what its caller learned: an HTTP status, a listing's
