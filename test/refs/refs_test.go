@@ -1,8 +1,9 @@
 // Package refs checks that what comments and docs cite exists: a file path
 // (cache/fill.go, ../test/samba/README.md), a section of a doc (docs/cache.md#leases,
 // or docs/cache.md, "Redis failovers"), and a test, benchmark or fuzz target
-// (TestX, BenchmarkX, FuzzX). A reference that no longer resolves sends a reader
-// looking for something that moved or never was.
+// (TestX, BenchmarkX, FuzzX); and that every image under docs/img is shown by a doc.
+// A reference that no longer resolves sends a reader looking for something that
+// moved or never was.
 package refs
 
 import (
@@ -358,6 +359,29 @@ func TestChecksCatchBrokenReferences(t *testing.T) {
 	for _, a := range []string{"the-named-groups-visibility", "change-feed-from-a-change-on-the-dc", "leases", "leases-1"} {
 		if !anchors[a] {
 			t.Errorf("anchor %q missing from %v", a, anchors)
+		}
+	}
+}
+
+// TestEveryImageIsShown: an image under docs/img that no doc shows is a figure
+// nobody reads, or one a doc stopped showing when its figures changed.
+func TestEveryImageIsShown(t *testing.T) {
+	r := load(t)
+	var docs strings.Builder
+	for _, f := range r.mdFiles {
+		b, err := os.ReadFile(filepath.Join(r.root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(b)
+	}
+	entries, err := os.ReadDir(filepath.Join(r.root, "docs", "img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !strings.Contains(docs.String(), "img/"+e.Name()) {
+			t.Errorf("docs/img/%s is shown by no doc", e.Name())
 		}
 	}
 }
