@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"unicode"
 )
@@ -70,9 +71,24 @@ func repoRoot(t *testing.T) string {
 	return dir
 }
 
+var (
+	loadOnce sync.Once
+	loaded   *repo
+	loadErr  error
+)
+
+// load walks the repository once for all the tests.
 func load(t *testing.T) *repo {
 	t.Helper()
-	r := &repo{root: repoRoot(t), paths: map[string]bool{}, base: map[string]bool{}, funcs: map[string]bool{},
+	loadOnce.Do(func() { loaded, loadErr = walk(repoRoot(t)) })
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	return loaded
+}
+
+func walk(root string) (*repo, error) {
+	r := &repo{root: root, paths: map[string]bool{}, base: map[string]bool{}, funcs: map[string]bool{},
 		anchors: map[string]map[string]bool{}, heads: map[string]map[string]bool{}}
 	err := filepath.WalkDir(r.root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -97,13 +113,15 @@ func load(t *testing.T) *repo {
 		switch {
 		case strings.HasSuffix(rel, ".go"):
 			r.goFiles = append(r.goFiles, rel)
-			{
-				b, err := os.ReadFile(p)
-				if err != nil {
-					return err
-				}
-				for _, m := range testFuncDef.FindAllSubmatch(b, -1) {
-					r.funcs[string(m[1])] = true
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			for _, line := range bytes.Split(b, []byte("\n")) {
+				if defines(line) {
+					if m := testFuncDef.FindSubmatch(line); m != nil {
+						r.funcs[string(m[1])] = true
+					}
 				}
 			}
 		case strings.HasSuffix(rel, ".md"):
@@ -116,10 +134,18 @@ func load(t *testing.T) *repo {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	return r, err
+}
+
+// defines reports whether a line may define a test, benchmark, fuzz target or
+// example (or a type named like one), before the regular expression says which.
+func defines(line []byte) bool {
+	for _, p := range []string{"func Test", "func Benchmark", "func Fuzz", "func Example", "type Test", "type Benchmark", "type Fuzz"} {
+		if bytes.HasPrefix(line, []byte(p)) {
+			return true
+		}
 	}
-	return r
+	return false
 }
 
 // skipped reports whether rel is in a directory whose files are not read.
@@ -225,27 +251,65 @@ func (r *repo) hasHeading(p, text string) bool {
 	return false
 }
 
-// lineBreak is where a comment or a paragraph continues on the next line.
-var lineBreak = regexp.MustCompile(`[ \t]*\n[ \t]*(?://[ \t]?)?`)
+// citedExts are the extensions pathRef looks for: a line without one of them cites
+// no file, and the regular expressions (slow under the race detector) skip it.
+var citedExts = []string{".go", ".md", ".sh", ".rego", ".yaml", ".yml", ".mk", ".json", ".ldif", ".conf", ".py"}
+
+// continued is a line with the lines that continue it, joined as one: a citation may
+// break across lines of a comment or a paragraph.
+func continued(lines []string, i int) string {
+	var b strings.Builder
+	for j := i; j < len(lines) && j < i+3; j++ {
+		l := strings.TrimSpace(lines[j])
+		if j > i {
+			l = strings.TrimSpace(strings.TrimPrefix(l, "//"))
+			b.WriteByte(' ')
+		}
+		b.WriteString(l)
+	}
+	return b.String()
+}
 
 func (r *repo) checkText(from, text string, problems map[string]bool) {
-	text = lineBreak.ReplaceAllString(text, " ")
 	add := func(s string) {
 		if s != "" {
 			problems[s] = true
 		}
 	}
-	for _, m := range testFuncRef.FindAllStringSubmatch(text, -1) {
-		if !r.funcs[m[1]] {
-			add(fmt.Sprintf("%s: %s is not a test, benchmark or fuzz target in the repository", from, m[1]))
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		if strings.Contains(line, "Test") || strings.Contains(line, "Benchmark") || strings.Contains(line, "Fuzz") {
+			for _, m := range testFuncRef.FindAllStringSubmatch(line, -1) {
+				if !r.funcs[m[1]] {
+					add(fmt.Sprintf("%s: %s is not a test, benchmark or fuzz target in the repository", from, m[1]))
+				}
+			}
+		}
+		for _, ext := range citedExts {
+			if strings.Contains(line, ext) {
+				r.checkPaths(from, line, add)
+				break
+			}
+		}
+		if strings.Contains(line, ".md") {
+			r.checkSections(from, continued(lines, i), add)
 		}
 	}
-	for _, m := range pathRef.FindAllStringSubmatch(text, -1) {
+}
+
+func (r *repo) checkPaths(from, line string, add func(string)) {
+	for _, m := range pathRef.FindAllStringSubmatch(line, -1) {
 		if strings.Contains(m[1], "://") {
 			continue
 		}
 		add(r.checkPath(from, m[1], m[2]))
 	}
+}
+
+// checkSections checks the sections text cites by name. text is a line joined with
+// its continuation, so a citation that starts on the line is seen whole; one that
+// starts on a later line is checked when that line's turn comes.
+func (r *repo) checkSections(from, text string, add func(string)) {
 	for _, m := range quotedSection.FindAllStringSubmatch(text, -1) {
 		p, ok := r.resolve(from, m[1])
 		if !ok {
@@ -341,6 +405,8 @@ func TestChecksCatchBrokenReferences(t *testing.T) {
 		{"cache/x.go", `// (docs/cache.md, "Leases")`, false},
 		{"cache/x.go", `// docs/cache.md ("Leases") says`, false},
 		{"cache/x.go", `// docs/cache.md ("Gone") says`, true},
+		{"cache/x.go", "// docs/cache.md,\n// \"Leases\"", false},
+		{"cache/x.go", "// docs/cache.md,\n// \"Gone\"", true},
 		{"docs/api.md", "[cache](cache.md#leases)", false},
 		{"cache/x.go", "// see changefeed.go", true},
 		{"cache/x.go", "// see cache/feed.go", true},
