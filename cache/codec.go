@@ -218,7 +218,7 @@ func appendObject(b []byte, o *dirgate.Object) []byte {
 	return binary.AppendVarint(b, int64(o.PrimaryGroupID))
 }
 
-// objectSize is the length appendObject appends for o (TestObjectSize).
+// objectSize is the length appendObject appends for o (TestEntrySize checks it).
 func objectSize(o *dirgate.Object) int {
 	n := stringSize(o.GUID) + stringSize(o.DN) + stringSize(o.DisplayName) + stringSize(o.ObjectType) +
 		varintSize(int64(o.ObjectTypeCode)) + stringSize(o.DomainName) + varintSize(int64(o.DirectoryType))

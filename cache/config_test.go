@@ -19,7 +19,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"in-process defaults", Config{}, nil},
 		{"redis with a secret", Config{Secret: sealSecret, Redis: client}, nil},
-		// Redis settings are checked by redisconn (redisconn_test.go).
+		// Redis settings are checked by redisconn (redisconn/redisconn_test.go).
 		// The prefix goes into every key: braces would change Cluster slots, spaces and
 		// control characters have no place in a key.
 		{"prefix with braces", Config{KeyPrefix: "{x}"}, []string{"key prefix"}},

@@ -23,7 +23,7 @@ type request struct {
 	frags bool
 	// followed entries (identifier resolutions while the change feed runs) are
 	// served from the first level without reading their tokens: the feed's events
-	// drop them there (changefeed.go). Their tokens are checked in the store.
+	// drop them there (DropLookups, which changefeed/feed.go calls). Their tokens are checked in the store.
 	followed bool
 	// fill computes the value from the directory; rec, when not nil, must be given the
 	// version of every group before its members are read. The slice it returns is

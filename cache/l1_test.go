@@ -9,8 +9,8 @@ import (
 
 // TestLargeEntryStaysDecoded: an entry larger than a quarter of the first level's
 // bound, within it or beyond it, is kept decoded: every hit is served the very
-// listing the first one decoded, not a listing decoded again from the store (issue
-// 26: that decode was the cost of a hit on a large listing, and a new listing also
+// listing the first one decoded, not a listing decoded again from the store (that
+// decode would be the cost of every hit on a large listing, and a new listing also
 // misses every rendered body keyed by it).
 func TestLargeEntryStaysDecoded(t *testing.T) {
 	dir := demo(t)

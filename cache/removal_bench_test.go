@@ -13,7 +13,7 @@ import (
 // redis-server (one pair per iteration: tokens written, announced, the instance's own
 // lease acknowledged), with the affected listings read again in between, so that
 // their refill (which records the version tokens, the epoch's among them) is counted.
-// docs/benchmarks.md ("Redis failovers") compares it across changes.
+// docs/benchmarks.md ("Redis failovers") gives what the epoch costs it.
 func BenchmarkRemoval(b *testing.B) {
 	dir := demo(b)
 	in := newInstance(b, dir, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}})})

@@ -71,7 +71,7 @@ func mountOf(s types.ServiceConfig, p string) (types.ServiceVolumeConfig, bool) 
 // Dockerfiles, every setting exists, every file dirgate reads is mounted from
 // somewhere that has it, every address names a service that listens there, and
 // only loopback is published.
-func checkCompose(p *types.Project, readme map[string]bool) []string {
+func checkCompose(p *types.Project, documented map[string]bool) []string {
 	var errs []string
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
 	root, _ := filepath.Abs(repoRoot)
@@ -133,7 +133,7 @@ func checkCompose(p *types.Project, readme map[string]bool) []string {
 		bad("dirgate environment: %v", err)
 	}
 	for k, v := range gw.Environment {
-		if err := checkSettingName(readme, k, nil); err != nil {
+		if err := checkSettingName(documented, k, nil); err != nil {
 			bad("dirgate environment: %v", err)
 		}
 		if v == nil || !strings.HasSuffix(k, "_FILE") && !strings.HasSuffix(k, "_DIR") {
@@ -370,7 +370,7 @@ func TestCompose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range checkCompose(p, readmeSettings(t)) {
+	for _, e := range checkCompose(p, documentedSettings(t)) {
 		t.Error(e)
 	}
 }
@@ -424,7 +424,7 @@ func TestComposeChecksCatchMistakes(t *testing.T) {
 			if err != nil {
 				got = err.Error()
 			} else {
-				got = strings.Join(checkCompose(p, readmeSettings(t)), "\n")
+				got = strings.Join(checkCompose(p, documentedSettings(t)), "\n")
 			}
 			if !strings.Contains(got, tt.want) {
 				t.Errorf("got %q, want a problem containing %q", got, tt.want)

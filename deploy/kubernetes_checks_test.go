@@ -235,7 +235,7 @@ func checkPod(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 // checkGateway checks the dirgate Deployment against the settings it passes and the
 // objects around it.
 func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
-	readme, err := readmeOnce()
+	settings, err := settingsOnce()
 	if err != nil {
 		bad("%v", err)
 		return
@@ -272,7 +272,7 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 	// Settings: the container's env and the ConfigMaps it takes env from.
 	env := map[string]string{}
 	for _, e := range c.Env {
-		if err := checkSettingName(readme, e.Name, podHelperEnv); err != nil {
+		if err := checkSettingName(settings, e.Name, podHelperEnv); err != nil {
 			bad("env: %v", err)
 		}
 		env[e.Name] = e.Value
@@ -283,7 +283,7 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 		}
 		if g := b.generated["ConfigMap/"+ef.ConfigMapRef.Name]; g != nil {
 			for k, v := range g.data {
-				if err := checkSettingName(readme, k, nil); err != nil {
+				if err := checkSettingName(settings, k, nil); err != nil {
 					bad("ConfigMap %s: %v", g.name, err)
 				}
 				if _, dup := env[k]; dup {
@@ -393,10 +393,10 @@ func checkGateway(b *bundle, d *appsv1.Deployment, bad func(string, ...any)) {
 		bad("DIRGATE_REDIS_ADDR %q: want host:port", env["DIRGATE_REDIS_ADDR"])
 	}
 
-	// The shutdown timeout set here, else dirgate's default as README.md states it.
+	// The shutdown timeout set here, else dirgate's default as docs/settings.md states it.
 	s, ok := env["DIRGATE_SHUTDOWN_TIMEOUT"]
 	if !ok {
-		s = readmeDefault("DIRGATE_SHUTDOWN_TIMEOUT")
+		s = documentedDefault("DIRGATE_SHUTDOWN_TIMEOUT")
 	}
 	shutdown, err := time.ParseDuration(s)
 	if err != nil {

@@ -23,28 +23,31 @@ var otelSettings = map[string]bool{
 	"OTEL_RESOURCE_ATTRIBUTES":    true,
 }
 
-// readmeSettingRow matches a row of README.md's configuration table.
-var readmeSettingRow = regexp.MustCompile("(?m)^\\| `(DIRGATE_[A-Z0-9_]+)` \\|")
+// settingsDoc is the reference of every setting, one table row each.
+const settingsDoc = "docs/settings.md"
 
-var readmeOnce = sync.OnceValues(func() (map[string]bool, error) {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+// settingRow matches a row of docs/settings.md's tables.
+var settingRow = regexp.MustCompile("(?m)^\\| `(DIRGATE_[A-Z0-9_]+)` \\|")
+
+var settingsOnce = sync.OnceValues(func() (map[string]bool, error) {
+	data, err := os.ReadFile(filepath.Join(repoRoot, settingsDoc))
 	if err != nil {
-		return nil, fmt.Errorf("read README.md: %w", err)
+		return nil, fmt.Errorf("read %s: %w", settingsDoc, err)
 	}
 	set := map[string]bool{}
-	for _, m := range readmeSettingRow.FindAllStringSubmatch(string(data), -1) {
+	for _, m := range settingRow.FindAllStringSubmatch(string(data), -1) {
 		set[m[1]] = true
 	}
 	if !set["DIRGATE_LISTEN"] || !set["DIRGATE_LDAP_URL"] {
-		return nil, fmt.Errorf("README.md: configuration table not found (no DIRGATE_LISTEN / DIRGATE_LDAP_URL rows)")
+		return nil, fmt.Errorf("%s: settings tables not found (no DIRGATE_LISTEN / DIRGATE_LDAP_URL rows)", settingsDoc)
 	}
 	return set, nil
 })
 
-// readmeDefault returns the default README.md's configuration table gives a
-// setting ("" when it has none or the row is missing).
-func readmeDefault(name string) string {
-	data, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+// documentedDefault returns the default docs/settings.md gives a setting ("" when
+// it has none or the row is missing).
+func documentedDefault(name string) string {
+	data, err := os.ReadFile(filepath.Join(repoRoot, settingsDoc))
 	if err != nil {
 		return ""
 	}
@@ -55,11 +58,11 @@ func readmeDefault(name string) string {
 	return string(m[1])
 }
 
-// readmeSettings returns the settings README.md's configuration table lists, which
+// documentedSettings returns the settings docs/settings.md lists, which
 // cmd/dirgate's own test keeps equal to the settings dirgate accepts.
-func readmeSettings(t *testing.T) map[string]bool {
+func documentedSettings(t *testing.T) map[string]bool {
 	t.Helper()
-	set, err := readmeOnce()
+	set, err := settingsOnce()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,16 +70,16 @@ func readmeSettings(t *testing.T) map[string]bool {
 }
 
 // checkSettingName reports an environment variable that dirgate would not read:
-// a DIRGATE_ name outside the README and the pending list, or an OTEL_ name this
+// a DIRGATE_ name outside docs/settings.md, or an OTEL_ name this
 // deployment does not mean to set. helper lists other names allowed in this place
 // (variables used only to build another one, such as POD_NAME).
-func checkSettingName(readme map[string]bool, name string, helper map[string]bool) error {
+func checkSettingName(settings map[string]bool, name string, helper map[string]bool) error {
 	switch {
 	case strings.HasPrefix(name, "DIRGATE_"):
-		if readme[name] {
+		if settings[name] {
 			return nil
 		}
-		return fmt.Errorf("%s is not a dirgate setting (README.md's table)", name)
+		return fmt.Errorf("%s is not a dirgate setting (%s)", name, settingsDoc)
 	case strings.HasPrefix(name, "OTEL_"):
 		if otelSettings[name] {
 			return nil
@@ -137,7 +140,7 @@ func TestCheckTrustedProxies(t *testing.T) {
 }
 
 func TestSettingsKnown(t *testing.T) {
-	readme := readmeSettings(t)
+	settings := documentedSettings(t)
 	tests := []struct {
 		name    string
 		setting string
@@ -145,7 +148,7 @@ func TestSettingsKnown(t *testing.T) {
 		wantErr bool
 	}{
 		// A documented setting passes.
-		{name: "readme setting", setting: "DIRGATE_LDAP_URL"},
+		{name: "documented setting", setting: "DIRGATE_LDAP_URL"},
 		// A setting another change is adding passes while it is pending.
 		{name: "pending setting", setting: "DIRGATE_POLICY_DIR"},
 		// A misspelt setting would be ignored by dirgate: it must fail.
@@ -158,7 +161,7 @@ func TestSettingsKnown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := checkSettingName(readme, tt.setting, tt.helper)
+			err := checkSettingName(settings, tt.setting, tt.helper)
 			if (err != nil) != tt.wantErr {
 				t.Errorf("checkSettingName(%s) = %v, want error %v", tt.setting, err, tt.wantErr)
 			}
@@ -170,7 +173,7 @@ func TestSettingsKnown(t *testing.T) {
 // included, for DIRGATE_* names: a renamed or removed setting must not live on in
 // advice to operators.
 func TestMentionedSettingsExist(t *testing.T) {
-	readme := readmeSettings(t)
+	settings := documentedSettings(t)
 	name := regexp.MustCompile(`DIRGATE_[A-Z0-9_]*[A-Z0-9]`)
 	seen := 0
 	err := filepath.WalkDir(".", func(p string, d os.DirEntry, err error) error {
@@ -183,7 +186,7 @@ func TestMentionedSettingsExist(t *testing.T) {
 		}
 		for _, n := range name.FindAllString(string(data), -1) {
 			seen++
-			if err := checkSettingName(readme, n, nil); err != nil {
+			if err := checkSettingName(settings, n, nil); err != nil {
 				t.Errorf("%s: %v", p, err)
 			}
 		}

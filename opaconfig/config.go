@@ -19,7 +19,7 @@ import (
 const maxConfigBytes = 1 << 20
 
 // honoured are the keys of OPA's configuration dirgate acts on (docs/policy.md,
-// "The OPA configuration file"). The others are reported at start-up and ignored:
+// "Policy from a bundle service"). The others are reported at start-up and ignored:
 // they configure OPA's own server, storage or evaluation, which dirgate does not
 // run, or load code (plugins, discovery) dirgate does not take.
 var honoured = []string{"services", "labels", "keys", "bundles", "decision_logs", "status", "persistence_directory"}

@@ -18,8 +18,8 @@ import (
 // TestSizeLimitStopsEarlyOnLargeListings: on a listing of 100,000 objects decided
 // one by one (a rule on each object's name), a size limit of 10 decides the
 // objects up to the tenth allowed one and leaves the rest undecided, as the decision
-// line says; without a limit all of them are decided. Issue 26: sizeLimit keeps
-// stopping early on large listings.
+// line says; without a limit all of them are decided: sizeLimit keeps stopping
+// early on large listings.
 func TestSizeLimitStopsEarlyOnLargeListings(t *testing.T) {
 	const n = 100_000
 	d := t.TempDir()

@@ -12,14 +12,13 @@ import (
 
 // maxCachedAllocs bounds the allocations of one cached listing served through the
 // handler (BenchmarkCachedListing's path: token, resolution, the first level trusted
-// under the cache's lease in a real Redis, the bundled policy, the shared body). It
-// measured 53 without the race detector and 56 with it (2026-11-25, after leases and
-// attribute sets built once; 95 and 100 before), for the administrator and for a
-// caller denied half the listing; a regression that allocates per object adds a
-// thousand. The group's visibility (docs/api.md) added 4: 55 without the race
-// detector on 2026-11-26. (AllocsPerRun counts every goroutine's allocations: the headroom is for
-// the cache's and the Redis client's background work, and for requests that read
-// tokens while the lease is being renewed on a loaded machine, about 40 more each.)
+// under the cache's lease in a real Redis, the bundled policy, the shared body, the
+// named group's visibility decision). It measures 55 without the race detector, for
+// the administrator and for a caller denied half the listing; a regression that
+// allocates per object adds a thousand. (AllocsPerRun counts every goroutine's
+// allocations: the headroom is for the cache's and the Redis client's background
+// work, and for requests that read tokens while the lease is being renewed on a
+// loaded machine, about 40 more each.)
 const maxCachedAllocs = 100
 
 // TestCachedListingAllocations keeps the bound stated in docs/benchmarks.md from

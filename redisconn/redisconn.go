@@ -2,7 +2,7 @@
 // Sentinel-managed primary or a Cluster, with ACL passwords read from files, TLS,
 // and the client's spans and metrics. It knows nothing of what is stored: the cache,
 // the change feed and the session store each take the client it opens
-// (cmd/dirgate wires them; docs/cache.md, "Redis deployments").
+// (cmd/dirgate wires them; docs/cache.md, "Configuration", lists the settings).
 package redisconn
 
 import (

@@ -314,7 +314,7 @@ func TestServiceWithoutPolicy(t *testing.T) {
 }
 
 // TestServiceSignInRuleRefuses: the policy's refusal is 403 accessDenied
-// (docs/auth.md; policy.md, "Who may sign in"), and no session is stored. Any other
+// (docs/auth.md; docs/policy.md, "Who may sign in"), and no session is stored. Any other
 // failure of the rule is passed on with its own code, not as a refusal.
 func TestServiceSignInRuleRefuses(t *testing.T) {
 	backends(t, func(t *testing.T, b Backend, raw *redis.Client) {

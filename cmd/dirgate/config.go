@@ -121,8 +121,8 @@ type Config struct {
 	BreakerHalfOpenReqs int
 }
 
-// settings binds every setting to its Config field, with its help text. The README's
-// configuration table is this list (TestREADMEListsEverySetting keeps them in step).
+// settings binds every setting to its Config field, with its help text.
+// docs/settings.md is this list (TestSettingsDocListsEverySetting keeps them in step).
 func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free port)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:9464", "address to serve /metrics (and /healthz, /readyz) on, apart from the API (host:port; port 0 picks a free port; off: no metrics)")

@@ -75,8 +75,8 @@ func getCases() []hostileCase {
 		{name: "group names a user with metacharacters", query: listQuery(fixture.FilterNameDN, ""), want: bad},
 		// An escaped NUL or other control character inside a DN value is a control
 		// character (docs/api.md: refused). Samba 4.17 cuts a value at an escaped NUL:
-		// before commit 600c6cb, "CN=Help Desk\00evil,…" listed Help Desk on the DC and
-		// a removal through such an alias removed the member.
+		// were it accepted, "CN=Help Desk\00evil,…" would list Help Desk on the DC and
+		// a removal through such an alias would remove the member.
 		{name: "group DN with escaped NUL", query: listQuery(`CN=Help Desk\00,`+fixture.GroupsOU, ""), want: bad, param: "group", noLDAP: true},
 		{name: "group DN with escaped NUL and a tail", query: listQuery(`CN=Help Desk\00evil,`+fixture.GroupsOU, ""), want: bad, param: "group", noLDAP: true},
 		{name: "group DN with escaped newline", query: listQuery(`CN=Help Desk\0a,`+fixture.GroupsOU, ""), want: bad, param: "group", noLDAP: true},

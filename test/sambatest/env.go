@@ -48,8 +48,9 @@ var required = []string{
 // started for this run. Only this error lets a developer's test skip.
 var ErrNotConfigured = errors.New("no Samba DC configured")
 
-// DC describes the running test domain controller. (The brief asked for a
-// struct named Env, but Go forbids a type and a function sharing that name.)
+// DC describes the running test domain controller. (It is not named Env: Env is
+// the function that returns it, and Go forbids a type and a function sharing a
+// name.)
 type DC struct {
 	URL           string // ldaps://127.0.0.1:636
 	StartTLSURL   string // ldap://127.0.0.1:389, for StartTLS

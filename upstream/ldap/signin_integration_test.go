@@ -194,8 +194,8 @@ func TestBindRefusal(t *testing.T) {
 // CN=Computers) and is never bound or signed in, even with its right password; B,
 // under the base with no explicit UPN, signs in by its implicit UPN. (The confusion
 // itself, A with the explicit UPN b@domain, cannot be made on Samba, which refuses
-// a UPN that another account's sAMAccountName implies; TestResolveBindsTheAccount
-// UnderTheBase covers it on the fake.)
+// a UPN that another account's sAMAccountName implies;
+// TestResolveBindsTheAccountUnderTheBase covers it on the fake.)
 func TestCheckPasswordUPNOutsideBase(t *testing.T) {
 	dc := sambatest.Env(t)
 	cfg := dcConfig(dc)
