@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -173,7 +174,7 @@ func TestRedisWriterCannotMintOrAlter(t *testing.T) {
 	fkey := "p:" + s.name(kindToken, forged) // an attacker cannot compute this; the test can
 	exp := time.Now().Add(time.Hour).UnixNano()
 	other := newStore(t, NewMemoryBackend(0), nil, nil)
-	other.macKey = derive([]byte("another secret of 32 bytes at least!"), "dirgate session records v1")
+	other.records = seal.NewText([]byte("another secret of 32 bytes at least!"), "dirgate session records v1")
 	underOther, _ := other.seal(fkey[len("p:"):], record{Kind: kindToken, Subject: "guid-admin", Expires: exp})
 	sessionUnderToken, _ := s.seal(s.name(kindSession, "x"), record{Kind: kindToken, Subject: "guid-admin", Expires: exp})
 
