@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +323,35 @@ func TestRedisFailures(t *testing.T) {
 	}
 	if ex, _ := c.Exists(ctx, a.key(pair)).Result(); ex != 0 {
 		t.Errorf("giving back created a key without a window")
+	}
+}
+
+// TestRedisFailuresTakeAtOnce: of attempts taken at once on two replicas, exactly
+// the limit are taken, and the refused ones leave no count: the script judges and
+// takes in one step.
+func TestRedisFailuresTakeAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 40})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	replicas := []*RedisFailures{NewRedisFailures(c, "p:", 5*time.Second, time.Minute), NewRedisFailures(c, "p:", 5*time.Second, time.Minute)}
+	const limit, n = 6, 40
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if _, _, give, err := replicas[i%2].Take(ctx, "192.0.2.1 pair", limit, time.Now()); err != nil {
+				t.Error(err)
+			} else if give != nil {
+				taken.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got, _ := c.Get(ctx, replicas[0].key("192.0.2.1 pair")).Int(); taken.Load() != limit || got != limit {
+		t.Errorf("%d taken, count %d; want %d and %d", taken.Load(), got, limit, limit)
 	}
 }
