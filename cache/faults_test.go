@@ -19,6 +19,7 @@ import (
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // newInstanceWithStore builds an instance over a given store (a faulty one).
@@ -89,7 +90,8 @@ type httpClient struct {
 }
 
 func newHTTP(t *testing.T, in instance) httpClient {
-	h, err := proxy.New(proxy.Config{Authenticator: anyone{}, Service: in.svc, Bodies: render.NewLister(in.svc, nil), Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: anyone{}, Service: in.svc, Bodies: render.NewLister(in.svc, nil), Logger: quiet,
+		Throttle: mustThrottle(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,4 +357,18 @@ func TestDeferredFeedInvalidation(t *testing.T) {
 			}
 		})
 	}
+}
+
+// mustThrottle is the throttle of cfg (the defaults without one).
+func mustThrottle(t testing.TB, cfg ...throttle.Config) *throttle.Throttle {
+	t.Helper()
+	var c throttle.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	th, err := throttle.New(c)
+	if err != nil {
+		t.Fatalf("throttle.New: %v", err)
+	}
+	return th
 }

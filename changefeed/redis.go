@@ -2,8 +2,6 @@ package changefeed
 
 import (
 	"context"
-	"crypto/hmac"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,21 +110,16 @@ end
 return 0`)
 
 func (f *redisFeed) claim(id string, exp time.Time) string {
-	body := id + "|" + strconv.FormatInt(exp.UnixMilli(), 10)
-	return body + "|" + hex.EncodeToString(f.seal.MAC(f.leader, body))
+	return f.seal.SealHex(f.leader, id+"|"+strconv.FormatInt(exp.UnixMilli(), 10))
 }
 
 // claimLive reports whether v is an authentic claim whose expiry has not passed.
 func (f *redisFeed) claimLive(v string) bool {
-	i := strings.LastIndexByte(v, '|')
-	if i < 0 {
+	body, err := f.seal.OpenHex(f.leader, v)
+	if err != nil {
 		return false
 	}
-	mac, err := hex.DecodeString(v[i+1:])
-	if err != nil || !hmac.Equal(mac, f.seal.MAC(f.leader, v[:i])) {
-		return false
-	}
-	_, ms, ok := strings.Cut(v[:i], "|")
+	_, ms, ok := strings.Cut(body, "|")
 	exp, err := strconv.ParseInt(ms, 10, 64)
 	return ok && err == nil && f.now().Before(time.UnixMilli(exp).Add(clockSkew))
 }
@@ -241,7 +234,7 @@ func (f *redisFeed) publish(ctx context.Context, ev Event) error {
 	}
 	seq, t := strconv.FormatInt(n, 10), strconv.FormatInt(f.now().UnixMilli(), 10)
 	all, groups, guids := flag(ev.All), flag(ev.Groups), strings.Join(ev.GUIDs, ",")
-	mac := hex.EncodeToString(f.seal.MAC(f.events, eventBody(seq, t, all, groups, guids)))
+	mac := f.seal.HexMAC(f.events, eventBody(seq, t, all, groups, guids))
 	add := func() error {
 		return f.client.XAdd(ctx, &redis.XAddArgs{Stream: f.events, MaxLen: maxEvents, Approx: true,
 			Values: []string{"seq", seq, "t", t, "all", all, "groups", groups, "guids", guids, "mac", mac}}).Err()
@@ -321,8 +314,7 @@ func (f *redisFeed) parseEvent(id string, vals map[string]any) streamEvent {
 	if err != nil {
 		return refuse("no sequence number")
 	}
-	mac, err := hex.DecodeString(str("mac"))
-	if err != nil || !hmac.Equal(mac, f.seal.MAC(f.events, eventBody(str("seq"), str("t"), str("all"), str("groups"), str("guids")))) {
+	if f.seal.VerifyHex(f.events, eventBody(str("seq"), str("t"), str("all"), str("groups"), str("guids")), str("mac")) != nil {
 		return refuse("HMAC mismatch (written without the secret?)")
 	}
 	t, err := strconv.ParseInt(str("t"), 10, 64)

@@ -3,7 +3,6 @@ package proxy
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/dirgate/dirgate"
 	"go.opentelemetry.io/otel/attribute"
@@ -20,7 +19,7 @@ const MaxTokenLength = 4096
 // served whatever its address's failures: behind an ingress or a NAT one address is
 // every client, and refusing valid tokens there would let anyone lock everyone out
 // with a few bad ones. So every token is checked, and the throttle acts on failures
-// only: they are held progressively longer (throttle.fail), and from an address that
+// only: they are held progressively longer (Throttle.TokenFailed), and from an address that
 // has used up its failures they are answered 429, not 401. Checking stays cheap
 // whoever sends the token: a hash compared with the tokens file's, or one Redis read
 // for a signed-in token, never a directory read for an unknown token. Guessing is
@@ -58,13 +57,13 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 // failures in the window, a 429 with Retry-After: how long until this failure's
 // window, which the new failure extends, lets the address fail again. Whether addr
 // was blocked is judged in the same step as the failure is counted
-// (throttle.failJudged), so concurrent failures cannot all pass as the first.
+// (Throttle.TokenFailed), so concurrent failures cannot all pass as the first.
 func (s *server) tokenFailed(w http.ResponseWriter, r *http.Request, addr string, err error) error {
-	d, wait, wasBlocked := s.throttle.failJudged(addr, s.cfg.Now())
-	dirgate.Sleep(r.Context(), d)
-	if !wasBlocked {
-		return err
+	v := s.cfg.Throttle.TokenFailed(r.Context(), addr)
+	if tooMany := throttled(w, r, v, func(dirgate.ThrottleBound) error {
+		return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed authentications from this address; try again later.")
+	}); tooMany != nil {
+		return tooMany
 	}
-	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
-	return dirgate.Errorf(dirgate.ETOOMANY, "Too many failed authentications from this address; try again later.")
+	return err
 }

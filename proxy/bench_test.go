@@ -18,6 +18,7 @@ import (
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -63,7 +64,8 @@ func cachedHandlerTimeout(b testing.TB, dir dirgate.Directory, authz dirgate.Aut
 			b.Fatal(err)
 		}
 	}
-	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Bodies: render.NewLister(svc, render.NewBodyCache(64<<20)), Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Bodies: render.NewLister(svc, render.NewBodyCache(64<<20)), Logger: quiet,
+		Throttle: newThrottle(b, &proxy.Config{}, throttle.Config{})})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // Tokens the fake authenticator knows.
@@ -129,12 +130,26 @@ func newEnv(t *testing.T, mod func(*proxy.Config)) *env {
 	if mod != nil {
 		mod(&cfg)
 	}
+	if cfg.Throttle == nil {
+		cfg.Throttle = newThrottle(t, &cfg, throttle.Config{})
+	}
 	h, err := proxy.New(cfg)
 	if err != nil {
 		t.Fatalf("proxy.New: %v", err)
 	}
 	e.h = h
 	return e
+}
+
+// newThrottle is a throttle of cfg on c's clock.
+func newThrottle(t testing.TB, c *proxy.Config, cfg throttle.Config) *throttle.Throttle {
+	t.Helper()
+	cfg.Now = c.Now
+	th, err := throttle.New(cfg)
+	if err != nil {
+		t.Fatalf("throttle.New: %v", err)
+	}
+	return th
 }
 
 const api = "/restApi/api/directoryObjects/groupMembers"

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 const groupDN = "CN=Sales,OU=Groups,DC=corp,DC=com"
@@ -426,7 +427,9 @@ func TestAuthenticateBeforeValidating(t *testing.T) {
 // window, then 429 with Retry-After; every token is still checked, and a valid one
 // is served from a throttled address.
 func TestThrottle(t *testing.T) {
-	e := newEnv(t, func(c *proxy.Config) { c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, Window: time.Minute} })
+	e := newEnv(t, func(c *proxy.Config) {
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 3, Window: time.Minute})
+	})
 	from := func(addr, token string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest("GET", listURL, nil)
 		r.RemoteAddr = addr
@@ -483,7 +486,7 @@ func TestThrottle(t *testing.T) {
 func TestThrottleLockOutBurst(t *testing.T) {
 	// The default limit, 10 failures a minute, without the holds (real sleeps).
 	e := newEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: proxy.DefaultMaxFailures, SlowAfter: 1000, Window: time.Minute}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: throttle.DefaultMaxFailures, SlowAfter: 1000, Window: time.Minute})
 	})
 	from := func(token string) int {
 		r := httptest.NewRequest("GET", listURL, nil)
@@ -509,7 +512,7 @@ func TestThrottleLockOutBurst(t *testing.T) {
 // the throttle.
 func TestThrottleClientAddr(t *testing.T) {
 	e := newEnv(t, func(c *proxy.Config) {
-		c.Throttle.MaxFailures = 1
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 1})
 		c.ClientAddr = func(r *http.Request) string { return r.Header.Get("X-Real-Client") }
 	})
 	send := func(client string) int {
@@ -550,13 +553,12 @@ func TestConfigValidate(t *testing.T) {
 		cfg  proxy.Config
 		want []string // fragments of the error, all reported at once
 	}{
-		{"missing dependencies", proxy.Config{}, []string{"Authenticator", "Service"}},
+		{"missing dependencies", proxy.Config{}, []string{"Authenticator", "Service", "Throttle"}},
 		{"bad base paths", proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, BasePath: "restApi/"}, []string{"BasePath"}},
 		{"base path with query", proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, BasePath: "/a?b"}, []string{"BasePath"}},
 		{"mount inside base path", proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, Mounts: map[string]http.Handler{"/RESTAPI/health": h}}, []string{"inside the base path"}},
 		{"mount on the API", proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, BasePath: "/", Mounts: map[string]http.Handler{"/api/directoryObjects/groupMembers/": h}}, []string{"API's path"}},
 		{"mount without handler", proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, Mounts: map[string]http.Handler{"/metrics": nil}}, []string{"no handler"}},
-		{"negative throttle", proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, Throttle: proxy.ThrottleConfig{MaxFailures: -1, Window: -1}}, []string{"MaxFailures", "Window"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -572,7 +574,8 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 	// A mount outside the base path is fine, and the zero optional fields default.
-	if _, err := proxy.New(proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, Mounts: map[string]http.Handler{"/metrics": h}}); err != nil {
+	th := newThrottle(t, &proxy.Config{}, throttle.Config{})
+	if _, err := proxy.New(proxy.Config{Authenticator: &fakeAuth{}, Service: &fakeService{}, Throttle: th, Mounts: map[string]http.Handler{"/metrics": h}}); err != nil {
 		t.Errorf("valid config: %v", err)
 	}
 }
@@ -580,7 +583,7 @@ func TestConfigValidate(t *testing.T) {
 // TestThrottleCounts: which authentications count as failures, and that a success
 // does not wipe its own address's failures either.
 func TestThrottleCounts(t *testing.T) {
-	e := newEnv(t, func(c *proxy.Config) { c.Throttle.MaxFailures = 2 })
+	e := newEnv(t, func(c *proxy.Config) { c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 2}) })
 	send := func(tokens ...string) int {
 		r := httptest.NewRequest("GET", listURL, nil)
 		for _, tok := range tokens {

@@ -22,6 +22,7 @@ import (
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/load"
 	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -134,7 +135,8 @@ func inProcessHandler(tb testing.TB, dir dirgate.Directory, authz dirgate.Author
 		tb.Fatal(err)
 	}
 	h, err := proxy.New(proxy.Config{Authenticator: tokenAuth{"all": p}, Service: svc,
-		Bodies: render.NewLister(svc, render.NewBodyCache(maxBytes/4)), Logger: quiet})
+		Bodies: render.NewLister(svc, render.NewBodyCache(maxBytes/4)), Logger: quiet,
+		Throttle: newThrottle(tb, &proxy.Config{}, throttle.Config{})})
 	if err != nil {
 		tb.Fatal(err)
 	}

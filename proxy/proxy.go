@@ -53,23 +53,22 @@ type Config struct {
 	Bodies BodyLister
 	// SignIn serves the sign-in flow's paths (signin.go); nil serves none of them.
 	SignIn SignIn
-	// SharedFailures, when set, counts failed sign-ins across replicas beside the
-	// in-process throttle (signin.go).
-	SharedFailures SharedFailures
 	// Logger receives one line per request and the detail of server-side errors.
 	// nil means slog.Default().
 	Logger *slog.Logger
-	// Throttle bounds failed authentications per client address.
-	Throttle ThrottleConfig
+	// Throttle bounds failed authentications and password checks per client
+	// address (*throttle.Throttle). Required.
+	Throttle Throttle
 	// ClientAddr names the client whose failed authentications are counted. nil means
 	// the connection's remote address (an IPv6 client by its /64). Forwarded headers
-	// are not trusted unless a ClientAddr that reads them is configured.
+	// are not trusted unless a ClientAddr that reads them is configured
+	// (ForwardedClientAddr, clientaddr.go).
 	ClientAddr func(*http.Request) string
 	// Mounts are extra handlers (health, readiness, metrics) served at exact,
 	// case-sensitive paths outside the base path, for any method and without
 	// authentication. Their requests are logged at debug level.
 	Mounts map[string]http.Handler
-	// Now is the clock of the throttle and of request durations. nil means time.Now.
+	// Now is the clock of request durations. nil means time.Now.
 	Now func() time.Time
 	// BodyReadTimeout bounds the time from the handler's start to the end of the
 	// request body. 0 means DefaultBodyReadTimeout.
@@ -97,7 +96,9 @@ func (c Config) Validate() error {
 	if err := validateBasePath(c.BasePath); err != nil {
 		errs = append(errs, err)
 	}
-	errs = append(errs, c.Throttle.validate()...)
+	if c.Throttle == nil {
+		errs = append(errs, errors.New("proxy: Throttle is required"))
+	}
 	if c.BodyReadTimeout < 0 {
 		errs = append(errs, errors.New("proxy: BodyReadTimeout must not be negative"))
 	}
@@ -133,7 +134,6 @@ func (c Config) withDefaults() Config {
 	if c.BodyReadTimeout == 0 {
 		c.BodyReadTimeout = DefaultBodyReadTimeout
 	}
-	c.Throttle = c.Throttle.withDefaults()
 	return c
 }
 
@@ -169,8 +169,6 @@ type server struct {
 	basePrefix string
 	// decisionsPath is the decisions API's path (decisions.go).
 	decisionsPath string
-	throttle      *throttle
-	signInGate    *signInGate
 	metrics       *metrics
 	inFlight      atomic.Int64 // requests between ServeHTTP's start and their log line
 }
@@ -187,8 +185,6 @@ func New(cfg Config) (http.Handler, error) {
 		apiPath:       apiPath(cfg.BasePath),
 		basePrefix:    strings.TrimSuffix(cfg.BasePath, "/"),
 		decisionsPath: strings.TrimSuffix(cfg.BasePath, "/") + DecisionsPath,
-		throttle:      newThrottle(cfg.Throttle),
-		signInGate:    newSignInGate(cfg.Throttle),
 		metrics:       newMetrics(),
 	}, nil
 }

@@ -21,6 +21,7 @@ import (
 	bundled "github.com/dirgate/dirgate/rego"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -106,7 +107,8 @@ func TestSharedBodiesNeverCrossCallers(t *testing.T) {
 		}
 		auth[fmt.Sprint("token-", i)] = principals[i]
 	}
-	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Bodies: render.NewLister(svc, bodies), Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: auth, Service: svc, Bodies: render.NewLister(svc, bodies), Logger: quiet,
+		Throttle: newThrottle(t, &proxy.Config{}, throttle.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

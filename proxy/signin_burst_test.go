@@ -12,6 +12,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // slowChecker is a SignIn whose every password check takes a while and is
@@ -68,8 +69,8 @@ func TestSignInBurstCountsBeforeTheCheck(t *testing.T) {
 			chk := &slowChecker{delay: 20 * time.Millisecond}
 			e := newEnv(t, func(cfg *proxy.Config) {
 				cfg.SignIn = chk
-				cfg.Throttle = proxy.ThrottleConfig{MaxFailures: 10, SlowAfter: 1000, Window: time.Minute,
-					MaxSignIns: 1000, MaxSignInsPerClient: c.perAddr}
+				cfg.Throttle = newThrottle(t, cfg, throttle.Config{MaxFailures: 10, SlowAfter: 1000, Window: time.Minute,
+					MaxSignIns: 1000, MaxSignInsPerClient: c.perAddr})
 			})
 			ws := burst(e.h, 60)
 			codes := map[int]int{}
@@ -109,7 +110,7 @@ func TestSignInBurstCountsBeforeTheCheck(t *testing.T) {
 // keeps it, and so does an error (a bind may have reached the directory before it).
 func TestSignInAttemptGivenBack(t *testing.T) {
 	e, f := newSignInEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 100, Window: time.Minute}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 3, SlowAfter: 100, Window: time.Minute})
 	})
 	steps := []struct {
 		password string
@@ -132,7 +133,7 @@ func TestSignInGate(t *testing.T) {
 	f := &fakeSignIn{hold: make(chan struct{})}
 	e := newEnv(t, func(c *proxy.Config) {
 		c.SignIn = f
-		c.Throttle = proxy.ThrottleConfig{MaxSignIns: 3, MaxSignInsPerClient: 2}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxSignIns: 3, MaxSignInsPerClient: 2})
 		c.ClientAddr = func(r *http.Request) string { return r.Header.Get("X-Test-Client") }
 	})
 	send := func(client string) chan *httptest.ResponseRecorder {
@@ -179,8 +180,7 @@ func TestSignInBurstAcrossReplicas(t *testing.T) {
 	chk := &slowChecker{delay: 20 * time.Millisecond}
 	mod := func(c *proxy.Config) {
 		c.SignIn = chk
-		c.SharedFailures = shared
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 6, SlowAfter: 1000, Window: time.Minute, MaxSignIns: 1000, MaxSignInsPerClient: 1000}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 6, SlowAfter: 1000, Window: time.Minute, MaxSignIns: 1000, MaxSignInsPerClient: 1000, Shared: shared})
 	}
 	a, b := newEnv(t, mod), newEnv(t, mod)
 	var wa, wb []*httptest.ResponseRecorder

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // signInFrom posts a sign-in of name with password from addr.
@@ -38,10 +39,10 @@ func tokenFrom(e *env, addr, token string) *httptest.ResponseRecorder {
 func TestSignInSprayBounded(t *testing.T) {
 	const maxFailures = 3
 	e, f := newSignInEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: maxFailures, SlowAfter: 1000, Window: time.Minute}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: maxFailures, SlowAfter: 1000, Window: time.Minute})
 	})
 	const sprayer, other = "203.0.113.5:1000", "203.0.113.6:1000"
-	budget := proxy.ClientSignInFailuresFactor * maxFailures
+	budget := throttle.ClientSignInFailuresFactor * maxFailures
 	for i := range budget {
 		if w := signInFrom(e, sprayer, fmt.Sprintf("user%d@corp.example.com", i), "Winter2026!"); w.Code != 403 {
 			t.Fatalf("name %d of %d: %d %s", i+1, budget, w.Code, w.Body)
@@ -72,14 +73,13 @@ func TestSignInSprayBounded(t *testing.T) {
 	}
 }
 
-// TestSignInSprayBoundedAcrossReplicas: with SharedFailures the address's budget is
+// TestSignInSprayBoundedAcrossReplicas: with a shared count the address's budget is
 // the replicas' together, not each one's.
 func TestSignInSprayBoundedAcrossReplicas(t *testing.T) {
 	shared := &sharedCount{n: map[string]int{}}
 	const maxFailures, budget = 3, 8
 	mod := func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: maxFailures, MaxClientSignInFailures: budget, SlowAfter: 1000, Window: time.Minute}
-		c.SharedFailures = shared
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: maxFailures, MaxClientSignInFailures: budget, SlowAfter: 1000, Window: time.Minute, Shared: shared})
 	}
 	a, fa := newSignInEnv(t, mod)
 	b, fb := newSignInEnv(t, mod)
@@ -106,7 +106,7 @@ func TestSignInSprayBoundedAcrossReplicas(t *testing.T) {
 // after three failures as alice, her full-width name is refused without a check.
 func TestSignInNameFolding(t *testing.T) {
 	e, f := newSignInEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 1000, Window: time.Minute}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 3, SlowAfter: 1000, Window: time.Minute})
 	})
 	for i, name := range []string{"alice@corp.example.com", "ａｌｉｃｅ@corp.example.com", `CORP\\ＡＬＩＣＥ`} {
 		if w := post(e, createPath, "application/json", `{"username":"`+name+`","password":"x"}`); w.Code != 403 {
@@ -129,7 +129,7 @@ func TestSignInNameFolding(t *testing.T) {
 // tokens is not pushed out of the bounded throttle.
 func TestSignInJunkNamesKeepTokenCounts(t *testing.T) {
 	e, _ := newSignInEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 1000, Window: time.Minute, MaxClients: 4}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 3, SlowAfter: 1000, Window: time.Minute, MaxClients: 4})
 	})
 	const guesser, sprayer = "198.51.100.9:1000", "203.0.113.5:1000"
 	for i := range 3 {
@@ -153,7 +153,7 @@ func TestSignInJunkNamesKeepTokenCounts(t *testing.T) {
 func TestThrottleConcurrentBadTokens(t *testing.T) {
 	const maxFailures, n = 10, 200
 	e := newEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: maxFailures, SlowAfter: 1000, Window: time.Minute}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: maxFailures, SlowAfter: 1000, Window: time.Minute})
 	})
 	codes := make([]int, n)
 	start := make(chan struct{})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // fakeSignIn accepts alice@corp.example.com with "right", refuses others with the
@@ -259,7 +260,7 @@ func TestSignInMethodsAndPaths(t *testing.T) {
 // many people behind an ingress), nor are tokens from it.
 func TestSignInThrottle(t *testing.T) {
 	e, f := newSignInEnv(t, func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 100, Window: time.Minute}
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 3, SlowAfter: 100, Window: time.Minute})
 	})
 	// Spellings of one name share a count: the case, and user@domain or DOMAIN\user.
 	for i, name := range []string{"alice@corp.example.com", "ALICE@corp.example.com", `CORP\\Alice`} {
@@ -289,13 +290,12 @@ func TestSignInThrottle(t *testing.T) {
 
 // TestExchangeThrottle: unknown session ids count against the address like bad
 // tokens, and once they fill the window a further unknown one is 429; a valid
-// session id is still exchanged from that address, here and, with SharedFailures,
+// session id is still exchanged from that address, here and, with a shared count,
 // when the other replicas filled it.
 func TestExchangeThrottle(t *testing.T) {
 	shared := &sharedCount{n: map[string]int{}}
 	mod := func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 3, SlowAfter: 100, Window: time.Minute}
-		c.SharedFailures = shared
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 3, SlowAfter: 100, Window: time.Minute, Shared: shared})
 	}
 	a, _ := newSignInEnv(t, mod)
 	b, _ := newSignInEnv(t, mod)
@@ -315,38 +315,46 @@ func TestExchangeThrottle(t *testing.T) {
 	}
 }
 
-// sharedCount is a SharedFailures as another replica would see it too.
+// sharedCount is a shared throttle.Counter as every replica sees it, in a fixed
+// window of which 30 s are left, as the Redis one counts.
 type sharedCount struct {
 	mu sync.Mutex
 	n  map[string]int
 }
 
-func (c *sharedCount) AddFailure(_ context.Context, addr string, _ time.Duration) (int, error) {
+func (c *sharedCount) Fail(_ context.Context, key string, limit int, _ time.Time) (int, time.Duration, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[addr]++
-	return c.n[addr], nil
+	c.n[key]++
+	return c.n[key], 30 * time.Second, c.n[key] > limit, nil
 }
 
-func (c *sharedCount) RemoveFailure(_ context.Context, addr string) error {
+func (c *sharedCount) Take(_ context.Context, key string, limit int, _ time.Time) (int, time.Duration, func(context.Context) error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n[addr]--
-	return nil
+	if c.n[key] >= limit {
+		return c.n[key], 30 * time.Second, nil, nil
+	}
+	c.n[key]++
+	return c.n[key], 0, func(context.Context) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.n[key]--
+		return nil
+	}, nil
 }
 
-func (c *sharedCount) Failures(_ context.Context, addr string) (int, time.Duration, error) {
+func (c *sharedCount) Blocked(_ context.Context, key string, limit int, _ time.Time) (time.Duration, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.n[addr], 30 * time.Second, nil
+	return 30 * time.Second, c.n[key] >= limit, nil
 }
 
 // TestSignInThrottleAcrossReplicas: failures made on two replicas add up.
 func TestSignInThrottleAcrossReplicas(t *testing.T) {
 	shared := &sharedCount{n: map[string]int{}}
 	mod := func(c *proxy.Config) {
-		c.Throttle = proxy.ThrottleConfig{MaxFailures: 4, SlowAfter: 100, Window: time.Minute}
-		c.SharedFailures = shared
+		c.Throttle = newThrottle(t, c, throttle.Config{MaxFailures: 4, SlowAfter: 100, Window: time.Minute, Shared: shared})
 	}
 	a, _ := newSignInEnv(t, mod)
 	b, _ := newSignInEnv(t, mod)

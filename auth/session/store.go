@@ -3,7 +3,7 @@
 // token and its revocation, and in process otherwise.
 //
 // Redis is storage, not trust. It holds only keyed hashes of session ids and tokens
-// (the key names), never the values, and every record carries an HMAC-SHA256 under
+// (the key names), never the values, and every record carries an HMAC-SHA256 (internal/seal) under
 // a key derived from the secret file, bound to the record's key name: someone able
 // to write to Redis can delete records (a denial of service they could cause anyway)
 // but can neither mint a token, nor extend or re-target one, nor move a session's
@@ -14,9 +14,7 @@ package session
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -26,6 +24,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/dirgate/dirgate/internal/seal"
 )
 
 // Defaults of the lifetimes (docs/compatibility.md, "The sign-in flow").
@@ -85,8 +85,8 @@ func (s *Store) set(ctx context.Context, key, value, subject string, ttl time.Du
 // Store issues and checks sessions and tokens.
 type Store struct {
 	backend    Backend
-	nameKey    []byte // keys the hashes that name records
-	macKey     []byte // keys the records' HMACs
+	names      seal.Key         // keys the hashes that name records
+	records    *seal.TextSealer // seals the records
 	sessionTTL time.Duration
 	tokenTTL   time.Duration
 	log        *slog.Logger
@@ -119,7 +119,7 @@ func New(cfg Config) (*Store, error) {
 		return nil, errors.New("session: lifetimes must not be negative")
 	}
 	s := &Store{backend: cfg.Backend, sessionTTL: cfg.SessionTTL, tokenTTL: cfg.TokenTTL, log: cfg.Logger, now: cfg.Now,
-		nameKey: derive(cfg.Secret, "dirgate session names v1"), macKey: derive(cfg.Secret, "dirgate session records v1")}
+		names: seal.Derive(cfg.Secret, "dirgate session names v1"), records: seal.NewText(cfg.Secret, "dirgate session records v1")}
 	if s.sessionTTL == 0 {
 		s.sessionTTL = DefaultSessionTTL
 	}
@@ -133,13 +133,6 @@ func New(cfg Config) (*Store, error) {
 		s.now = time.Now
 	}
 	return s, nil
-}
-
-// derive gives each use of the secret a key of its own.
-func derive(secret []byte, label string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte(label))
-	return m.Sum(nil)
 }
 
 // Errors of the store, which the sign-in service maps to client answers.
@@ -194,38 +187,25 @@ func newSecret() (string, error) {
 // name is the backend key of a session id or token: a keyed hash, so that what
 // Redis holds cannot be turned back into the value or checked against a guess.
 func (s *Store) name(kind, value string) string {
-	m := hmac.New(sha256.New, s.nameKey)
-	m.Write([]byte(kind))
-	m.Write([]byte{0})
-	m.Write([]byte(value))
-	return kind + ":" + hex.EncodeToString(m.Sum(nil))
+	return kind + ":" + hex.EncodeToString(s.names.Joined(kind, value))
 }
 
-// seal renders a record with its HMAC over the key name and the JSON.
+// seal renders a record with its HMAC over the key name and the JSON
+// (internal/seal's TextSealer: "v1.<HMAC>.<JSON>").
 func (s *Store) seal(key string, r record) (string, error) {
 	js, err := json.Marshal(r)
 	if err != nil {
 		return "", fmt.Errorf("session: encode: %w", err)
 	}
-	return "v1." + base64.RawURLEncoding.EncodeToString(s.mac(key, js)) + "." + string(js), nil
-}
-
-func (s *Store) mac(key string, js []byte) []byte {
-	m := hmac.New(sha256.New, s.macKey)
-	m.Write([]byte(key))
-	m.Write([]byte{0})
-	m.Write(js)
-	return m.Sum(nil)
+	return s.records.Seal(key, string(js)), nil
 }
 
 // open checks a stored value's HMAC and kind and decodes it. A value that fails is
 // logged (without the value) and treated as absent.
 func (s *Store) open(ctx context.Context, key, kind, v string) (record, bool) {
 	var r record
-	ver, rest, ok1 := strings.Cut(v, ".")
-	sum, js, ok2 := strings.Cut(rest, ".")
-	mac, err := base64.RawURLEncoding.DecodeString(sum)
-	if !ok1 || !ok2 || ver != "v1" || err != nil || !hmac.Equal(mac, s.mac(key, []byte(js))) {
+	js, err := s.records.Open(key, v)
+	if err != nil {
 		s.log.WarnContext(ctx, "session store: a record failed its HMAC check and was refused (written by something without the secret?)", "kind", kind)
 		return r, false
 	}

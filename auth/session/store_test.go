@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -173,7 +175,7 @@ func TestRedisWriterCannotMintOrAlter(t *testing.T) {
 	fkey := "p:" + s.name(kindToken, forged) // an attacker cannot compute this; the test can
 	exp := time.Now().Add(time.Hour).UnixNano()
 	other := newStore(t, NewMemoryBackend(0), nil, nil)
-	other.macKey = derive([]byte("another secret of 32 bytes at least!"), "dirgate session records v1")
+	other.records = seal.NewText([]byte("another secret of 32 bytes at least!"), "dirgate session records v1")
 	underOther, _ := other.seal(fkey[len("p:"):], record{Kind: kindToken, Subject: "guid-admin", Expires: exp})
 	sessionUnderToken, _ := s.seal(s.name(kindSession, "x"), record{Kind: kindToken, Subject: "guid-admin", Expires: exp})
 
@@ -242,52 +244,114 @@ func TestOneExchangeWins(t *testing.T) {
 	})
 }
 
+// TestRedisFailures: the shared failure counts of the throttle (throttle.Counter)
+// in a real Redis, as two replicas see them.
 func TestRedisFailures(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { c.Close() })
 	ctx := context.Background()
-	a := NewRedisFailures(c, "p:", time.Second)
-	b := NewRedisFailures(c, "p:", time.Second) // another replica
-	if n, _, err := a.Failures(ctx, "192.0.2.1"); n != 0 || err != nil {
-		t.Fatalf("fresh: %d %v", n, err)
+	now := time.Now()
+	a := NewRedisFailures(c, "p:", time.Second, time.Minute)
+	b := NewRedisFailures(c, "p:", time.Second, time.Minute) // another replica
+	// The key is the one every version of dirgate counts in, so that a rolling
+	// upgrade keeps the counts.
+	if k := a.key("192.0.2.1"); k != "p:fail:37fcff24bf62035b2b08020afc08b4fe" {
+		t.Errorf("key %q", k)
 	}
+	if _, blocked, err := a.Blocked(ctx, "192.0.2.1", 1, now); blocked || err != nil {
+		t.Fatalf("fresh: %v %v", blocked, err)
+	}
+	// Fail counts whatever the limit, and is blocked once the count passes it.
 	for i, f := range []*RedisFailures{a, b, a} {
-		if n, err := f.AddFailure(ctx, "192.0.2.1", time.Minute); n != i+1 || err != nil {
-			t.Fatalf("failure %d: %d %v", i+1, n, err)
+		n, wait, blocked, err := f.Fail(ctx, "192.0.2.1", 2, now)
+		if n != i+1 || blocked != (i == 2) || err != nil {
+			t.Fatalf("failure %d: %d %v %v", i+1, n, blocked, err)
+		}
+		if blocked && (wait <= 59*time.Second || wait > time.Minute) {
+			t.Errorf("failure %d: wait %v", i+1, wait)
 		}
 	}
-	n, ttl, err := b.Failures(ctx, "192.0.2.1")
-	if n != 3 || ttl <= 59*time.Second || ttl > time.Minute || err != nil {
-		t.Errorf("count %d window left %v %v", n, ttl, err)
+	wait, blocked, err := b.Blocked(ctx, "192.0.2.1", 3, now)
+	if !blocked || wait <= 59*time.Second || wait > time.Minute || err != nil {
+		t.Errorf("blocked %v window left %v %v", blocked, wait, err)
 	}
-	if n, _, _ := b.Failures(ctx, "192.0.2.2"); n != 0 {
-		t.Errorf("another address: %d", n)
+	if _, blocked, _ := b.Blocked(ctx, "192.0.2.2", 1, now); blocked {
+		t.Errorf("another address is blocked")
 	}
 	// The window does not slide with each failure: it starts at the first.
 	if d, _ := c.PTTL(ctx, a.key("192.0.2.1")).Result(); d > time.Minute {
 		t.Errorf("TTL %v", d)
 	}
-	// A count given back leaves the window running; none is taken below 0, nor
-	// from an address without a window.
-	if err := b.RemoveFailure(ctx, "192.0.2.1"); err != nil {
+	// Take stops at the limit without counting; an attempt given back leaves the
+	// window running; none is taken below 0, nor from a key without a window.
+	const pair = "192.0.2.1 0123"
+	var gives []func(context.Context) error
+	for i, f := range []*RedisFailures{a, b} {
+		n, _, give, err := f.Take(ctx, pair, 2, now)
+		if n != i+1 || give == nil || err != nil {
+			t.Fatalf("attempt %d: %d %v", i+1, n, err)
+		}
+		gives = append(gives, give)
+	}
+	if _, wait, give, err := a.Take(ctx, pair, 2, now); give != nil || wait <= 59*time.Second || err != nil {
+		t.Fatalf("a third attempt: taken %v, wait %v, %v", give != nil, wait, err)
+	}
+	if n, _ := c.Get(ctx, a.key(pair)).Int(); n != 2 {
+		t.Errorf("a refused attempt was counted: %d", n)
+	}
+	if err := gives[1](ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n, ttl, _ := a.Failures(ctx, "192.0.2.1"); n != 2 || ttl <= 0 {
-		t.Errorf("after a count given back: %d, window %v", n, ttl)
+	if n, _, give, _ := a.Take(ctx, pair, 2, now); n != 2 || give == nil {
+		t.Errorf("after an attempt given back: %d, taken %v", n, give != nil)
 	}
 	for range 3 {
-		if err := a.RemoveFailure(ctx, "192.0.2.1"); err != nil {
+		if err := gives[0](ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n, _, _ := a.Failures(ctx, "192.0.2.1"); n != 0 {
+	if n, _ := c.Get(ctx, a.key(pair)).Int(); n != 0 {
 		t.Errorf("after more given back than counted: %d", n)
 	}
-	if err := a.RemoveFailure(ctx, "192.0.2.9"); err != nil {
+	if ttl, _ := c.PTTL(ctx, a.key(pair)).Result(); ttl <= 0 {
+		t.Errorf("giving back stopped the window: %v", ttl)
+	}
+	c.Del(ctx, a.key(pair))
+	if err := gives[0](ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ex, _ := c.Exists(ctx, a.key("192.0.2.9")).Result(); ex != 0 {
-		t.Errorf("giving back created a key for an address without a window")
+	if ex, _ := c.Exists(ctx, a.key(pair)).Result(); ex != 0 {
+		t.Errorf("giving back created a key without a window")
+	}
+}
+
+// TestRedisFailuresTakeAtOnce: of attempts taken at once on two replicas, exactly
+// the limit are taken, and the refused ones leave no count: the script judges and
+// takes in one step.
+func TestRedisFailuresTakeAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 40})
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	replicas := []*RedisFailures{NewRedisFailures(c, "p:", 5*time.Second, time.Minute), NewRedisFailures(c, "p:", 5*time.Second, time.Minute)}
+	const limit, n = 6, 40
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			if _, _, give, err := replicas[i%2].Take(ctx, "192.0.2.1 pair", limit, time.Now()); err != nil {
+				t.Error(err)
+			} else if give != nil {
+				taken.Add(1)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if got, _ := c.Get(ctx, replicas[0].key("192.0.2.1 pair")).Int(); taken.Load() != limit || got != limit {
+		t.Errorf("%d taken, count %d; want %d and %d", taken.Load(), got, limit, limit)
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
-	"github.com/dirgate/dirgate/proxy"
+	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"gopkg.in/yaml.v3"
 )
@@ -145,8 +145,8 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of everything dirgate keeps in Redis (cache entries, change feed, sessions, tokens); the same on every replica; required with Redis")
 	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Minute, "lifetime of a sign-in session (its id is exchanged once for a token)")
 	fs.DurationVar(&c.TokenTTL, "token-ttl", 30*time.Minute, "lifetime of a signed-in token (no renewal: sign in again)")
-	fs.IntVar(&c.SignInMaxConcurrent, "signin-max-concurrent", proxy.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
-	fs.IntVar(&c.SignInMaxConcurrentPerClient, "signin-max-concurrent-per-client", proxy.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
+	fs.IntVar(&c.SignInMaxConcurrent, "signin-max-concurrent", throttle.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
+	fs.IntVar(&c.SignInMaxConcurrentPerClient, "signin-max-concurrent-per-client", throttle.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
 	fs.StringVar(&c.LDAPURL, "ldap-url", "", "domain controllers in order of preference, separated by spaces or commas: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")

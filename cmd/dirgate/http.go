@@ -44,27 +44,25 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, bodies pro
 		clientAddr = proxy.ForwardedClientAddr(trusted)
 	}
 	var si proxy.SignIn // nil pointers must stay nil interfaces
-	var shared proxy.SharedFailures
 	if signIn != nil {
 		si = signIn
 	}
-	if m.signInFailures != nil {
-		shared = m.signInFailures
+	th, err := m.openThrottle()
+	if err != nil {
+		return nil, err
 	}
 	api, err := proxy.New(proxy.Config{
-		ClientAddr:     clientAddr,
-		BasePath:       basePath,
-		Authenticator:  auth,
-		Service:        svc,
-		Bodies:         bodies,
-		SignIn:         si,
-		SharedFailures: shared,
-		Logger:         m.Logger,
-		Throttle: proxy.ThrottleConfig{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow,
-			MaxSignIns: m.Config.SignInMaxConcurrent, MaxSignInsPerClient: m.Config.SignInMaxConcurrentPerClient},
-		Mounts:    mounts,
-		Decisions: dec,
-		Idle:      m.writeWaitingLines,
+		ClientAddr:    clientAddr,
+		BasePath:      basePath,
+		Authenticator: auth,
+		Service:       svc,
+		Bodies:        bodies,
+		SignIn:        si,
+		Throttle:      th,
+		Logger:        m.Logger,
+		Mounts:        mounts,
+		Decisions:     dec,
+		Idle:          m.writeWaitingLines,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

@@ -49,7 +49,7 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 		rb := session.NewRedisBackend(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
 		rb.SetConfirmation(m.Config.RedisWaitReplicas, m.Config.RedisWaitTimeout)
 		backend = rb
-		m.signInFailures = session.NewRedisFailures(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
+		m.signInFailures = session.NewRedisFailures(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout, m.Config.AuthFailureWindow)
 	} else {
 		backend = session.NewMemoryBackend(0)
 	}

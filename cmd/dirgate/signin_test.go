@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 func TestIsLoopback(t *testing.T) {
@@ -155,7 +155,7 @@ func TestSignInSprayCountedAcrossReplicas(t *testing.T) {
 			"--auth-max-failures", "2", "--auth-failure-window", "1m") + "/restApi"
 	}
 	a, b := start(), start()
-	budget := proxy.ClientSignInFailuresFactor * 2
+	budget := throttle.ClientSignInFailuresFactor * 2
 	for i := range budget {
 		root := []string{a, b}[i%2]
 		name := map[string]string{"username": fmt.Sprintf("sprayed%d@corp.example.com", i), "password": "Winter2026!"}

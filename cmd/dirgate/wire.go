@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/redisconn"
+	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -68,6 +70,26 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		return breaker.New(d, breaker.Settings{Name: "ldap", TelemetryOnly: true}), nil
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
+}
+
+// The Redis counts of failed sign-ins are the throttle's shared Counter.
+var _ throttle.Counter = (*session.RedisFailures)(nil)
+
+// openThrottle builds the throttle of failed authentications and password checks
+// (DIRGATE_AUTH_*, DIRGATE_SIGNIN_MAX_CONCURRENT*): in process, and with Redis
+// counting sign-ins across replicas as well (docs/auth.md, "Throttling").
+func (m *Main) openThrottle() (*throttle.Throttle, error) {
+	cfg := throttle.Config{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow,
+		MaxSignIns: m.Config.SignInMaxConcurrent, MaxSignInsPerClient: m.Config.SignInMaxConcurrentPerClient,
+		Logger: m.Logger}
+	if m.signInFailures != nil { // a nil pointer must stay a nil interface
+		cfg.Shared = m.signInFailures
+	}
+	th, err := throttle.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
+	}
+	return th, nil
 }
 
 // serverBreaker gives each domain controller its own circuit breaker, with the

@@ -43,6 +43,7 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/child"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // fuzzToken is the only token fuzzAuth accepts.
@@ -137,7 +138,7 @@ func FuzzHandler(f *testing.F) {
 		svc := &fuzzService{}
 		h, err := proxy.New(proxy.Config{Authenticator: fuzzAuth{}, Service: svc,
 			Logger:   slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Throttle: proxy.ThrottleConfig{MaxFailures: 10_000},
+			Throttle: mustThrottle(t, throttle.Config{MaxFailures: 10_000}),
 			Mounts:   map[string]http.Handler{"/healthz": http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})}})
 		if err != nil {
 			t.Fatal(err)
@@ -199,7 +200,7 @@ func FuzzAddHandler(f *testing.F) {
 		svc := &fuzzService{}
 		h, err := proxy.New(proxy.Config{Authenticator: fuzzAuth{}, Service: svc,
 			Logger:   slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-			Throttle: proxy.ThrottleConfig{MaxFailures: 10_000}})
+			Throttle: mustThrottle(t, throttle.Config{MaxFailures: 10_000})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,4 +415,18 @@ func FuzzTokenAuthenticate(f *testing.F) {
 			t.Fatalf("token %q: %v, want unauthenticated", token, err)
 		}
 	})
+}
+
+// mustThrottle is the throttle of cfg (the defaults without one).
+func mustThrottle(t testing.TB, cfg ...throttle.Config) *throttle.Throttle {
+	t.Helper()
+	var c throttle.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	th, err := throttle.New(c)
+	if err != nil {
+		t.Fatalf("throttle.New: %v", err)
+	}
+	return th
 }

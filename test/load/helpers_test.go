@@ -15,6 +15,7 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
@@ -51,7 +52,8 @@ func startGateway(t *testing.T) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := proxy.New(proxy.Config{Authenticator: tokens, Service: svc, Bodies: render.NewLister(svc, render.NewBodyCache(16<<20)), Logger: quiet})
+	h, err := proxy.New(proxy.Config{Authenticator: tokens, Service: svc, Bodies: render.NewLister(svc, render.NewBodyCache(16<<20)), Logger: quiet,
+		Throttle: mustThrottle(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,4 +90,18 @@ func expectDemo(t *testing.T, w Workload) *Checker {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// mustThrottle is the throttle of cfg (the defaults without one).
+func mustThrottle(t testing.TB, cfg ...throttle.Config) *throttle.Throttle {
+	t.Helper()
+	var c throttle.Config
+	if len(cfg) > 0 {
+		c = cfg[0]
+	}
+	th, err := throttle.New(c)
+	if err != nil {
+		t.Fatalf("throttle.New: %v", err)
+	}
+	return th
 }
