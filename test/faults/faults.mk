@@ -23,7 +23,10 @@ FAULTS_SOAK ?= 60s
 # test/redisfailover makes Redis primaries fail over (Sentinel and Cluster, real
 # processes) under two dirgate instances on the DC; it needs redis-server and
 # redis-cli, and takes about two minutes (95 s measured with -race, plus its build).
-FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test/failover/... ./test/redisfailover/...
+# test/chaos runs its short run here: 30 s of the workload under the nemesis, in the
+# quorum mode, with a fixed seed and a random one (test/chaos/doc.go); it needs the
+# pair and Redis like the two above.
+FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test/failover/... ./test/redisfailover/... ./test/chaos/...
 FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -p 1 -timeout 20m -v $(FAULTS_PKGS)
 
 .PHONY: test-faults
