@@ -110,7 +110,7 @@ func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode str
 	for _, steps := range sched.Steps {
 		wg.Go(func() { w.run(ctx, start, steps) })
 	}
-	(&nemesis{t: t, d: d, rec: rec}).run(ctx, start, sched.Faults)
+	(&nemesis{t: t, d: d, rec: rec, mode: mode}).run(ctx, start, sched.Faults)
 	wg.Wait()
 	t.Logf("workload and nemesis done after %v", time.Since(start).Round(time.Millisecond))
 

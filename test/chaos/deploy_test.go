@@ -43,13 +43,13 @@ type deployment struct {
 	pair sambatest.Pair
 	env  map[string]string // every replica's settings, for restarts
 
-	primary, replica *redistest.Server // their roles as the nemesis last saw them settle
-	sentinels        []*redistest.Server
+	sentinels []*redistest.Server
 
-	mu   sync.Mutex
-	base map[string]string         // replica name → its current (or last) API base URL
-	live map[string]*child.Program // replica name → the running process; absent while killed
-	all  []started                 // every process started, for the logs and the race check
+	mu               sync.Mutex
+	primary, replica *redistest.Server         // their roles as the nemesis last saw them settle
+	base             map[string]string         // replica name → its current (or last) API base URL
+	live             map[string]*child.Program // replica name → the running process; absent while killed
+	all              []started                 // every process started, for the logs and the race check
 }
 
 type started struct {
@@ -112,7 +112,7 @@ func startDeployment(t *testing.T, pair sambatest.Pair, ou string, trustees []st
 	d := &deployment{t: t, pair: pair, env: env, primary: primary, replica: replica, sentinels: sentinels,
 		base: map[string]string{}, live: map[string]*child.Program{}}
 	for _, name := range replicaNames {
-		d.start(name)
+		d.start(t, name)
 	}
 	// The replicas run with the race detector when the suite does: a race found in
 	// them under faults fails the test, with the report.
@@ -128,10 +128,11 @@ func startDeployment(t *testing.T, pair sambatest.Pair, ou string, trustees []st
 	return d
 }
 
-// start starts replica name (again), on new ports.
-func (d *deployment) start(name string) {
-	d.t.Helper()
-	p := child.Start(d.t, d.env)
+// start starts replica name (again), on new ports; t is the test, or a fault's
+// view of it (laneTB).
+func (d *deployment) start(t testing.TB, name string) {
+	t.Helper()
+	p := child.Start(t, d.env)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.base[name] = p.Base
@@ -154,6 +155,19 @@ func (d *deployment) kill(name string) error {
 	}
 	_ = p.Stop() // waits for the exit
 	return nil
+}
+
+// redisRoles returns the Redis servers as the primary and the replica, as last seen.
+func (d *deployment) redisRoles() (primary, replica *redistest.Server) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.primary, d.replica
+}
+
+func (d *deployment) setRedisRoles(primary, replica *redistest.Server) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.primary, d.replica = primary, replica
 }
 
 // baseURL returns replica name's API base URL.
