@@ -13,7 +13,9 @@
 # TestAlertsFireOnFaults also needs prometheus (Debian's package, installed by
 # test/run.sh; it adds about 1m45s). FAULTS_SOAK sets the soak's length (default
 # 60s); the whole run takes about five minutes on the 2-core machine, plus about a
-# minute and a half for test/failover when the pair is there.
+# minute and a half for test/failover and two minutes for test/chaos when the pair is
+# there (test/chaos alone, its race build included: 1m56s–2m04s, `go test -race
+# -count=1 -v -run TestChaos ./test/chaos/` with the pair's env exported).
 
 FAULTS_SOAK ?= 60s
 # test/failover kills and cuts off the DCs of test/samba/pair.sh (it needs the pair's
