@@ -1,7 +1,9 @@
 // Package chaos is dirgate's chaos suite, after Jepsen: a workload of clients and a
 // nemesis run side by side against a whole deployment, every operation is recorded
-// with its start, end and outcome, and the history is judged afterwards against the
-// promises of docs/operations.md ("Guarantees under faults") by test/chaos/history.
+// with its start, end and outcome, and the history is judged afterwards by
+// test/chaos/history against the promises dirgate makes under faults: no stale read
+// beyond a bound, no lost or resurrected write, no revoked or disabled account's token
+// accepted, availability outside the faults.
 //
 // The deployment is real processes: the two replicating Samba AD DCs of
 // test/samba/pair.sh; a Redis primary, its replica and three Sentinels with a quorum
