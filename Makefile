@@ -47,3 +47,4 @@ compose-down: ## stop the try-out and delete its volumes
 
 include test/samba/samba.mk
 include test/faults/faults.mk
+include test/chaos/chaos.mk

@@ -65,9 +65,9 @@ grep -F 'timings:' "$state/pair.log" || true
 set -a; . "$state/pair/env"; set +a
 
 echo "test: go test -race"
-# The fault, failover and hostile-input suites run next, on their own (make
+# The fault, failover, chaos and hostile-input suites run next, on their own (make
 # test-faults), one package at a time, against the same DC and pair.
-mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover -e /test/redisfailover)
+mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover -e /test/redisfailover -e '/test/chaos$')
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
 # Modules of their own that go.mod replaces a dependency with (third_party/*/PATCHES.md).
 for mod in third_party/*/go.mod; do

@@ -13,7 +13,9 @@
 # TestAlertsFireOnFaults also needs prometheus (Debian's package, installed by
 # test/run.sh; it adds about 1m45s). FAULTS_SOAK sets the soak's length (default
 # 60s); the whole run takes about five minutes on the 2-core machine, plus about a
-# minute and a half for test/failover when the pair is there.
+# minute and a half for test/failover and two minutes for test/chaos when the pair is
+# there (test/chaos alone, its race build included: 1m56s–2m04s, `go test -race
+# -count=1 -v -run TestChaos ./test/chaos/` with the pair's env exported).
 
 FAULTS_SOAK ?= 60s
 # test/failover kills and cuts off the DCs of test/samba/pair.sh (it needs the pair's
@@ -23,7 +25,10 @@ FAULTS_SOAK ?= 60s
 # test/redisfailover makes Redis primaries fail over (Sentinel and Cluster, real
 # processes) under two dirgate instances on the DC; it needs redis-server and
 # redis-cli, and takes about two minutes (95 s measured with -race, plus its build).
-FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test/failover/... ./test/redisfailover/...
+# test/chaos runs its short run here: 30 s of the workload under the nemesis, in the
+# quorum mode, with a fixed seed and a random one (test/chaos/doc.go); it needs the
+# pair and Redis like the two above.
+FAULTS_PKGS := ./test/faultproxy/... ./test/faults/... ./test/hostile/... ./test/failover/... ./test/redisfailover/... ./test/chaos/...
 FAULTS_GO_TEST := DIRGATE_SOAK_DURATION=$(FAULTS_SOAK) go test -race -count=1 -p 1 -timeout 20m -v $(FAULTS_PKGS)
 
 .PHONY: test-faults

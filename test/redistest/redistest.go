@@ -153,7 +153,7 @@ func (s *Server) start() error {
 	case s.sentinel != "":
 		// A Sentinel rewrites its configuration file, so it gets one of its own.
 		conf := filepath.Join(s.dir, fmt.Sprintf("sentinel-%d.conf", s.port))
-		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor %s 1\n", s.port, s.dir, logfile, s.sentinel)
+		text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndir %s\nlogfile %s\nsentinel monitor %s %d\n", s.port, s.dir, logfile, s.sentinel, s.sentOpts.quorum())
 		text += s.sentOpts.config(strings.Fields(s.sentinel)[0])
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
 			return err

@@ -155,3 +155,36 @@ func TestClusterFailover(t *testing.T) {
 		t.Errorf("%s primaries after the failover, want 3", got)
 	}
 }
+
+// TestSentinelQuorum: three Sentinels with a quorum of two find each other, promote
+// the replica when the primary is killed, and turn the old primary, started again
+// (empty), into a replica of the promoted one, as the chaos suite (test/chaos)
+// relies on.
+func TestSentinelQuorum(t *testing.T) {
+	p := Start(t)
+	r := StartReplica(t, p)
+	opts := FastFailover
+	opts.Quorum = 2
+	var ss []*Server
+	for range 3 {
+		ss = append(ss, StartSentinelWith(t, p, "mymaster", opts))
+	}
+	for _, s := range ss {
+		s.WaitSentinelPeers(t, "mymaster", 2, 30*time.Second)
+		s.WaitSentinelReplicas(t, "mymaster", 1, 30*time.Second)
+		if st, err := s.SentinelState("mymaster"); err != nil || st["quorum"] != "2" {
+			t.Fatalf("Sentinel state %v, %v; want quorum 2", st, err)
+		}
+	}
+	p.Stop()
+	if got := ss[0].WaitNewPrimary(t, "mymaster", p.Addr(), 60*time.Second); got != r.Addr() {
+		t.Fatalf("the Sentinels promoted %s, not the replica %s", got, r.Addr())
+	}
+	r.WaitRole(t, "master", 30*time.Second)
+	p.Restart()
+	p.WaitRole(t, "slave", 60*time.Second)
+	p.WaitLinkUp(t, 30*time.Second)
+	if i, _ := p.Info("replication"); i["master_port"] != strconv.Itoa(r.Port()) {
+		t.Errorf("the old primary replicates port %s, want %d", i["master_port"], r.Port())
+	}
+}

@@ -18,7 +18,14 @@ type SentinelOptions struct {
 	// abandoned, and half the pause before a failover is tried again (after one that
 	// found no replica fit to promote, for instance). Default 3 min.
 	FailoverTimeout time.Duration
+	// Quorum is how many Sentinels must hold the primary down before a failover
+	// starts; zero is one, for a Sentinel alone. With several Sentinels the one that
+	// runs the failover also needs the votes of a majority of them.
+	Quorum int
 }
+
+// quorum is the quorum of the monitor line.
+func (o SentinelOptions) quorum() int { return max(o.Quorum, 1) }
 
 // FastFailover are timings for tests: the primary is held down after a second of
 // silence, and a failover that could not complete is tried again after 6 s.
@@ -36,8 +43,10 @@ func (o SentinelOptions) config(name string) string {
 	return b.String()
 }
 
-// StartSentinelWith starts a Sentinel that monitors primary under name, with a quorum
-// of one and the timings of o (FastFailover for failover tests).
+// StartSentinelWith starts a Sentinel that monitors primary under name, with the
+// quorum and timings of o (FastFailover for failover tests). Sentinels started for
+// one primary find each other through it (their hello messages on the primary's
+// __sentinel__:hello channel); WaitSentinelPeers waits until they have.
 func StartSentinelWith(t testing.TB, primary *Server, name string, o SentinelOptions) *Server {
 	t.Helper()
 	return newServer(t, "", nil, func(s *Server) {
@@ -110,6 +119,25 @@ func (s *Server) WaitNewPrimary(t testing.TB, name, old string, limit time.Durat
 		if time.Now().After(deadline) {
 			state, _ := s.SentinelState(name)
 			t.Fatalf("redistest: the Sentinel on port %d still gives %s for %s after %v (%v); state %v", s.port, got, name, limit, err, state)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitSentinelPeers waits until the Sentinel knows at least n other Sentinels
+// monitoring the primary named name (num-other-sentinels): a failover needs the votes
+// of a majority of the Sentinels it knows.
+func (s *Server) WaitSentinelPeers(t testing.TB, name string, n int, limit time.Duration) {
+	t.Helper()
+	var last map[string]string
+	var err error
+	for deadline := time.Now().Add(limit); ; {
+		last, err = s.SentinelState(name)
+		if got, _ := strconv.Atoi(last["num-other-sentinels"]); err == nil && got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redistest: the Sentinel on port %d did not learn of %d other Sentinels of %s within %v: %v %v", s.port, n, name, limit, err, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -12,6 +12,8 @@
 #   pair.sh start N STATE_DIR     start DC N again, wait until LDAPS answers
 #   pair.sh linkdown N STATE_DIR  silently drop every packet to and from DC N
 #   pair.sh linkup N STATE_DIR    undo linkdown
+#   pair.sh delay N MS STATE_DIR  hold every chunk of LDAPS to and from DC N MS ms each way
+#   pair.sh undelay N STATE_DIR   undo delay
 #   pair.sh pause-inbound N STATE_DIR   DC N stops pulling changes (DISABLE_INBOUND_REPL)
 #   pair.sh resume-inbound N STATE_DIR  undo pause-inbound
 #   pair.sh replicate STATE_DIR   pull the domain NC both ways now
@@ -76,13 +78,17 @@ on() { local n=$1; shift; LDAPS_URL=$(url_of "$n") as_admin "$@"; }
 ensure_pair_tools() {
   [[ $(id -u) == 0 ]] || die "network namespaces need root"
   ensure_packages
-  if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1; then
-    log "ip or tc missing; installing iproute2"
+  if ! command -v ip >/dev/null 2>&1 || ! command -v tc >/dev/null 2>&1 || ! command -v ss >/dev/null 2>&1; then
+    log "ip, tc or ss missing; installing iproute2"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >&2 || die "apt-get install iproute2 failed"
   fi
+  if ! command -v nft >/dev/null 2>&1; then
+    log "nft missing (delay N MS needs it); installing nftables"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q nftables >&2 || die "apt-get install nftables failed"
+  fi
   local c
-  for c in ip tc testparm samba_spnupdate; do
-    command -v "$c" >/dev/null 2>&1 || die "$c missing (iproute2, samba, samba-ad-dc)"
+  for c in ip tc ss nft python3 testparm samba_spnupdate; do
+    command -v "$c" >/dev/null 2>&1 || die "$c missing (iproute2, nftables, python3, samba, samba-ad-dc)"
   done
 }
 
@@ -389,7 +395,7 @@ check_free() {
 
 cmd_stop_all() {
   local n
-  if [[ -d $DIR ]]; then for n in 1 2; do stop_dc "$n"; done; fi
+  if [[ -d $DIR ]]; then for n in 1 2; do undelay "$n" 2>/dev/null || true; stop_dc "$n"; done; fi
   net_down
   rm -rf -- "$DIR"
   rm -f "$STATE/env" "$STATE/pair.conf"
@@ -455,6 +461,7 @@ cmd_status() {
       echo "DC$n: pid $pid, $(url_of "$n") does not answer a bind"; rc=3
     fi
     if tc qdisc show dev "$(host_if "$n")" 2>/dev/null | grep -q blackhole; then echo "DC$n: link down"; fi
+    if [[ -f $(delay_pid "$n") ]]; then echo "DC$n: LDAPS delayed"; fi
   done
   return "$rc"
 }
@@ -472,6 +479,45 @@ link() {
   fi
 }
 
+# delay N MS: new LDAPS connections to DC N are redirected (nft, in DC N's
+# namespace) to delayrelay.py, which passes each chunk on MS ms late both ways;
+# the connections already open are cut (ss -K) so that their clients reconnect
+# through it. netem, which would delay every packet, is not in this kernel.
+# Replication between the DCs does not use LDAPS and is not delayed.
+readonly DELAY_PORT=6636
+delay_pid() { echo "$DIR/delay$1.pid"; }
+delay() {
+  local n=$1 ms=$2 out
+  [[ $ms =~ ^[0-9]{1,5}$ ]] || die "delay: MS must be a number of milliseconds, got '$ms'"
+  command -v nft >/dev/null 2>&1 || die "delay needs nft (apt-get install nftables; pair.sh start installs it)"
+  undelay "$n"
+  out="$DIR/log/delay$n.log"
+  rm -f "$out" # the wait below must not read the last relay's line
+  in_ns "$n" setsid python3 "$SCRIPT_DIR/delayrelay.py" "$DELAY_PORT" "$(ip_of "$n"):636" "$ms" \
+    "$(delay_pid "$n")" </dev/null >"$out" 2>&1 &
+  # Python's start-up (through a pyenv shim, say) takes seconds on a loaded machine.
+  for _ in $(seq 600); do grep -q listening "$out" 2>/dev/null && break; sleep 0.05; done
+  grep -q listening "$out" || { cat "$out" >&2; undelay "$n"; die "DC$n: delayrelay.py did not start within 30 s"; }
+  in_ns "$n" nft -f - <<EOF || die "DC$n: nft redirect failed"
+table ip dirgate_delay {
+  chain prerouting {
+    type nat hook prerouting priority dstnat;
+    tcp dport 636 redirect to :$DELAY_PORT
+  }
+}
+EOF
+  in_ns "$n" ss -K state established '( sport = :636 )' >/dev/null 2>&1 || true
+}
+undelay() {
+  local n=$1 f pid; f=$(delay_pid "$n")
+  in_ns "$n" nft delete table ip dirgate_delay 2>/dev/null || true
+  if [[ -f $f ]]; then
+    pid=$(tr -dc 0-9 <"$f")
+    if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; fi
+    rm -f "$f"
+  fi
+}
+
 inbound() { # inbound N +|-
   drs options "$(ip_of "$1")" --dsa-option="$2DISABLE_INBOUND_REPL" >>"$DIR/log/drs-options.log" 2>&1 \
     || { tail -n 5 "$DIR/log/drs-options.log" >&2; die "DC$1: drs options $2DISABLE_INBOUND_REPL failed"; }
@@ -479,13 +525,15 @@ inbound() { # inbound N +|-
 
 usage() {
   echo "usage: $0 start|stop|status|replicate STATE_DIR" >&2
-  echo "       $0 start|stop|kill|linkdown|linkup|pause-inbound|resume-inbound|modify N STATE_DIR" >&2
+  echo "       $0 start|stop|kill|linkdown|linkup|undelay|pause-inbound|resume-inbound|modify N STATE_DIR" >&2
+  echo "       $0 delay N MS STATE_DIR" >&2
   exit 2
 }
 
 case $# in
   2) VERB=$1; N=""; STATE=${2%/} ;;
   3) VERB=$1; N=$2; STATE=${3%/}; check_n "$N" ;;
+  4) VERB=$1; N=$2; MS=$3; STATE=${4%/}; check_n "$N"; [[ $VERB == delay ]] || usage ;;
   *) usage ;;
 esac
 [[ -n $STATE ]] || usage
@@ -503,6 +551,8 @@ case $VERB:${N:+n} in
   kill:n) stop_dc "$N" KILL ;;
   linkdown:n) link "$N" down ;;
   linkup:n) link "$N" up ;;
+  delay:n) delay "$N" "$MS" ;;
+  undelay:n) undelay "$N" ;;
   pause-inbound:n) inbound "$N" + ;;
   resume-inbound:n) inbound "$N" - ;;
   modify:n) on "$N" ldapmodify ;;

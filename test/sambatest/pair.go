@@ -290,6 +290,23 @@ func (p Pair) LinkUp(t testing.TB, n int) {
 	p.run(t, nil, "linkup", n)
 }
 
+// Delay makes every chunk of LDAPS traffic to and from DC n arrive d late (whole
+// milliseconds), each way: new connections go through a relay in DC n's namespace,
+// and the connections open are cut so that their clients reconnect through it
+// (test/samba/pair.sh delay; the kernel has no netem). Replication between the DCs
+// is not delayed. The delay ends when the test ends.
+func (p Pair) Delay(t testing.TB, n int, d time.Duration) {
+	t.Helper()
+	t.Cleanup(func() { p.undo(t, "undelay", n) })
+	p.run(t, nil, "delay", n, fmt.Sprint(d.Milliseconds()))
+}
+
+// Undelay undoes Delay; connections through the relay are cut.
+func (p Pair) Undelay(t testing.TB, n int) {
+	t.Helper()
+	p.run(t, nil, "undelay", n)
+}
+
 // PauseInbound stops DC n from pulling changes from the other DC
 // (DISABLE_INBOUND_REPL), so a change made on the other one stays away from
 // DC n. Replication resumes when the test ends.
@@ -321,10 +338,10 @@ func (p Pair) AdminModify(t testing.TB, n int, ldif string) {
 	p.run(t, strings.NewReader(ldif), "modify", n)
 }
 
-// run execs pair.sh VERB [N] STATE_DIR and fails the test with its output.
-func (p Pair) run(t testing.TB, stdin *strings.Reader, verb string, n int) {
+// run execs pair.sh VERB [N [ARG...]] STATE_DIR and fails the test with its output.
+func (p Pair) run(t testing.TB, stdin *strings.Reader, verb string, n int, extra ...string) {
 	t.Helper()
-	if err := p.exec(t, stdin, verb, n); err != nil {
+	if err := p.exec(t, stdin, verb, n, extra...); err != nil {
 		t.Fatalf("sambatest: %v", err)
 	}
 }
@@ -337,13 +354,14 @@ func (p Pair) undo(t testing.TB, verb string, n int) {
 	}
 }
 
-func (p Pair) exec(t testing.TB, stdin *strings.Reader, verb string, n int) error {
+func (p Pair) exec(t testing.TB, stdin *strings.Reader, verb string, n int, extra ...string) error {
 	t.Helper()
 	args := []string{p.Script, verb}
 	if n != 0 {
 		p.index(n)
 		args = append(args, fmt.Sprint(n))
 	}
+	args = append(args, extra...)
 	args = append(args, p.StateDir)
 	ctx, cancel := context.WithTimeout(context.Background(), pairVerbTimeout)
 	defer cancel()

@@ -97,6 +97,37 @@ func TestPair(t *testing.T) {
 		p.DC(2).DialService(t)
 	})
 
+	t.Run("delay makes each round trip late, undelay restores it, open connections cut", func(t *testing.T) {
+		open := p.DC(2).DialService(t)
+		p.Delay(t, 2, 300*time.Millisecond)
+		if _, err := open.Search(rootDSE()); err == nil {
+			t.Error("a connection opened before delay still answers: it was not cut")
+		}
+		start := time.Now()
+		c := p.DC(2).DialService(t) // TLS handshake and bind: several round trips
+		if d := time.Since(start); d < time.Second {
+			t.Errorf("dial and bind to the delayed DC2 took %v, want over a second", d)
+		}
+		start = time.Now()
+		if _, err := c.Search(rootDSE()); err != nil {
+			t.Fatalf("search through the delay: %v", err)
+		}
+		if d := time.Since(start); d < 600*time.Millisecond || d > 3*time.Second {
+			t.Errorf("one search through a 300 ms delay each way took %v, want about 600 ms", d)
+		}
+		start = time.Now()
+		p.DC(1).DialService(t) // the other DC is untouched
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("dial and bind to DC1 took %v while DC2 was delayed", d)
+		}
+		p.Undelay(t, 2)
+		start = time.Now()
+		p.DC(2).DialService(t)
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("dial and bind to DC2 took %v after undelay", d)
+		}
+	})
+
 	t.Run("kill refuses connects, start brings the DC back with its data", func(t *testing.T) {
 		dn := tempPairGroup(t, p, "kill")
 		addr := net.JoinHostPort(p.Host(2), "636")
@@ -271,4 +302,10 @@ func TestPairFrom(t *testing.T) {
 			t.Errorf("%s: got %+v", tc.name, p)
 		}
 	}
+}
+
+// rootDSE is a search of the root DSE, which any bound connection may read.
+func rootDSE() *ldap.SearchRequest {
+	return ldap.NewSearchRequest("", ldap.ScopeBaseObject, ldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{"defaultNamingContext"}, nil)
 }
