@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -122,13 +123,41 @@ func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode str
 
 	ops := rec.history()
 	summarize(t, ops)
-	rep := history.Check(ops, history.Config{Initial: f.Initial, Staleness: 5 * time.Second,
-		Converge: 3 * time.Second, DisableBound: principalTTL + 5*time.Second, Settle: 3 * time.Second})
-	// Plots of the history go here once test/chaos/history draws them.
+	rep := history.Check(ops, checkConfig(f))
+	t.Logf("checks: %v; staleness of direct changes %v, outside DC faults %v", rep.Checks, rep.Staleness, rep.StalenessCalm)
+	writeJSON(t, filepath.Join(out, "initial.json"), f.Initial)
+	writeJSON(t, filepath.Join(out, "report.json"), rep)
+	if len(rep.Anomalies) > 0 {
+		plot := filepath.Join(out, "timeline.png")
+		if err := history.Plot(ops, rep, plot); err != nil {
+			t.Errorf("plot the timeline: %v", err)
+		}
+		c := checkConfig(f)
+		t.Logf("timeline: %s; judge again with: go run ./test/chaos/cmd/chaoscheck -staleness %v -converge %v -settle %v -disable-bound %v -initial %s %s",
+			plot, c.Staleness, c.Converge, c.Settle, c.DisableBound, filepath.Join(out, "initial.json"), filepath.Join(out, "history.jsonl"))
+	}
 	for _, a := range rep.Anomalies {
 		t.Errorf("anomaly %s at op %d (causes %v): %s", a.Kind, a.Op, a.Causes, a.Detail)
 	}
 	w.compareWithDC(t)
+}
+
+// checkConfig is what the checker assumes of a run (docs/chaos.md).
+func checkConfig(f *fixture) history.Config {
+	return history.Config{Initial: f.Initial, Staleness: 5 * time.Second,
+		Converge: 3 * time.Second, DisableBound: principalTTL + 5*time.Second, Settle: 3 * time.Second}
+}
+
+// writeJSON writes v to path, indented.
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err == nil {
+		err = os.WriteFile(path, b, 0o644)
+	}
+	if err != nil {
+		t.Errorf("write %s: %v", path, err)
+	}
 }
 
 // outDir is DIRGATE_CHAOS_OUT/seed-<seed>, or a directory named by the seed under
