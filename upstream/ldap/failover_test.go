@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -403,5 +404,71 @@ func TestNotFoundCountsAsOK(t *testing.T) {
 	}
 	if got := s.calls.ok.Load() - ok; got != 1 {
 		t.Errorf("the unknown DN counted %d ok, want 1", got)
+	}
+}
+
+// failingJournal is a journal whose Redis is unreachable until ok is set.
+type failingJournal struct {
+	memJournal
+	ok      atomic.Bool
+	records atomic.Int32
+}
+
+func (j *failingJournal) Record(ctx context.Context, w dirgate.MembershipWrite, d time.Duration) error {
+	j.records.Add(1)
+	if !j.ok.Load() {
+		return errors.New("redis: connection refused")
+	}
+	return j.memJournal.Record(ctx, w, d)
+}
+
+func (j *failingJournal) Recent(ctx context.Context, group string) ([]dirgate.MembershipWrite, error) {
+	if !j.ok.Load() {
+		return nil, errors.New("redis: connection refused")
+	}
+	return j.memJournal.Recent(ctx, group)
+}
+
+// TestUnreadableJournalFailsClosed: while the other replicas' writes cannot be read, a
+// listing read from the first DC is served (writes go there), and one read from
+// another DC, which may lack a write another replica made, answers 503 rather than
+// contradict it; once the journal reads again, the listing is served.
+func TestUnreadableJournalFailsClosed(t *testing.T) {
+	j := &failingJournal{}
+	d, o1, _ := twoDCs(t, Config{}, nil)
+	d.SetWriteJournal(j)
+	g1 := byGUID(t, d, o1.g1.guid)
+	if _, err := d.Members(context.Background(), g1, nil); err != nil {
+		t.Fatalf("listing from the first DC with the journal unreadable: %v", err)
+	}
+	o1.srv.refuse.Store(true)
+	d.servers()[0].pool.flushIdle()
+	_, err := d.Members(context.Background(), g1, nil)
+	if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Fatalf("listing from DC2 with the journal unreadable = %v, want unavailable", err)
+	}
+	j.ok.Store(true)
+	if _, err := d.Members(context.Background(), g1, nil); err != nil {
+		t.Errorf("listing from DC2 with the journal readable again: %v", err)
+	}
+}
+
+// TestUnsharedWriteRecordedLater: a write Redis did not take is shared once it does.
+func TestUnsharedWriteRecordedLater(t *testing.T) {
+	j := &failingJournal{}
+	d, o1, _ := twoDCs(t, Config{}, nil)
+	d.now = time.Now
+	d.SetWriteJournal(j)
+	if err := d.RemoveMember(context.Background(), byGUID(t, d, o1.g1.guid), byGUID(t, d, o1.alice.guid)); err != nil {
+		t.Fatal(err)
+	}
+	j.ok.Store(true)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if ws, _ := j.Recent(context.Background(), o1.g1.guid); len(ws) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the write was not shared once Redis took writes again (%d attempts)", j.records.Load())
+		}
 	}
 }

@@ -70,7 +70,7 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	// The writes that may need laying over the answer are read first, and the
 	// answering DC's replication state before its members: a DC that holds a write by
 	// then lists it (overlay.go).
-	pending := d.pendingWrites(ctx, group)
+	pending, complete := d.pendingWrites(ctx, group)
 	var states sync.Map // server URL -> replState, the latest attempt's
 	objs, served, err := d.readServed(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		if anyStamped(pending) {
@@ -97,6 +97,9 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	})
 	if err != nil {
 		return nil, wrap("members", err)
+	}
+	if !complete && !d.firstServer(served) {
+		return nil, errWritesUnknown
 	}
 	var st *replState
 	if v, ok := states.Load(served); ok {

@@ -2,6 +2,7 @@ package ldap
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -77,8 +78,32 @@ func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, 
 	d.local.add(w, d.cfg.WriteOverlay, d.now())
 	if j := d.journal.Load(); j != nil {
 		if err := (*j).Record(ctx, w, d.cfg.WriteOverlay); err != nil {
-			d.log().Warn("ldap: could not share a membership write with the other replicas; listings they read from another DC may contradict it until it replicates",
+			d.log().Warn("ldap: could not share a membership write with the other replicas yet; retrying in the background",
 				"group", group.GUID, "error", err)
+			go d.recordLater(*j, w)
+		}
+	}
+}
+
+// recordLater shares a write that Redis did not take, every second until it does,
+// the window ends or the adapter closes: until then, listings other replicas read from
+// a DC that lacks the write may contradict it.
+func (d *Directory) recordLater(j WriteJournal, w dirgate.MembershipWrite) {
+	ctx := d.bgOr(context.Background())
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if d.now().Sub(w.At) > d.cfg.WriteOverlay {
+			return
+		}
+		if err := j.Record(ctx, w, d.cfg.WriteOverlay); err == nil {
+			d.log().Info("ldap: a membership write is shared with the other replicas", "group", w.Group, "late_by", d.now().Sub(w.At).Round(time.Millisecond).String())
+			return
 		}
 	}
 }
@@ -128,17 +153,20 @@ func (m *writes) expire(window time.Duration, now time.Time) {
 }
 
 // pendingWrites returns the newest write of each member of group remembered here or
-// by the other replicas, within the window; nil with one DC.
-func (d *Directory) pendingWrites(ctx context.Context, group dirgate.Object) map[string]dirgate.MembershipWrite {
+// by the other replicas, within the window; nil with one DC. complete is false when
+// the other replicas' writes could not be read.
+func (d *Directory) pendingWrites(ctx context.Context, group dirgate.Object) (pending map[string]dirgate.MembershipWrite, complete bool) {
 	if !d.multiDC() || group.GUID == "" {
-		return nil
+		return nil, true
 	}
 	now := d.now()
-	pending := d.local.pending(group.GUID, d.cfg.WriteOverlay, now)
+	pending = d.local.pending(group.GUID, d.cfg.WriteOverlay, now)
+	complete = true
 	if j := d.journal.Load(); j != nil {
 		shared, err := (*j).Recent(ctx, group.GUID)
 		if err != nil {
-			d.log().Warn("ldap: could not read the membership writes of other replicas; this listing carries this replica's only", "group", group.GUID, "error", err)
+			complete = false
+			d.log().Warn("ldap: could not read the membership writes of other replicas", "group", group.GUID, "error", err)
 		}
 		for _, w := range shared {
 			if w.Group != group.GUID || now.Sub(w.At) > d.cfg.WriteOverlay {
@@ -149,8 +177,16 @@ func (d *Directory) pendingWrites(ctx context.Context, group dirgate.Object) map
 			}
 		}
 	}
-	return pending
+	return pending, complete
 }
+
+// errWritesUnknown answers a listing read from a DC other than the first in order of
+// preference while the other replicas' writes cannot be read (Redis unreachable): that
+// DC may lack a write another replica made through the first, and nothing says which.
+// dirgate answers 503 rather than a listing that may contradict an acknowledged write
+// (docs/directory.md, "Writes laid over listings").
+var errWritesUnknown = dirgate.WrapError(dirgate.EUNAVAILABLE, "",
+	errors.New("ldap: the listing was read from a DC other than the first, and the other replicas' membership writes cannot be read to correct it"))
 
 // anyStamped reports whether one of the writes carries a stamp, so that the
 // answering DC's replication state is worth reading.

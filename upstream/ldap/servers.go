@@ -371,3 +371,9 @@ func unavailable(cause error) error {
 	}
 	return dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable; try again later.", cause)
 }
+
+// firstServer reports whether url is the first DC in order of preference.
+func (d *Directory) firstServer(url string) bool {
+	list := d.servers()
+	return len(list) > 0 && list[0].t.url == url
+}

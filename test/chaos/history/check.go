@@ -447,9 +447,14 @@ func (c *checker) availability(ops []Op) {
 		a, b := startOf(o)-int64(c.cfg.Settle), endOf(o)
 		replicaDown := c.f.replica[o.Replica].overlaps(a, b)
 		if o.Kind == List {
-			dcUp := !c.f.dcDown["dc1"].overlaps(a, b) || !c.f.dcDown["dc2"].overlaps(a, b)
-			redisUp := !c.f.redis["redis-primary"].overlaps(a, b) || !c.f.redis["redis-replica"].overlaps(a, b)
-			if !replicaDown && dcUp && redisUp {
+			dc1Down, dc2Down := c.f.dcDown["dc1"].overlaps(a, b), c.f.dcDown["dc2"].overlaps(a, b)
+			primaryDown := c.f.redis["redis-primary"].overlaps(a, b)
+			redisUp := !primaryDown || !c.f.redis["redis-replica"].overlaps(a, b)
+			// A DC down while the Redis primary is: the other replicas' writes cannot
+			// be read, and a listing read from another DC answers 503 rather than
+			// contradict one of them (docs/directory.md, "Writes laid over listings").
+			writesKnown := !primaryDown || !dc1Down && !dc2Down
+			if !replicaDown && (!dc1Down || !dc2Down) && redisUp && writesKnown {
 				c.r.Checks[CheckAvailability]++
 				if !o.OK() {
 					c.add(Unavailable, o, nil, "listing of %s on replica %s answered %d %s while its replica, a DC and a Redis were up", o.Group, o.Replica, o.Status, o.Err)

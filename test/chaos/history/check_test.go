@@ -316,14 +316,17 @@ func TestDisabledTokenAccepted(t *testing.T) {
 func TestUnavailable(t *testing.T) {
 	var b builder
 	b.fault("kill-dc", 0, 5000, "dc1")
-	b.fault("kill-redis-primary", 0, 5000, "redis-primary")
+	b.fault("stop-redis-replica", 0, 5000, "redis-replica")
 	b.fault("delay-dc", 0, 5000, "dc2")
 	b.fault("kill-replica", 0, 1000, "replica:B")
 	down := b.failedList("A", g1, 1000, 1100, 503, body503)
 	b.failedList("B", g1, 1500, 1600, 503, body503) // B healed less than Settle before
 	b.op(Op{Kind: List, Replica: "B", Group: g1, Err: "connection refused"}, 1900, 1950)
-	b.fault("stop-redis-replica", 4000, 4500, "redis-replica")
-	b.failedList("A", g1, 5200, 5300, 504, `{"message":"The directory did not answer in time.","code":"upstreamTimeout"}`)
+	// A DC down while the Redis primary is: read-your-writes wins over availability.
+	b.fault("kill-redis-primary", 6000, 8000, "redis-primary")
+	b.fault("blackhole-dc", 6000, 8000, "dc1")
+	b.failedList("A", g1, 7000, 7100, 503, body503)
+	b.failedList("A", g1, 8200, 8300, 504, `{"message":"The directory did not answer in time.","code":"upstreamTimeout"}`)
 	wantAnomalies(t, Check(b.ops, testCfg), Anomaly{Kind: Unavailable, Op: down})
 }
 
