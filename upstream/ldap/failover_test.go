@@ -294,14 +294,12 @@ func guids(objs []dirgate.Object) map[string]bool {
 // replicated), a later direct change on DC2 shows.
 func TestWritesOverlaidAfterFailover(t *testing.T) {
 	j := &memJournal{}
-	a, o1, o2 := twoDCs(t, Config{}, nil)
-	b, _, _ := twoDCs(t, Config{}, nil)
+	a, o1, o2 := twoDCs(t, Config{Journal: j}, nil)
+	b, _, _ := twoDCs(t, Config{Journal: j}, nil)
 	// b's fakes are other objects: point b's servers at the same fake DCs as a's.
 	for i, s := range b.servers() {
 		s.pool = newPool(4, time.Minute, []*fakeServer{o1.srv, o2.srv}[i].dial)
 	}
-	a.SetWriteJournal(j)
-	b.SetWriteJournal(j)
 	g1, alice, bob := byGUID(t, a, o1.g1.guid), byGUID(t, a, o1.alice.guid), byGUID(t, a, o1.bob.guid)
 	if err := a.RemoveMember(context.Background(), g1, alice); err != nil {
 		t.Fatal(err)
@@ -342,9 +340,8 @@ func TestWritesOverlaidAfterFailover(t *testing.T) {
 // TestNoOverlayWithOneDC: one DC remembers nothing.
 func TestNoOverlayWithOneDC(t *testing.T) {
 	o := newOrg()
-	d := o.dir(t, Config{})
 	j := &memJournal{}
-	d.SetWriteJournal(j)
+	d := o.dir(t, Config{Journal: j})
 	if err := d.RemoveMember(context.Background(), byGUID(t, d, o.g1.guid), byGUID(t, d, o.alice.guid)); err != nil {
 		t.Fatal(err)
 	}
