@@ -10,10 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The stored form of one write, as Redis held it after a dirgate whose journal
-// lived in the cache package (cache/journal.go, sealed by cache/seal.go's
-// derivation from the secret) recorded storedWrite for 10 minutes at the fake
-// clock's time, with testSecret: the keys, the hash field's value and its score in
+// The stored form of one write: what Redis holds once storedWrite is recorded for
+// 10 minutes at the fake clock's time with testSecret, by this package or by an
+// earlier dirgate (these bytes were read from Redis after an earlier version's
+// Record, not computed here): the keys, the hash field's value (the seal's tag, the
+// HMAC under internal/seal's derivation from the secret, the JSON) and its score in
 // the sorted set, and the SHA-1 of the two scripts as Redis caches them.
 const (
 	storedKey   = "dirgate:{0a1b2c3d-0000-4000-a000-000000000001}:w"
