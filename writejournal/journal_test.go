@@ -244,8 +244,30 @@ func TestJournalBounds(t *testing.T) {
 	}
 }
 
+// scriptMicros is the time Redis spent per EVALSHA since its statistics were last
+// reset (INFO commandstats), in µs.
+func scriptMicros(t testing.TB, rc *redis.Client) float64 {
+	t.Helper()
+	info, err := rc.Info(t.Context(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(l, "cmdstat_evalsha:"); ok {
+			for _, f := range strings.Split(v, ",") {
+				if us, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+					n, _ := strconv.ParseFloat(us, 64)
+					return n
+				}
+			}
+		}
+	}
+	t.Fatal("no cmdstat_evalsha in INFO commandstats")
+	return 0
+}
+
 // sentBytes is what Redis has sent to all its clients.
-func sentBytes(t *testing.T, rc *redis.Client) int64 {
+func sentBytes(t testing.TB, rc *redis.Client) int64 {
 	t.Helper()
 	info, err := rc.Info(t.Context(), "stats").Result()
 	if err != nil {
@@ -411,7 +433,8 @@ func FuzzJournalValue(f *testing.F) {
 // the oldest), a read of a full journal (4,096 writes unsealed and parsed), and a
 // read of a journal of 10 writes.
 func BenchmarkJournal(b *testing.B) {
-	j := newRedis(b).journal(b, nil, nil)
+	r := newRedis(b)
+	j := r.journal(b, nil, nil)
 	t0 := time.Now()
 	for i := range dirgate.MaxMembershipWrites {
 		if err := j.Record(b.Context(), write(testGUID(3, i), false, t0.Add(time.Duration(i)*time.Microsecond)), time.Hour); err != nil {
@@ -435,12 +458,17 @@ func BenchmarkJournal(b *testing.B) {
 		}
 	})
 	b.Run("recent", func(b *testing.B) {
+		recent(b, j, jGroup) // the script loaded (EVAL) before the count starts
+		if err := r.rc.ConfigResetStat(b.Context()).Err(); err != nil {
+			b.Fatal(err)
+		}
 		for b.Loop() {
 			ws, err := j.Recent(b.Context(), jGroup)
 			if err != nil || len(ws) != dirgate.MaxMembershipWrites {
 				b.Fatalf("%d writes, %v", len(ws), err)
 			}
 		}
+		b.ReportMetric(scriptMicros(b, r.rc), "redis-µs/op")
 	})
 	b.Run("recent-10", func(b *testing.B) {
 		for b.Loop() {
