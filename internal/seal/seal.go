@@ -2,7 +2,8 @@
 // (Redis): each value is prefixed with an HMAC-SHA256 over its key and its bytes,
 // under a key derived from a secret, so that a writer without the secret can
 // neither change a value nor move one under another key (docs/cache.md, "Entries
-// in Redis are authenticated"). The cache and the change feed seal with it.
+// in Redis are authenticated"). The cache, the change feed and the write journal
+// seal with it, under one key derived from the secret.
 package seal
 
 import (

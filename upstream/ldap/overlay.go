@@ -15,9 +15,9 @@ import (
 // first. A listing read from another DC meanwhile would contradict the change, and
 // docs/cache.md promises that a listing never contradicts a change made through
 // dirgate. So every write is remembered for WriteOverlay, here and (through
-// Config.Journal: Redis) for every replica, and a listing read
-// from a DC that does not hold the write yet is corrected: a removed member is left
-// out, an added one put in. Whether a DC holds a write is read from the DC itself:
+// Config.Journal: Redis) for every replica, and a listing read from a DC that does
+// not hold the write yet is corrected: a removed member is left out, an added one
+// put in. Whether a DC holds a write is read from the DC itself:
 // each write is stamped with its DC's invocation ID and USN, and the answering DC's
 // up-to-dateness vector says whether it holds that USN (replstate.go). A DC that
 // holds a write is left alone, so a change made directly on any DC after the write
