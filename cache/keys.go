@@ -18,7 +18,9 @@ import (
 //
 // A group's keys carry its GUID as a Redis Cluster hash tag, {guid}, so that its
 // version and its entries live in one slot and the conditional store (a Lua script
-// that reads the version and writes the entry) is allowed in a cluster.
+// that reads the version and writes the entry) is allowed in a cluster. The same
+// prefix and tag start the write journal's keys, {guid}:w and {guid}:w:at
+// (writejournal/journal.go), which no key here may take.
 type keys struct{ prefix string }
 
 // ready is the key Ready reads (and nobody writes).
@@ -26,14 +28,6 @@ func (k keys) ready() string { return k.prefix + "ready" }
 
 // version is the key of a group's (or object's) version token.
 func (k keys) version(guid string) string { return k.prefix + "{" + guid + "}:v" }
-
-// journal returns the keys of a group's remembered membership writes (journal.go):
-// a hash of sealed writes by member GUID, and a sorted set of the same members by
-// the time of their write, which orders them and bounds the hash.
-func (k keys) journal(guid string) (writes, order string) {
-	writes = k.prefix + "{" + guid + "}:w"
-	return writes, writes + ":at"
-}
 
 // listing returns the key and check string of a group's unfiltered listing.
 func (k keys) listing(guid string, indirect bool, props []string) (key, check string) {

@@ -13,8 +13,8 @@ import (
 
 // redisStore is the shared backend over go-redis's universal client: one server, a
 // Sentinel-managed primary or a Cluster, opened by the caller (redisconn). go-redis
-// types stay inside this file, lease.go and journal.go (the cache sees the store
-// interface only).
+// types stay inside this file and lease.go (the cache sees the store interface
+// only).
 type redisStore struct {
 	client redis.UniversalClient
 	// maxValue bounds what get reads of one value (maxStoredValue); log reports the

@@ -22,7 +22,6 @@ import (
 	"github.com/dirgate/dirgate/internal/heapreturn"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
-	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -60,7 +59,8 @@ type Main struct {
 	changes            dirgate.ChangeSource
 	changesPerInstance bool
 	feed               *changefeed.Feed
-	// redis is the client the cache and the change feed share (nil without Redis).
+	// redis is the client the write journal, the cache and the change feed share
+	// (nil without Redis; openRedis).
 	redis redis.UniversalClient
 	// history notices Redis failovers for every Redis client (redisHistory).
 	history *redisconn.History
@@ -73,9 +73,6 @@ type Main struct {
 	// policy (set by openDirectory: the LDAP upstream reads its schema, the memory
 	// upstream finds the attributes naming its entries).
 	schema dirgate.PropertySchema
-	// ldap is the LDAP upstream when configured: the cache gives it the shared
-	// journal of membership writes (upstream/ldap/overlay.go).
-	ldap *ldap.Directory
 	// signInFailures counts failed sign-ins across replicas (with Redis).
 	signInFailures *session.RedisFailures
 	// secret is DIRGATE_SECRET_FILE's content, read once (readSecret).
@@ -156,6 +153,9 @@ func (m *Main) Run(ctx context.Context) error {
 		m.closers = append(m.closers, func() error { hr.Close(); return nil })
 	}
 
+	if err := m.openRedis(); err != nil {
+		return err
+	}
 	dir, err := m.openDirectory(ctx)
 	if err != nil {
 		return err

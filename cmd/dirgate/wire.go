@@ -18,6 +18,7 @@ import (
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
+	"github.com/dirgate/dirgate/writejournal"
 )
 
 // openDirectory builds the configured upstream.
@@ -37,33 +38,16 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		m.checker, m.schema = d, d
 		return d, nil
 	case "ldap":
-		d, err := ldap.Config{
-			URL:               m.Config.LDAPURL,
-			Domain:            m.Config.LDAPDomain,
-			Site:              m.Config.LDAPSite,
-			DomainSuffixes:    m.Config.ldapDomainSuffixes(),
-			BindDN:            m.Config.LDAPBindDN,
-			PasswordFile:      m.Config.LDAPPasswordFile,
-			BaseDN:            m.Config.LDAPBaseDN,
-			CAFile:            m.Config.LDAPCAFile,
-			PoolSize:          m.Config.LDAPPoolSize,
-			DialTimeout:       m.Config.LDAPDialTimeout,
-			AttemptTimeout:    m.Config.LDAPAttemptTimeout,
-			HealthInterval:    m.Config.LDAPHealthInterval,
-			WriteOverlay:      m.Config.LDAPWriteOverlay,
-			DiscoveryInterval: m.Config.LDAPDiscoveryInterval,
-			RequestTimeout:    m.Config.LDAPTimeout,
-			IdleTimeout:       m.Config.LDAPIdleTimeout,
-			PageSize:          m.Config.LDAPPageSize,
-			UseInChain:        m.Config.LDAPInChain,
-			Breaker:           m.serverBreaker("ldap"),
-			Logger:            m.Logger,
-		}.Open(ctx)
+		cfg, err := m.ldapConfig()
+		if err != nil {
+			return nil, err
+		}
+		d, err := cfg.Open(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ldap upstream: %w", err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
-		m.changes, m.checker, m.schema, m.ldap = d, d, d, d
+		m.changes, m.checker, m.schema = d, d, d
 		m.ready.add("upstream", func(context.Context) error { return serversReady(d.Servers()) })
 		// Each DC has its own breaker (serverBreaker); the wrapper only records
 		// spans and durations.
@@ -90,6 +74,60 @@ func (m *Main) openThrottle() (*throttle.Throttle, error) {
 		return nil, fmt.Errorf("throttle: %w", err)
 	}
 	return th, nil
+}
+
+// ldapConfig is the LDAP upstream's configuration, with the write journal the
+// replicas share (writeJournal).
+func (m *Main) ldapConfig() (ldap.Config, error) {
+	journal, err := m.writeJournal()
+	if err != nil {
+		return ldap.Config{}, err
+	}
+	return ldap.Config{
+		URL:               m.Config.LDAPURL,
+		Domain:            m.Config.LDAPDomain,
+		Site:              m.Config.LDAPSite,
+		DomainSuffixes:    m.Config.ldapDomainSuffixes(),
+		BindDN:            m.Config.LDAPBindDN,
+		PasswordFile:      m.Config.LDAPPasswordFile,
+		BaseDN:            m.Config.LDAPBaseDN,
+		CAFile:            m.Config.LDAPCAFile,
+		PoolSize:          m.Config.LDAPPoolSize,
+		DialTimeout:       m.Config.LDAPDialTimeout,
+		AttemptTimeout:    m.Config.LDAPAttemptTimeout,
+		HealthInterval:    m.Config.LDAPHealthInterval,
+		WriteOverlay:      m.Config.LDAPWriteOverlay,
+		DiscoveryInterval: m.Config.LDAPDiscoveryInterval,
+		RequestTimeout:    m.Config.LDAPTimeout,
+		IdleTimeout:       m.Config.LDAPIdleTimeout,
+		PageSize:          m.Config.LDAPPageSize,
+		UseInChain:        m.Config.LDAPInChain,
+		Breaker:           m.serverBreaker("ldap"),
+		Journal:           journal,
+		Logger:            m.Logger,
+	}, nil
+}
+
+// writeJournal is where the LDAP adapter shares the membership writes it lays over
+// listings from other DCs (docs/cache.md, "Remembered membership writes"): Redis,
+// with the cache's key prefix, secret, timeout and retry interval; nil without Redis,
+// when each replica remembers its own writes only. Never a nil *writejournal.Journal
+// in the interface, which the adapter would call.
+func (m *Main) writeJournal() (ldap.WriteJournal, error) {
+	if m.redis == nil {
+		return nil, nil
+	}
+	secret, err := m.readSecret()
+	if err != nil {
+		return nil, err
+	}
+	cc := m.Config.cacheConfig(m)
+	j, err := writejournal.Config{Redis: m.redis, KeyPrefix: cc.KeyPrefix, Secret: secret,
+		Timeout: cc.Timeout, RetryInterval: cc.RetryInterval, Logger: m.Logger}.Open()
+	if err != nil {
+		return nil, fmt.Errorf("write journal: %w", err)
+	}
+	return j, nil
 }
 
 // serverBreaker gives each domain controller its own circuit breaker, with the
@@ -231,21 +269,8 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
 		cfg.Transitive = t
 	}
-	rcfg := m.Config.redisConfig(m)
-	if rcfg.Configured() {
-		// One client for the cache and the change feed, with the cache's timeout;
-		// closed after both (closers run last first).
-		rcfg.Metrics, rcfg.Logger = true, m.Logger
-		timeout := cfg.Timeout
-		if timeout == 0 {
-			timeout = cache.DefaultTimeout
-		}
-		client, err := rcfg.Open(timeout)
-		if err != nil {
-			return nil, fmt.Errorf("cache: %w", err)
-		}
-		m.closers = append(m.closers, client.Close)
-		cfg.Redis, m.redis = client, client
+	if m.redis != nil {
+		cfg.Redis = m.redis
 		cfg.History = m.redisHistory()
 	}
 	c, err := cfg.Open(ctx, dir)
@@ -253,11 +278,8 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	m.closers = append(m.closers, c.Close)
-	if j := c.Journal(); j != nil && m.ldap != nil {
-		// Replicas share the membership writes laid over listings from other DCs.
-		m.ldap.SetWriteJournal(j)
-	}
-	if rcfg.Configured() {
+	if m.redis != nil {
+		rcfg := m.Config.redisConfig(m)
 		if c.Ready(ctx) == nil {
 			// Logged once at start; requests do not depend on it.
 			m.Logger.Info("cache: redis answers", "mode", rcfg.WithDefaults().Mode, "addrs", rcfg.Addrs)
@@ -273,6 +295,29 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 		})
 	}
 	return c, nil
+}
+
+// openRedis connects to Redis when it is configured: one client for the write
+// journal, the cache and the change feed, with the cache's timeout as every
+// timeout, closed after all three (closers run last first). It comes before the
+// directory, whose LDAP adapter takes the write journal when it is opened.
+func (m *Main) openRedis() error {
+	rcfg := m.Config.redisConfig(m)
+	if !rcfg.Configured() {
+		return nil
+	}
+	rcfg.Metrics, rcfg.Logger = true, m.Logger
+	timeout := m.Config.cacheConfig(m).Timeout
+	if timeout == 0 {
+		timeout = cache.DefaultTimeout
+	}
+	client, err := rcfg.Open(timeout)
+	if err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	m.closers = append(m.closers, client.Close)
+	m.redis = client
+	return nil
 }
 
 // redisHistory is the one History of every Redis client of this process (the

@@ -197,8 +197,8 @@ func (cl *cluster) feedFreshness(t *testing.T, what, group string, shows func([]
 // and refilled (a properties set never asked for), and reports every listing that
 // lacks a member of want or shows one of gone. The writes were made through A: a
 // listing B refills from a DC that lacks them can only be corrected through the
-// write journal the replicas share in Redis (cache/journal.go); such failures are
-// marked [journal].
+// write journal the replicas share in Redis (writejournal/journal.go); such
+// failures are marked [journal].
 func (cl *cluster) expectListed(t *testing.T, what, group string, want, gone []string, rounds int) {
 	t.Helper()
 	ctx := context.Background()

@@ -131,6 +131,10 @@ type Config struct {
 	// WriteOverlay is how long a membership write made through dirgate is laid over
 	// listings read from another DC (overlay.go). DIRGATE_LDAP_WRITE_OVERLAY.
 	WriteOverlay time.Duration
+	// Journal shares the writes laid over listings with every replica (overlay.go;
+	// cmd/dirgate passes writejournal's, in Redis); nil keeps them in this process
+	// only.
+	Journal WriteJournal
 
 	// Breaker, when set, gives each server its own circuit breaker (cmd/dirgate
 	// passes upstream/breaker's), named by the server's URL: a DC that fails is cut

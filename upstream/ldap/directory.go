@@ -33,7 +33,6 @@ type Directory struct {
 
 	// Recent membership writes, laid over listings from other DCs (overlay.go).
 	local    writes
-	journal  atomic.Pointer[WriteJournal]
 	overlaid atomic.Int64 // members a listing gained or lost by the overlay
 	// invocations are the DCs' invocation IDs, for the overlay's stamps (replstate.go).
 	invocations invocations

@@ -295,14 +295,12 @@ func guids(objs []dirgate.Object) map[string]bool {
 // replicated), a later direct change on DC2 shows.
 func TestWritesOverlaidAfterFailover(t *testing.T) {
 	j := &memJournal{}
-	a, o1, o2 := twoDCs(t, Config{}, nil)
-	b, _, _ := twoDCs(t, Config{}, nil)
+	a, o1, o2 := twoDCs(t, Config{Journal: j}, nil)
+	b, _, _ := twoDCs(t, Config{Journal: j}, nil)
 	// b's fakes are other objects: point b's servers at the same fake DCs as a's.
 	for i, s := range b.servers() {
 		s.pool = newPool(4, time.Minute, []*fakeServer{o1.srv, o2.srv}[i].dial)
 	}
-	a.SetWriteJournal(j)
-	b.SetWriteJournal(j)
 	g1, alice, bob := byGUID(t, a, o1.g1.guid), byGUID(t, a, o1.alice.guid), byGUID(t, a, o1.bob.guid)
 	if err := a.RemoveMember(context.Background(), g1, alice); err != nil {
 		t.Fatal(err)
@@ -343,9 +341,8 @@ func TestWritesOverlaidAfterFailover(t *testing.T) {
 // TestNoOverlayWithOneDC: one DC remembers nothing.
 func TestNoOverlayWithOneDC(t *testing.T) {
 	o := newOrg()
-	d := o.dir(t, Config{})
 	j := &memJournal{}
-	d.SetWriteJournal(j)
+	d := o.dir(t, Config{Journal: j})
 	if err := d.RemoveMember(context.Background(), byGUID(t, d, o.g1.guid), byGUID(t, d, o.alice.guid)); err != nil {
 		t.Fatal(err)
 	}
@@ -435,8 +432,7 @@ func (j *failingJournal) Recent(ctx context.Context, group string) ([]dirgate.Me
 // contradict it; once the journal reads again, the listing is served.
 func TestUnreadableJournalFailsClosed(t *testing.T) {
 	j := &failingJournal{}
-	d, o1, _ := twoDCs(t, Config{}, nil)
-	d.SetWriteJournal(j)
+	d, o1, _ := twoDCs(t, Config{Journal: j}, nil)
 	g1 := byGUID(t, d, o1.g1.guid)
 	if _, err := d.Members(context.Background(), g1, nil); err != nil {
 		t.Fatalf("listing from the first DC with the journal unreadable: %v", err)
@@ -456,9 +452,8 @@ func TestUnreadableJournalFailsClosed(t *testing.T) {
 // TestUnsharedWriteRecordedLater: a write Redis did not take is shared once it does.
 func TestUnsharedWriteRecordedLater(t *testing.T) {
 	j := &failingJournal{}
-	d, o1, _ := twoDCs(t, Config{}, nil)
+	d, o1, _ := twoDCs(t, Config{Journal: j}, nil)
 	d.now = time.Now
-	d.SetWriteJournal(j)
 	if err := d.RemoveMember(context.Background(), byGUID(t, d, o1.g1.guid), byGUID(t, d, o1.alice.guid)); err != nil {
 		t.Fatal(err)
 	}

@@ -15,10 +15,10 @@ import (
 // receive it by replication, seconds later, or only once that DC is back if it died
 // first. A listing read from another DC meanwhile would contradict the change, and
 // docs/cache.md promises that a listing never contradicts a change made through
-// dirgate. So every write is remembered for WriteOverlay, here and (through the
-// WriteJournal that cmd/dirgate sets: Redis) for every replica, and a listing read
-// from a DC that does not hold the write yet is corrected: a removed member is left
-// out, an added one put in. Whether a DC holds a write is read from the DC itself:
+// dirgate. So every write is remembered for WriteOverlay, here and (through
+// Config.Journal: Redis) for every replica, and a listing read from a DC that does
+// not hold the write yet is corrected: a removed member is left out, an added one
+// put in. Whether a DC holds a write is read from the DC itself:
 // each write is stamped with its DC's invocation ID and USN, and the answering DC's
 // up-to-dateness vector says whether it holds that USN (replstate.go). A DC that
 // holds a write is left alone, so a change made directly on any DC after the write
@@ -27,8 +27,8 @@ import (
 // once its own answer agrees with it. With one DC there is nothing to correct and
 // nothing is remembered.
 
-// WriteJournal remembers membership writes for every replica (cmd/dirgate passes the
-// cache's Redis journal).
+// WriteJournal remembers membership writes for every replica (Config.Journal;
+// cmd/dirgate passes writejournal's, in Redis).
 type WriteJournal interface {
 	// Record remembers w until w.At plus window.
 	Record(ctx context.Context, w dirgate.MembershipWrite, window time.Duration) error
@@ -39,16 +39,6 @@ type WriteJournal interface {
 
 // DefaultWriteOverlay is how long a write is laid over listings from other DCs.
 const DefaultWriteOverlay = 10 * time.Minute
-
-// SetWriteJournal shares remembered writes with other replicas; nil keeps them in
-// this process only.
-func (d *Directory) SetWriteJournal(j WriteJournal) {
-	if j == nil {
-		d.journal.Store(nil)
-		return
-	}
-	d.journal.Store(&j)
-}
 
 // writes is the in-process memory of recent writes, and which DCs were seen to hold
 // them. It is bounded per group and in groups.
@@ -76,11 +66,11 @@ func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, 
 	w := dirgate.MembershipWrite{Group: group.GUID, Member: member.GUID, Added: added, Server: server, At: d.now(),
 		Origin: st.origin, USN: st.usn}
 	d.local.add(w, d.cfg.WriteOverlay, d.now())
-	if j := d.journal.Load(); j != nil {
-		if err := (*j).Record(ctx, w, d.cfg.WriteOverlay); err != nil {
+	if j := d.cfg.Journal; j != nil {
+		if err := j.Record(ctx, w, d.cfg.WriteOverlay); err != nil {
 			d.log().Warn("ldap: could not share a membership write with the other replicas yet; retrying in the background",
 				"group", group.GUID, "error", err)
-			go d.recordLater(*j, w)
+			go d.recordLater(j, w)
 		}
 	}
 }
@@ -162,8 +152,8 @@ func (d *Directory) pendingWrites(ctx context.Context, group dirgate.Object) (pe
 	now := d.now()
 	pending = d.local.pending(group.GUID, d.cfg.WriteOverlay, now)
 	complete = true
-	if j := d.journal.Load(); j != nil {
-		shared, err := (*j).Recent(ctx, group.GUID)
+	if j := d.cfg.Journal; j != nil {
+		shared, err := j.Recent(ctx, group.GUID)
 		if err != nil {
 			complete = false
 			d.log().Warn("ldap: could not read the membership writes of other replicas", "group", group.GUID, "error", err)

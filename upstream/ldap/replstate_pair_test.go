@@ -29,11 +29,11 @@ func TestOverlayFollowsReplicationState(t *testing.T) {
 	group := pairGroup(t, p, "overlay-repl", smokeAlice, smokeSmith)
 
 	j := &memJournal{}
-	a := openDC(t, pairConfig(p))
+	acfg := pairConfig(p)
+	acfg.Journal = j
+	a := openDC(t, acfg)
 	b := openDC(t, Config{URL: p.URL(2) + " " + p.URL(1), BindDN: p.BindDN,
-		PasswordFile: os.Getenv(sambatest.VarPairPasswordFile), BaseDN: p.BaseDN, CAFile: p.CAFile})
-	a.SetWriteJournal(j)
-	b.SetWriteJournal(j)
+		PasswordFile: os.Getenv(sambatest.VarPairPasswordFile), BaseDN: p.BaseDN, CAFile: p.CAFile, Journal: j})
 	g, alice, smith := mustLookup(t, a, group), mustLookup(t, a, smokeAlice), mustLookup(t, a, smokeSmith)
 
 	if err := a.RemoveMember(ctx, g, alice); err != nil {
