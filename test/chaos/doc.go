@@ -21,7 +21,7 @@
 // them also nests and unnests groups and disables and enables users), and a sign-in
 // process that signs pool users in, uses their tokens, and revokes some and keeps
 // using them. The nemesis kills a DC, blackholes its link, pauses its inbound
-// replication or delays its LDAPS by 300 ms (test/samba/pair.sh delay), kills the
+// replication or delays its LDAPS by 100 ms each way (test/samba/pair.sh delay), kills the
 // Redis primary (Sentinel promotes the replica; the old primary comes back as a
 // replica), stops the Redis replica (SIGSTOP), kills a dirgate replica or the one
 // leading the change feed (dirgate_changefeed_leader) and restarts it. In the

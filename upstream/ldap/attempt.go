@@ -26,7 +26,8 @@ import (
 // AttemptTimeout bounds how long a call waits on silence instead (every answer the
 // DC sends restarts it). Reads are hedged: the silent attempt keeps running, a second
 // one starts on the next DC, whichever answers first is the answer, and the silent DC
-// gets a health check. Other calls (writes are never sent to two DCs at once) ask a
+// gets a health check; a read that fell silent on a pooled connection is tried on a
+// new connection to the same DC once the other DCs had their turn. Other calls (writes are never sent to two DCs at once) ask a
 // health check and wait for it: a DC that fails it is marked down and the attempt is
 // given up for the next DC; one that passes is only slow (an in-chain search sends
 // nothing for seconds), and the call waits on.
@@ -34,9 +35,9 @@ import (
 // attempt is one try of a call on one server.
 type attempt struct {
 	s       *server
-	fresh   bool // asked for a newly dialled connection
-	n       int  // 0 for the first attempt of the call
-	reused  bool // ran on a connection from the idle pool
+	fresh   bool        // asked for a newly dialled connection
+	n       int         // 0 for the first attempt of the call
+	reused  atomic.Bool // ran on a connection from the idle pool (set by the attempt, read by run)
 	stalled atomic.Bool
 	// checked is closed when the health check started for this silent attempt
 	// ends (run's loop only).
@@ -62,6 +63,11 @@ type plan struct {
 	servers []*server
 	next    int
 	again   *server // the same server once more, on a new connection
+	// fresh are servers whose pooled connection fell silent, to be tried once more on
+	// a new connection after the other servers: the silence may be that connection's
+	// alone (a firewall or relay that dropped it without a reset), which the server's
+	// health check, on a new connection, cannot see.
+	fresh []*server
 }
 
 func (p *plan) take() (s *server, fresh, ok bool) {
@@ -69,12 +75,16 @@ func (p *plan) take() (s *server, fresh, ok bool) {
 		s, p.again = p.again, nil
 		return s, true, true
 	}
-	if p.next >= len(p.servers) {
-		return nil, false, false
+	if p.next < len(p.servers) {
+		s = p.servers[p.next]
+		p.next++
+		return s, false, true
 	}
-	s = p.servers[p.next]
-	p.next++
-	return s, false, true
+	if len(p.fresh) > 0 {
+		s, p.fresh = p.fresh[0], p.fresh[1:]
+		return s, true, true
+	}
+	return nil, false, false
 }
 
 // kind is what an attempt's outcome means for the call.
@@ -227,7 +237,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)
 			var de *dialError
 			if !r.a.fresh && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 &&
-				(r.a.reused || p.next >= len(p.servers)) {
+				(r.a.reused.Load() || p.next >= len(p.servers)) {
 				// Once more on a new connection to the same server: an idle connection
 				// may just have been dropped, and with no other server left this is
 				// the single-server adapter's one retry.
@@ -261,6 +271,9 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				// Keep it: the DC may only be slow. A health check tells.
 				stalled.s.calls.stalled.Add(1)
 				d.probeSoon(stalled.s)
+				if stalled.reused.Load() && retry {
+					p.fresh = append(p.fresh, stalled.s)
+				}
 				if start() {
 					timer.Reset(d.cfg.AttemptTimeout)
 				}
@@ -315,8 +328,8 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 		return v, err, false
 	}
 	ctx = context.WithValue(ctx, serverKey{}, a.s)
-	a.reused = !pc.lastUsed.IsZero()
-	if !a.reused {
+	a.reused.Store(!pc.lastUsed.IsZero())
+	if !a.reused.Load() {
 		a.touch() // a new connection's bind was answered
 	}
 	v, err = f(ctx, watched{conn: pc.conn, touch: a.touch}, a.n)

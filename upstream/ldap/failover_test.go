@@ -467,3 +467,22 @@ func TestUnsharedWriteRecordedLater(t *testing.T) {
 		}
 	}
 }
+
+// TestSilentPooledConnectionRetriedFresh: a read whose pooled connection to the first
+// DC fell silent (dropped by something between, the DC itself fine), while the other
+// DC is silent too, is tried on a new connection to the first DC rather than waiting
+// for the request's deadline.
+func TestSilentPooledConnectionRetriedFresh(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{AttemptTimeout: 150 * time.Millisecond, RequestTimeout: 10 * time.Second}, nil)
+	g1 := byGUID(t, d, o1.g1.guid) // DC1's pool holds a connection
+	o1.srv.hangDialled.Store(o1.srv.dials.Load())
+	o2.srv.hang.Store(true)
+	start := time.Now()
+	members, err := d.Members(context.Background(), g1, nil)
+	if err != nil || len(members) == 0 {
+		t.Fatalf("members with DC1's pooled connection and DC2 silent = %d, %v", len(members), err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("the read took %v; AttemptTimeout is 150ms", took)
+	}
+}

@@ -52,6 +52,9 @@ type fakeServer struct {
 	// hang makes searches block until their context ends, as an unresponsive
 	// server does.
 	hang atomic.Bool
+	// hangDialled makes the searches of the first n connections dialled block, as
+	// connections a firewall dropped without a reset do, while new ones answer.
+	hangDialled atomic.Int32
 	// refuse makes dials fail as a stopped server's refused connection does;
 	// hangModify makes Modifies block until the connection closes.
 	refuse, hangModify atomic.Bool
@@ -106,12 +109,13 @@ func (s *fakeServer) dial(context.Context) (conn, error) {
 	if s.refuse.Load() {
 		return nil, fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 	}
-	return &fakeConn{s: s, gone: make(chan struct{})}, nil
+	return &fakeConn{s: s, gone: make(chan struct{}), n: s.dials.Load()}, nil
 }
 
 // fakeConn is one connection to a fakeServer.
 type fakeConn struct {
 	s      *fakeServer
+	n      int32 // the dial's number
 	closed atomic.Bool
 	gone   chan struct{} // closed by Close
 	once   sync.Once
@@ -221,7 +225,7 @@ func (c *fakeConn) SearchAsync(ctx context.Context, req *goldap.SearchRequest, _
 	if err := c.injected(); err != nil {
 		return &fakeResponse{err: err}
 	}
-	if c.s.hang.Load() {
+	if c.s.hang.Load() || c.n <= c.s.hangDialled.Load() {
 		return &fakeResponse{ctx: ctx}
 	}
 	s := c.s
