@@ -177,8 +177,12 @@ func parseUpToDateVector(b []byte) (map[string]int64, error) {
 // had reached when it came back.
 
 // maxCatchUp bounds the wait: a DC whose replication stays broken is taken back
-// after it, with a warning, rather than never.
-const maxCatchUp = 10 * time.Minute
+// after it, with a warning, rather than never. A DC's cursor moves only when a
+// replication cycle runs, and the DC in use counts non-replicated changes too
+// (lastLogon on a bind): with nothing to notify, the next cycle may be the periodic
+// one (Samba: 300 s by default; AD: its schedule), so the bound is not longer than a
+// DC may reasonably be kept out of rotation for want of a cycle.
+const maxCatchUp = 2 * time.Minute
 
 // catchUp is what a returning DC must hold before it takes calls again.
 type catchUp struct {
