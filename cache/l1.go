@@ -1,8 +1,10 @@
 package cache
 
 import (
-	"container/list"
+	"math"
 	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // firstLevel keeps decoded entries in process, least recently used first out, bounded
@@ -18,9 +20,11 @@ import (
 // rendered body or remembered decision is keyed by). Kept, every request shares one.
 // So the first level holds at most its bound plus its largest listing.
 type firstLevel struct {
-	mu       sync.Mutex
-	items    map[string]*list.Element
-	lru      list.List // of *l1Item, most recently used first
+	mu sync.Mutex
+	// lru holds the entries within the bound, least recently used out: golang-lru's
+	// simplelru, unbounded in count (the bound is in bytes, kept by add), its
+	// eviction callback taking an entry's bytes off whichever way it leaves.
+	lru      *simplelru.LRU[string, *entry]
 	bytes    int64
 	maxBytes int64
 	big      *l1Item // an entry larger than maxBytes, not counted in bytes; nil if none
@@ -31,22 +35,25 @@ type l1Item struct {
 	e   *entry
 }
 
+// l1Size is what an entry is accounted for in the first level's bound.
+func l1Size(key string, e *entry) int64 { return int64(e.size + len(key)) }
+
 func newFirstLevel(maxBytes int64) *firstLevel {
-	return &firstLevel{items: map[string]*list.Element{}, maxBytes: maxBytes}
+	l := &firstLevel{maxBytes: maxBytes}
+	l.lru, _ = simplelru.NewLRU(math.MaxInt, func(key string, e *entry) { l.bytes -= l1Size(key, e) }) // the size is positive
+	return l
 }
 
 func (l *firstLevel) get(key string) *entry {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	el, ok := l.items[key]
-	if !ok {
-		if l.big != nil && l.big.key == key {
-			return l.big.e
-		}
-		return nil
+	if e, ok := l.lru.Get(key); ok {
+		return e
 	}
-	l.lru.MoveToFront(el)
-	return el.Value.(*l1Item).e
+	if l.big != nil && l.big.key == key {
+		return l.big.e
+	}
+	return nil
 }
 
 // add keeps e under key, replacing what was there. Any entry within the bound is
@@ -55,12 +62,10 @@ func (l *firstLevel) get(key string) *entry {
 // decode each when next used. An entry bigger than the whole bound takes the place
 // of the one kept beside the bound, leaving the others where they are.
 func (l *firstLevel) add(key string, e *entry) {
-	size := int64(e.size + len(key))
+	size := l1Size(key, e)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if el, ok := l.items[key]; ok {
-		l.removeElement(el)
-	}
+	l.lru.Remove(key) // its bytes go with it (the eviction callback)
 	if l.big != nil && l.big.key == key {
 		l.big = nil
 	}
@@ -68,10 +73,12 @@ func (l *firstLevel) add(key string, e *entry) {
 		l.big = &l1Item{key: key, e: e}
 		return
 	}
-	for l.bytes+size > l.maxBytes && l.lru.Len() > 0 {
-		l.removeElement(l.lru.Back())
+	for l.bytes+size > l.maxBytes {
+		if _, _, ok := l.lru.RemoveOldest(); !ok {
+			break
+		}
 	}
-	l.items[key] = l.lru.PushFront(&l1Item{key: key, e: e})
+	l.lru.Add(key, e)
 	l.bytes += size
 }
 
@@ -79,8 +86,8 @@ func (l *firstLevel) add(key string, e *entry) {
 func (l *firstLevel) remove(key string, e *entry) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if el, ok := l.items[key]; ok && el.Value.(*l1Item).e == e {
-		l.removeElement(el)
+	if kept, ok := l.lru.Peek(key); ok && kept == e {
+		l.lru.Remove(key)
 	}
 	if l.big != nil && l.big.key == key && l.big.e == e {
 		l.big = nil
@@ -92,20 +99,14 @@ func (l *firstLevel) remove(key string, e *entry) {
 func (l *firstLevel) drop(match func(key string, e *entry) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for key, el := range l.items {
-		if match(key, el.Value.(*l1Item).e) {
-			l.removeElement(el)
+	for _, key := range l.lru.Keys() {
+		if e, _ := l.lru.Peek(key); match(key, e) {
+			l.lru.Remove(key)
 		}
 	}
 	if l.big != nil && match(l.big.key, l.big.e) {
 		l.big = nil
 	}
-}
-
-func (l *firstLevel) removeElement(el *list.Element) {
-	it := l.lru.Remove(el).(*l1Item)
-	delete(l.items, it.key)
-	l.bytes -= int64(it.e.size + len(it.key))
 }
 
 func (l *firstLevel) len() int {

@@ -98,3 +98,39 @@ func TestFirstLevelBeyondBound(t *testing.T) {
 		t.Fatal("drop did not reach the big entry, or reached another")
 	}
 }
+
+// TestFirstLevelEvictsLeastRecentlyUsed: within the bound, an add pushes out the
+// least recently used entries (a read counts as a use) until it fits, and the bytes
+// follow every way an entry leaves: eviction, replacement, remove, drop.
+func TestFirstLevelEvictsLeastRecentlyUsed(t *testing.T) {
+	l := newFirstLevel(100)
+	e := func(n int) *entry { return &entry{size: n} } // accounted as n + 1 (its key)
+	a, b, c := e(29), e(29), e(29)
+	l.add("a", a)
+	l.add("b", b)
+	l.add("c", c)
+	l.get("a")
+	d := e(29)
+	l.add("d", d) // 120 bytes: b, the least recently used, goes
+	if l.get("b") != nil || l.get("a") != a || l.get("c") != c || l.get("d") != d || l.bytes != 90 || l.len() != 3 {
+		t.Fatalf("after an evicting add: b kept %v, %d bytes, %d entries (want b gone, 90, 3)", l.get("b") != nil, l.bytes, l.len())
+	}
+	// Order now, least recent first: a, c, d. An entry of 70 pushes out a and c.
+	big := e(69)
+	l.add("e", big)
+	if l.get("a") != nil || l.get("c") != nil || l.get("d") != d || l.get("e") != big || l.bytes != 100 {
+		t.Fatalf("an add of 70 bytes: a kept %v, c kept %v, %d bytes (want both gone, 100)", l.get("a") != nil, l.get("c") != nil, l.bytes)
+	}
+	l.add("d", e(9)) // replaced: its old bytes go, pushing nothing out
+	if l.get("e") != big || l.bytes != 80 || l.len() != 2 {
+		t.Fatalf("after a replacement: %d bytes, %d entries (want 80, 2)", l.bytes, l.len())
+	}
+	l.remove("e", big)
+	if l.bytes != 10 || l.len() != 1 {
+		t.Fatalf("after remove: %d bytes, %d entries (want 10, 1)", l.bytes, l.len())
+	}
+	l.drop(func(string, *entry) bool { return true })
+	if l.bytes != 0 || l.len() != 0 {
+		t.Fatalf("after drop: %d bytes, %d entries (want 0, 0)", l.bytes, l.len())
+	}
+}

@@ -267,3 +267,52 @@ func (c *fakeClock) Advance(d time.Duration) {
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
+
+// TestMemoryStoreBound: the in-process store keeps its values within its bound in
+// bytes, pushing out the least recently used (a read counts as a use) until a new one
+// fits; a value larger than the whole store is not kept, and takes the key's old value
+// with it; an expired value is dropped when read; the bytes follow every way a value
+// leaves.
+func TestMemoryStoreBound(t *testing.T) {
+	ctx := t.Context()
+	clock := newFakeClock()
+	// Each value below is accounted as 1 + 1 + memItemOverhead bytes: three fit.
+	const each = 2 + memItemOverhead
+	m := newMemoryStore(3*each+each/2, clock.Now)
+	set := func(k, v string, ttl time.Duration) {
+		t.Helper()
+		if err := m.set(ctx, k, v, ttl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(k string) string {
+		t.Helper()
+		v, err := m.get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]
+	}
+	set("a", "1", time.Hour)
+	set("b", "2", time.Hour)
+	set("c", "3", time.Minute)
+	get("a")
+	set("d", "4", time.Hour) // b, the least recently used, goes
+	if get("b") != "" || get("a") != "1" || get("c") != "3" || get("d") != "4" || m.bytes != 3*each || m.lru.Len() != 3 {
+		t.Fatalf("after an evicting set: b %q, %d bytes, %d values (want b gone, %d, 3)", get("b"), m.bytes, m.lru.Len(), 3*each)
+	}
+	clock.Advance(2 * time.Minute)
+	if get("c") != "" || m.bytes != 2*each || m.lru.Len() != 2 {
+		t.Fatalf("an expired value read: %q, %d bytes, %d values (want none, %d, 2)", get("c"), m.bytes, m.lru.Len(), 2*each)
+	}
+	set("a", strings.Repeat("x", 4*each), time.Hour) // larger than the store
+	if get("a") != "" || get("d") != "4" || m.bytes != each || m.lru.Len() != 1 {
+		t.Fatalf("a value larger than the store: a %q, %d bytes, %d values (want a gone, d kept, %d, 1)", get("a"), m.bytes, m.lru.Len(), each)
+	}
+	if err := m.delIf(ctx, "d", "4"); err != nil {
+		t.Fatal(err)
+	}
+	if m.bytes != 0 || m.lru.Len() != 0 {
+		t.Fatalf("after delIf: %d bytes, %d values (want 0, 0)", m.bytes, m.lru.Len())
+	}
+}
