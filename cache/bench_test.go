@@ -11,6 +11,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
+	"github.com/dirgate/dirgate/test/encodedtest"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
@@ -212,7 +213,7 @@ func BenchmarkListing1000(b *testing.B) {
 func BenchmarkDecode1000(b *testing.B) {
 	d := newBenchDir(1000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)
-	el, _ := dirgate.EncodeListing(objs)
+	el, _ := encodedtest.EncodeListing(objs)
 	v := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
 	b.SetBytes(int64(len(v)))
 	for b.Loop() {

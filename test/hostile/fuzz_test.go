@@ -43,6 +43,7 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/child"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 // fuzzToken is the only token fuzzAuth accepts.
@@ -311,7 +312,7 @@ func FuzzEntryToObject(f *testing.F) {
 			t.Fatalf("object does not encode: %v", err)
 		}
 		// The cache's pre-encoded path must give what json.Marshal gives.
-		enc, err := dirgate.EncodeListing([]dirgate.Object{o})
+		enc, err := encodedtest.EncodeListing([]dirgate.Object{o})
 		if err != nil {
 			t.Fatal(err)
 		}
