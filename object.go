@@ -15,6 +15,21 @@ const (
 	DirectoryTypeCloud           = 2
 )
 
+// Object types. Their codes (objectTypeCode) follow from an entry's objectClass
+// (internal/ldapentry/entry.go): the product fixes organizationalUnit 0, user 2,
+// group 3 and computer 4; the others are dirgate's choice (docs/compatibility.md,
+// "objectType and objectTypeCode").
+const (
+	TypeOrganizationalUnit = "organizationalUnit"
+	TypeContainer          = "container"
+	TypeUser               = "user"
+	TypeGroup              = "group"
+	TypeComputer           = "computer"
+	TypeContact            = "contact"
+	TypeForeignPrincipal   = "foreignSecurityPrincipal"
+	TypeDomain             = "domainDNS"
+)
+
 // Object is a directory object exactly as a client receives it
 // (docs/compatibility.md, "Directory objects"). SID and PrimaryGroupID are kept for
 // identifier resolution and membership, never rendered.

@@ -45,7 +45,7 @@ func TestObjectAppendJSON(t *testing.T) {
 			DirectoryType: DirectoryTypeActiveDirectory, SID: "S-1-5-21-1-2-3-1104", PrimaryGroupID: 513,
 			AccountStatus:  &AccountStatus{IsLocked: true, ExpirationDate: ts},
 			PasswordStatus: &PasswordStatus{WhenChanged: other, ExpirationStatus: PasswordExpired}},
-		{ObjectTypeCode: ObjectTypeCodeOther, AccountStatus: &AccountStatus{IsDisabled: true},
+		{ObjectTypeCode: -1, AccountStatus: &AccountStatus{IsDisabled: true},
 			PasswordStatus: &PasswordStatus{ExpirationDate: ts}},
 		// Everything encoding/json escapes: quotes, backslashes, controls with and
 		// without short forms, HTML, DEL (not escaped), U+2028/U+2029, invalid UTF-8.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -197,7 +198,7 @@ func readServer(ctx context.Context, c conn) (server, nc string, usn uint64, inv
 	err = search(ctx, c, query{base: server, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
 		attrs: []string{"invocationId"}}, func(e *goldap.Entry) error {
 		if raw := e.GetRawAttributeValue("invocationId"); len(raw) == 16 {
-			invocation = dirgate.GUIDFromBytes(raw)
+			invocation = ldapentry.GUIDFromBytes(raw)
 		}
 		return nil
 	})
@@ -220,7 +221,7 @@ func (d *Directory) parseChange(e *goldap.Entry) (change, error) {
 	if len(raw) != 16 {
 		return change{}, fmt.Errorf("a changed entry has an objectGUID of %d bytes", len(raw))
 	}
-	ch := change{Change: dirgate.Change{Kind: dirgate.ChangeObject, GUID: dirgate.GUIDFromBytes(raw), GroupsKnown: true}}
+	ch := change{Change: dirgate.Change{Kind: dirgate.ChangeObject, GUID: ldapentry.GUIDFromBytes(raw), GroupsKnown: true}}
 	for _, c := range e.GetAttributeValues("objectClass") {
 		if strings.EqualFold(c, "group") {
 			ch.Kind = dirgate.ChangeGroup
@@ -289,7 +290,7 @@ func (d *Directory) primaryGroupGUID(ctx context.Context, rid int) (string, erro
 		return search(ctx, c, query{base: "<SID=" + sid + ">", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
 			attrs: []string{"objectGUID"}}, func(e *goldap.Entry) error {
 			if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
-				g = dirgate.GUIDFromBytes(raw)
+				g = ldapentry.GUIDFromBytes(raw)
 			}
 			return nil
 		})

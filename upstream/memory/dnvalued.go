@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
 var _ dirgate.PropertySchema = (*Directory)(nil)
@@ -69,7 +70,7 @@ func namesEntry(v []byte, r *record, byDN, byKey map[string]*record, bySID map[s
 		// Few values have the shape (objectSid and sIDHistory, the bulk, are
 		// covered and not looked at): converting them costs less than a map of
 		// every entry's binary SID.
-		sid, err := dirgate.SIDFromBytes(v)
+		sid, err := ldapentry.SIDFromBytes(v)
 		return err == nil && sid != r.sid && bySID[sid] != nil // a leading byte 1: no DN
 	}
 	if len(v) > 4 && v[1] == '-' && (v[0] == 'S' || v[0] == 's') {
@@ -88,7 +89,7 @@ func namesEntry(v []byte, r *record, byDN, byKey map[string]*record, bySID map[s
 }
 
 // isBinarySID reports whether v has the shape of a binary SID: revision 1, then as
-// many 32-bit sub-authorities as its count byte says (dirgate.SIDFromBytes).
+// many 32-bit sub-authorities as its count byte says (ldapentry.SIDFromBytes).
 func isBinarySID(v []byte) bool {
 	return len(v) >= 8 && v[0] == 1 && len(v) == 8+4*int(v[1])
 }
