@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/adattr"
 	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
@@ -12,7 +13,7 @@ var _ dirgate.PropertySchema = (*Directory)(nil)
 
 // NamedOnlyProperties returns the attributes of the loaded file whose values name
 // its entries (by DN or SID), lower-cased, beyond dirgate's built-in list of
-// attributes naming objects and but for dirgate.DNPropertyCovered: the memory
+// attributes naming objects and but for adattr.DNPropertyCovered: the memory
 // upstream has no schema, and an AD export may hold attributes naming objects
 // (Exchange's, an extension's) that the built-in list does not know. The property
 // policy returns them only to a caller whose policy names them (docs/policy.md,
@@ -30,9 +31,9 @@ func (d *Directory) NamedOnlyProperties() map[string]bool {
 // of a DN-Binary or DN-String value ("B:8:0000000A:CN=…", "S:5:hello:CN=…", as AD
 // exports the syntaxes 2.5.5.7 and 2.5.5.14), or its objectSid (bySID), in binary
 // (as an export holds SID-syntax attributes such as mS-DS-CreatorSID) or in string
-// form ("S-1-5-21-…"). It skips the attributes already known (dirgate.IsDNProperty,
+// form ("S-1-5-21-…"). It skips the attributes already known (adattr.IsDNProperty,
 // the bulk of the values: member and memberOf) or covered (the entry's own DN and
-// SIDs, dirgate.DNPropertyCovered), and values that can be none of these forms.
+// SIDs, adattr.DNPropertyCovered), and values that can be none of these forms.
 func dnValued(records []*record, byDN, byKey map[string]*record, bySID map[string][]*record) *map[string]bool {
 	// skip holds, per attribute name met, whether its values need no look: one map
 	// lookup per attribute of an entry (a large export has millions).
@@ -42,7 +43,7 @@ func dnValued(records []*record, byDN, byKey map[string]*record, bySID map[strin
 		for k, vals := range r.entry.Attrs {
 			s, ok := skip[k]
 			if !ok {
-				s = dirgate.IsDNProperty(k) || dirgate.DNPropertyCovered(k)
+				s = adattr.IsDNProperty(k) || adattr.DNPropertyCovered(k)
 				skip[k] = s
 			}
 			if s {
