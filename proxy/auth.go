@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -61,7 +62,7 @@ func (s *server) authenticate(w http.ResponseWriter, r *http.Request, rec *recor
 // (throttle.failJudged), so concurrent failures cannot all pass as the first.
 func (s *server) tokenFailed(w http.ResponseWriter, r *http.Request, addr string, err error) error {
 	d, wait, wasBlocked := s.throttle.failJudged(addr, s.cfg.Now())
-	dirgate.Sleep(r.Context(), d)
+	ctxsleep.Sleep(r.Context(), d)
 	if !wasBlocked {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 	"go.opentelemetry.io/otel/attribute"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
@@ -200,7 +201,7 @@ func (s *server) refused(w http.ResponseWriter, r *http.Request, rec *record, er
 		}
 		d = max(d, s.throttle.delay(n))
 	}
-	dirgate.Sleep(r.Context(), d)
+	ctxsleep.Sleep(r.Context(), d)
 	if !blocked {
 		return err
 	}
@@ -319,7 +320,7 @@ func (s *server) finishSignIn(r *http.Request, rec *record, key string, a signIn
 	}
 	d := s.throttle.confirm(key, s.cfg.Now())
 	if isRefusal(err) {
-		dirgate.Sleep(r.Context(), max(d, s.throttle.delay(a.shared)))
+		ctxsleep.Sleep(r.Context(), max(d, s.throttle.delay(a.shared)))
 	}
 }
 
