@@ -106,7 +106,7 @@ func (d *Directory) ReadChanges(ctx context.Context, pos dirgate.ChangePosition,
 // readChangesOn reads the changes of the DC c is connected to since pos, or since
 // the mark pos keeps for that DC when pos was read from another one. The position
 // returned is this DC's, carrying pos's marks and, when pos names another DC, pos
-// itself as a mark (dirgate.ChangePosition.Moved); marks of this DC under another
+// itself as a mark (moved, marks.go); marks of this DC under another
 // invocationId are dropped.
 func (d *Directory) readChangesOn(ctx context.Context, c conn, pos dirgate.ChangePosition, max int) (b dirgate.ChangeBatch, changes []change, err error) {
 	server, nc, usn, invocation, err := readServer(ctx, c)
@@ -119,10 +119,10 @@ func (d *Directory) readChangesOn(ctx context.Context, c conn, pos dirgate.Chang
 		s, _, _ := strings.Cut(m.Source, "|")
 		return s == server
 	}
-	b.Position = pos.Moved(dirgate.ChangePosition{Source: source, USN: usn, Time: now}, thisDC)
+	b.Position = moved(pos, dirgate.ChangePosition{Source: source, USN: usn, Time: now}, thisDC)
 	from, fromTime := pos.USN, pos.Time
 	oldServer, oldInvocation, _ := strings.Cut(pos.Source, "|")
-	switch mark, marked := pos.Mark(source); {
+	switch mark, marked := markOf(pos, source); {
 	case pos.Source == "":
 		b.Resync = dirgate.ResyncNoPosition
 	case oldServer == server && oldInvocation != invocation:
