@@ -62,8 +62,8 @@ func AppendTimestamp(dst []byte, t time.Time) []byte {
 
 // appendTimestamp is t.AppendFormat(dst, TimestampLayout) for a UTC time, written
 // digit by digit for the years of four digits (Format's general path was most of an
-// object's encoding; TestAppendTimestamp, FuzzObjectAppendJSON in objectjson_test.go
-// of the root package).
+// object's encoding; TestAppendTimestamp here, FuzzObjectAppendJSON in the root's
+// objectjson_test.go).
 func appendTimestamp(dst []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
