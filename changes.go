@@ -2,7 +2,6 @@ package dirgate
 
 import (
 	"context"
-	"slices"
 	"time"
 )
 
@@ -31,7 +30,8 @@ type ChangePosition struct {
 	// Marks are the positions last read from other sources, most recent last, so
 	// that a feed that returns to one of them continues from where it stood there
 	// instead of resyncing (the LDAP upstream follows one DC at a time, and USNs are
-	// per DC). At most MaxChangeMarks are kept, the oldest dropped (Moved).
+	// per DC). At most MaxChangeMarks are kept, the oldest dropped
+	// (upstream/ldap/marks.go).
 	Marks []ChangeMark `json:"marks,omitempty"`
 }
 
@@ -45,39 +45,6 @@ type ChangeMark struct {
 
 // MaxChangeMarks bounds ChangePosition.Marks.
 const MaxChangeMarks = 16
-
-// Mark returns the mark kept for source.
-func (p ChangePosition) Mark(source string) (ChangeMark, bool) {
-	for _, m := range p.Marks {
-		if m.Source == source {
-			return m, true
-		}
-	}
-	return ChangeMark{}, false
-}
-
-// Moved returns to, the position read next, carrying p's marks and, when to is on
-// another source, p itself as the most recent mark, so that returning to p's source
-// later continues from p. Marks of to's source, and those drop reports (nil: none),
-// are left out: to replaces them. The newest MaxChangeMarks are kept.
-func (p ChangePosition) Moved(to ChangePosition, drop func(ChangeMark) bool) ChangePosition {
-	all := append(append([]ChangeMark(nil), p.Marks...), ChangeMark{Source: p.Source, USN: p.USN, Time: p.Time})
-	// From the most recent back, so that a source named twice (a stored position is
-	// untrusted input) keeps its latest mark.
-	var marks []ChangeMark
-	seen := map[string]bool{to.Source: true, "": true}
-	for i := len(all) - 1; i >= 0 && len(marks) < MaxChangeMarks; i-- {
-		m := all[i]
-		if seen[m.Source] || drop != nil && drop(m) {
-			continue
-		}
-		seen[m.Source] = true
-		marks = append(marks, m)
-	}
-	slices.Reverse(marks)
-	to.Marks = marks
-	return to
-}
 
 // ChangeKind is what happened to an object.
 type ChangeKind string

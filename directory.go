@@ -62,7 +62,7 @@ func NormalizeProperties(names []string) ([]string, error) {
 		if len(n) > MaxPropertyNameLength {
 			return nil, Errorf(EINVALID, "contains a property name longer than %d characters", MaxPropertyNameLength)
 		}
-		if !validAttributeName(n) {
+		if !IsAttributeName(n) {
 			return nil, Errorf(EINVALID, "contains %q, which is not an LDAP attribute name", n)
 		}
 		out = append(out, strings.ToLower(n))
@@ -78,7 +78,12 @@ func NormalizeProperties(names []string) ([]string, error) {
 	return out[:j], nil
 }
 
-func validAttributeName(n string) bool {
+// IsAttributeName reports whether n is an LDAP attribute name as NormalizeProperties
+// and ParseDN accept it: a letter then letters, digits and hyphens, or a numeric OID.
+func IsAttributeName(n string) bool {
+	if n == "" {
+		return false
+	}
 	isLetter := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' }
 	isDigit := func(c byte) bool { return '0' <= c && c <= '9' }
 	if isLetter(n[0]) {

@@ -6,4 +6,7 @@
 //
 // Subpackages wrap one technology each (proxy: HTTP; upstream/*: directories;
 // cache, policy) and import only this package; cmd/dirgate wires them together.
+// Mechanism that several share is in internal/: the byte-level JSON encoding of an
+// object's values, LDAP entries and AD's value syntaxes, the keyed sort of a
+// listing, the bit set of a selection. This package holds the domain only.
 package dirgate

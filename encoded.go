@@ -11,9 +11,10 @@ import (
 // encodings about 0.3 ms (docs/benchmarks.md, "Cost calibration"); Object.AppendJSON
 // encodes in about a fifth of encoding/json's time (BenchmarkObjectJSON), still
 // several times a join. So a cache keeps listings in this form and returns them in
-// a Listing, which reaches the renderer (render/), which joins responses from them. It is the door between the two: neither imports the other. It is immutable
-// and safe for concurrent use, and a cache fill makes a new one, so its identity
-// names one version of a listing.
+// a Listing, which reaches the renderer (render/), which joins responses from them.
+// It is the door between the two: neither imports the other. It is immutable and
+// safe for concurrent use, and a cache fill makes a new one, so its identity names
+// one version of a listing.
 type EncodedListing struct {
 	objs   []Object
 	frags  []string
@@ -25,36 +26,9 @@ type EncodedListing struct {
 	size      int // bytes of all fragments
 }
 
-// EncodeListing encodes every object of objs, for a caller that holds objects
-// without their encodings (the renderer's and the proxy's tests; dirgate's cache
-// writes the encodings straight into its stored value and pairs them with
-// NewJoinedListing, cache/codec.go). The encodings are carved out of shared chunks:
-// a listing of 100,000 objects is some 44 MB of JSON, and one string per object was
-// 100,000 allocations for the collector to follow.
-func EncodeListing(objs []Object) (*EncodedListing, error) {
-	frags := make([]string, len(objs))
-	var scratch, chunk []byte
-	for i := range objs {
-		scratch = objs[i].AppendJSON(scratch[:0])
-		if len(chunk)+len(scratch) > cap(chunk) {
-			chunk = make([]byte, 0, max(encodeChunkBytes, len(scratch)))
-		}
-		start := len(chunk)
-		chunk = append(chunk, scratch...)
-		// The chunk's bytes up to len(chunk) are never written again (later objects
-		// are appended beyond them), so the string shares them rather than copying.
-		frags[i] = unsafe.String(unsafe.SliceData(chunk[start:]), len(scratch))
-	}
-	return &EncodedListing{objs: objs, frags: frags}, nil
-}
-
-// encodeChunkBytes bounds what a chunk of EncodeListing wastes at its end and what
-// one fragment keeps alive.
-const encodeChunkBytes = 64 << 10
-
-// NewEncodedListing pairs objects with encodings made earlier by EncodeListing (a
-// cache that stored both). frags[i] must be the encoding of objs[i]; nil frags means
-// that the objects have none and are encoded when served.
+// NewEncodedListing pairs objects with their encodings (Object.AppendJSON), made
+// earlier (a cache that stored both). frags[i] must be the encoding of objs[i]; nil
+// frags means that the objects have none and are encoded when served.
 func NewEncodedListing(objs []Object, frags []string) (*EncodedListing, error) {
 	if frags != nil && len(objs) != len(frags) {
 		return nil, fmt.Errorf("encoded listing: %d objects but %d encodings", len(objs), len(frags))

@@ -20,7 +20,11 @@ func encodedTestObjects() []Object {
 // every encoding.
 func TestEncodedListingIndex(t *testing.T) {
 	objs := encodedTestObjects()
-	e, err := EncodeListing(objs)
+	frags := make([]string, len(objs))
+	for i := range objs {
+		frags[i] = string(objs[i].AppendJSON(nil))
+	}
+	e, err := NewEncodedListing(objs, frags)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
 func TestParseIdentifier(t *testing.T) {
@@ -144,17 +145,17 @@ func FuzzParseIdentifier(f *testing.F) {
 			t.Fatalf("canonical %q of %q reparses as %v %q", id.Canonical(), s, again.Kind(), again.Canonical())
 		}
 		if id.Kind() == dirgate.KindSID {
-			b, err := dirgate.SIDToBytes(id.Canonical())
+			b, err := ldapentry.SIDToBytes(id.Canonical())
 			if err != nil {
 				t.Fatalf("SIDToBytes(%q): %v", id.Canonical(), err)
 			}
-			if back, err := dirgate.SIDFromBytes(b); err != nil || back != id.Canonical() {
+			if back, err := ldapentry.SIDFromBytes(b); err != nil || back != id.Canonical() {
 				t.Fatalf("SID %q round-trips to %q, %v", id.Canonical(), back, err)
 			}
 		}
 		if id.Kind() == dirgate.KindGUID {
-			b, err := dirgate.GUIDToBytes(id.Canonical())
-			if err != nil || dirgate.GUIDFromBytes(b) != id.Canonical() {
+			b, err := ldapentry.GUIDToBytes(id.Canonical())
+			if err != nil || ldapentry.GUIDFromBytes(b) != id.Canonical() {
 				t.Fatalf("GUID %q does not round-trip: %v", id.Canonical(), err)
 			}
 		}

@@ -2,7 +2,10 @@ package dirgate
 
 import (
 	"encoding/json"
+	"strconv"
 	"time"
+
+	"github.com/dirgate/dirgate/internal/objectjson"
 )
 
 // Directory types (docs/compatibility.md, "Objects as the product renders them").
@@ -10,6 +13,21 @@ const (
 	DirectoryTypeNone            = 0
 	DirectoryTypeActiveDirectory = 1
 	DirectoryTypeCloud           = 2
+)
+
+// Object types. Their codes (objectTypeCode) follow from an entry's objectClass
+// (internal/ldapentry/entry.go): the product fixes organizationalUnit 0, user 2,
+// group 3 and computer 4; the others are dirgate's choice (docs/compatibility.md,
+// "objectType and objectTypeCode").
+const (
+	TypeOrganizationalUnit = "organizationalUnit"
+	TypeContainer          = "container"
+	TypeUser               = "user"
+	TypeGroup              = "group"
+	TypeComputer           = "computer"
+	TypeContact            = "contact"
+	TypeForeignPrincipal   = "foreignSecurityPrincipal"
+	TypeDomain             = "domainDNS"
 )
 
 // Object is a directory object exactly as a client receives it
@@ -37,6 +55,49 @@ func (o *Object) IsGroup() bool { return o.ObjectType == TypeGroup }
 // MarshalJSON renders properties as {} rather than null when none were requested
 // (AppendJSON).
 func (o Object) MarshalJSON() ([]byte, error) { return o.AppendJSON(nil), nil }
+
+// AppendJSON appends o's JSON encoding to dst: byte for byte what encoding/json gave
+// through MarshalJSON before (TestObjectAppendJSON, FuzzObjectAppendJSON), HTML
+// escaping included, without reflection (internal/objectjson encodes the values).
+// A cache records each object's encoding once (cache/codec.go) and the renderer
+// encodes those a filter altered (render/join.go).
+func (o *Object) AppendJSON(dst []byte) []byte {
+	dst = append(dst, `{"guid":`...)
+	dst = objectjson.AppendString(dst, o.GUID)
+	dst = append(dst, `,"dn":`...)
+	dst = objectjson.AppendString(dst, o.DN)
+	dst = append(dst, `,"displayName":`...)
+	dst = objectjson.AppendString(dst, o.DisplayName)
+	dst = append(dst, `,"objectType":`...)
+	dst = objectjson.AppendString(dst, o.ObjectType)
+	dst = append(dst, `,"objectTypeCode":`...)
+	dst = strconv.AppendInt(dst, int64(o.ObjectTypeCode), 10)
+	dst = append(dst, `,"domainName":`...)
+	dst = objectjson.AppendString(dst, o.DomainName)
+	dst = append(dst, `,"directoryType":`...)
+	dst = strconv.AppendInt(dst, int64(o.DirectoryType), 10)
+	dst = append(dst, `,"properties":`...)
+	dst = objectjson.AppendProperties(dst, o.Properties)
+	if a := o.AccountStatus; a != nil {
+		dst = append(dst, `,"accountStatus":{"isDisabled":`...)
+		dst = strconv.AppendBool(dst, a.IsDisabled)
+		dst = append(dst, `,"isLocked":`...)
+		dst = strconv.AppendBool(dst, a.IsLocked)
+		dst = append(dst, `,"expirationDate":`...)
+		dst = a.ExpirationDate.appendJSON(dst)
+		dst = append(dst, '}')
+	}
+	if p := o.PasswordStatus; p != nil {
+		dst = append(dst, `,"passwordStatus":{"whenChanged":`...)
+		dst = p.WhenChanged.appendJSON(dst)
+		dst = append(dst, `,"expirationStatus":`...)
+		dst = strconv.AppendInt(dst, int64(p.ExpirationStatus), 10)
+		dst = append(dst, `,"expirationDate":`...)
+		dst = p.ExpirationDate.appendJSON(dst)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
 
 // AccountStatus is rendered on users and computers.
 type AccountStatus struct {
@@ -79,6 +140,14 @@ func (t Timestamp) String() string { return t.UTC().Format(TimestampLayout) }
 
 func (t Timestamp) MarshalJSON() ([]byte, error) {
 	return t.appendJSON(make([]byte, 0, len(TimestampLayout)+2)), nil
+}
+
+// appendJSON appends t as MarshalJSON renders it, null for nil.
+func (t *Timestamp) appendJSON(dst []byte) []byte {
+	if t == nil {
+		return append(dst, "null"...)
+	}
+	return objectjson.AppendTimestamp(dst, t.Time)
 }
 
 func (t *Timestamp) UnmarshalJSON(b []byte) error {

@@ -9,16 +9,18 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
+	"github.com/dirgate/dirgate/test/encodedtest"
 	"github.com/dirgate/dirgate/test/redistest"
 )
 
 // benchDir is a directory with one group of n users rendered as the upstreams render
-// them (dirgate.Entry.ToObject), about 640 bytes of JSON each with benchProps.
+// them (ldapentry.Entry.ToObject), about 640 bytes of JSON each with benchProps.
 type benchDir struct {
 	group   dirgate.Object
-	members []*dirgate.Entry
+	members []*ldapentry.Entry
 }
 
 var benchProps = []string{"department", "mail", "telephonenumber", "title"}
@@ -29,7 +31,7 @@ func newBenchDir(n int) *benchDir {
 		copy(b, fmt.Sprintf("%016d", i))
 		return b
 	}
-	g := dirgate.NewEntry("CN=Bench,OU=Groups,DC=corp,DC=example,DC=com")
+	g := ldapentry.NewEntry("CN=Bench,OU=Groups,DC=corp,DC=example,DC=com")
 	g.Add("objectGUID", guid(0))
 	g.Add("objectClass", []byte("top"), []byte("group"))
 	d := &benchDir{}
@@ -37,7 +39,7 @@ func newBenchDir(n int) *benchDir {
 	ous := []string{"IT", "Sales", "Finance", "HR"}
 	for i := 1; i <= n; i++ {
 		name := fmt.Sprintf("User Number%04d", i)
-		e := dirgate.NewEntry("CN=" + name + ",OU=" + ous[i%4] + ",OU=Staff,DC=corp,DC=example,DC=com")
+		e := ldapentry.NewEntry("CN=" + name + ",OU=" + ous[i%4] + ",OU=Staff,DC=corp,DC=example,DC=com")
 		e.Add("objectGUID", guid(i))
 		e.Add("objectSid", []byte("\x01\x05\x00\x00\x00\x00\x00\x05\x15\x00\x00\x00\x8e\x7e\xf8\x7d\x2b\xf2\xdf\xc3\xec\x25\x72\x6e"+string([]byte{byte(i), byte(i >> 8), 0, 0})))
 		e.Add("objectClass", []byte("top"), []byte("person"), []byte("organizationalPerson"), []byte("user"))
@@ -212,7 +214,7 @@ func BenchmarkListing1000(b *testing.B) {
 func BenchmarkDecode1000(b *testing.B) {
 	d := newBenchDir(1000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)
-	el, _ := dirgate.EncodeListing(objs)
+	el, _ := encodedtest.EncodeListing(objs)
 	v := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
 	b.SetBytes(int64(len(v)))
 	for b.Loop() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
+	"github.com/dirgate/dirgate/test/encodedtest"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -65,7 +66,7 @@ func TestCodecRoundTrip(t *testing.T) {
 		dirgate.Object{GUID: "i", AccountStatus: &dirgate.AccountStatus{IsLocked: true}, PasswordStatus: &dirgate.PasswordStatus{ExpirationStatus: 1,
 			WhenChanged: dirgate.NewTimestamp(time.Date(1601, 1, 1, 0, 0, 0, 100, time.UTC))}},
 	)
-	el, err := dirgate.EncodeListing(objs)
+	el, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +111,7 @@ func TestCodecRoundTrip(t *testing.T) {
 // an error, not a value that decodes wrong.
 func TestEncodeEntryObjectJSON(t *testing.T) {
 	objs := demoObjects(t)
-	el, err := dirgate.EncodeListing(objs)
+	el, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +200,7 @@ func TestDecodeEntryInto(t *testing.T) {
 // object costs no copy.
 func TestDecodedEntrySharesTheValue(t *testing.T) {
 	objs := demoObjects(t)
-	el, err := dirgate.EncodeListing(objs)
+	el, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -368,7 +369,7 @@ func TestEntrySize(t *testing.T) {
 		many[fmt.Sprint(i)] = []string{long}
 	}
 	objs = append(objs, dirgate.Object{Properties: many})
-	el, err := dirgate.EncodeListing(objs)
+	el, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 // TestPackLargeEntries: an entry above compressAbove is stored compressed, several
@@ -15,7 +16,7 @@ import (
 func TestPackLargeEntries(t *testing.T) {
 	d := newBenchDir(5000)
 	objs, _ := d.Members(t.Context(), d.group, benchProps)
-	el, err := dirgate.EncodeListing(objs)
+	el, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func FuzzUnpack(f *testing.F) {
 func BenchmarkPack(b *testing.B) {
 	d := newBenchDir(5000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)
-	el, _ := dirgate.EncodeListing(objs)
+	el, _ := encodedtest.EncodeListing(objs)
 	blob := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
 	packed := pack(blob)
 	b.Run("pack", func(b *testing.B) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/redis/go-redis/v9"
 )
@@ -419,8 +420,8 @@ const (
 )
 
 // canonicalGUID reports whether g is a GUID in the form the upstreams render
-// (dirgate.GUIDFromBytes): an event naming anything else is refused.
+// (ldapentry.GUIDFromBytes): an event naming anything else is refused.
 func canonicalGUID(g string) bool {
-	b, err := dirgate.GUIDToBytes(g)
-	return err == nil && len(g) == 36 && dirgate.GUIDFromBytes(b) == g
+	b, err := ldapentry.GUIDToBytes(g)
+	return err == nil && len(g) == 36 && ldapentry.GUIDFromBytes(b) == g
 }

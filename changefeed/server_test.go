@@ -16,7 +16,8 @@ import (
 
 // switchingSource answers from the DC at the head of its script until told to
 // move on: as the LDAP upstream does, its position names the DC, and a batch from a
-// new DC either resumes (no resync) or resyncs.
+// new DC either resumes (no resync) or resyncs, as the script says (the marks the
+// LDAP upstream keeps of other DCs play no part here).
 type switchingSource struct {
 	mu     sync.Mutex
 	source string
@@ -28,7 +29,7 @@ func (s *switchingSource) ReadChanges(_ context.Context, pos dirgate.ChangePosit
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.usn++
-	b := dirgate.ChangeBatch{Position: pos.Moved(dirgate.ChangePosition{Source: s.source, USN: s.usn, Time: time.Now()}, nil)}
+	b := dirgate.ChangeBatch{Position: dirgate.ChangePosition{Source: s.source, USN: s.usn, Time: time.Now()}}
 	switch {
 	case pos.Source == "":
 		b.Resync = dirgate.ResyncNoPosition

@@ -102,12 +102,12 @@ func (p *plan) remember(objs []dirgate.Object, allowed []bool) *decided {
 // planCache keeps the most recently used plans of one policy version; it is
 // dropped with its version, so a reload invalidates it without a scan.
 //
-// The LRU is written here rather than taken from golang-lru (which proxy's
-// throttle uses) because every listing and every view decision looks a plan up,
+// The LRU is written here rather than taken from golang-lru (which the throttle and
+// the cache use) because every listing and every view decision looks a plan up,
 // and both of golang-lru's forms were slower at that: its Cache by 10 to 25 ns a
 // look-up (a read-write lock), its simplelru under this mutex by about 1 ns (a map
-// with a generic key); docs/benchmarks.md, "The plan cache's and the throttle's
-// LRU", has the figures of BenchmarkPlanCache.
+// with a generic key); docs/benchmarks.md, "The LRUs", has the figures of
+// BenchmarkPlanCache.
 type planCache struct {
 	mu    sync.Mutex
 	max   int

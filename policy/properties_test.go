@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/adattr"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -364,7 +365,7 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 				}
 				var want []string
 				for _, k := range props {
-					secret := dirgate.IsSecretProperty(k)
+					secret := adattr.IsSecretProperty(k)
 					if slices.Contains(d.Properties, k) || (!secret && slices.Contains(d.Properties, "*")) {
 						want = append(want, k)
 					}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 	"go.opentelemetry.io/otel/attribute"
 )
 
@@ -217,7 +218,7 @@ func (s *server) createSession(w http.ResponseWriter, r *http.Request, rec *reco
 	ctx, span := tracer().Start(r.Context(), "sign in")
 	defer span.End()
 	ses, err := s.cfg.SignIn.CreateSession(ctx, name, body.Password)
-	dirgate.Sleep(r.Context(), finish(r.Context(), err))
+	ctxsleep.Sleep(r.Context(), finish(r.Context(), err))
 	span.SetAttributes(attribute.String("dirgate.outcome", signInOutcome(err)))
 	if reason := signInReason(err); reason != "" {
 		// The reason only: never the password, and not the name either (users type

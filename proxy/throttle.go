@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 	"net/http"
 	"strconv"
 	"time"
@@ -26,7 +27,7 @@ type Throttle interface {
 // throttled holds the answer as v says and, when v refuses it, sets Retry-After
 // and returns the 429 worded by refusal; otherwise it returns nil.
 func throttled(w http.ResponseWriter, r *http.Request, v dirgate.Throttled, refusal func(dirgate.ThrottleBound) error) error {
-	dirgate.Sleep(r.Context(), v.Hold)
+	ctxsleep.Sleep(r.Context(), v.Hold)
 	if v.Refused == dirgate.NotThrottled {
 		return nil
 	}

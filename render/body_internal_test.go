@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 // BenchmarkBodyCacheHit finds a kept body: the shared body's part of a cached
@@ -16,7 +17,7 @@ func BenchmarkBodyCacheHit(b *testing.B) {
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	e, err := dirgate.EncodeListing(objs)
+	e, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -41,7 +42,7 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	e, err := dirgate.EncodeListing(objs)
+	e, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func listingOf(t *testing.T, n int) (*dirgate.EncodedListing, dirgate.Selection)
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	e, err := dirgate.EncodeListing(objs)
+	e, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}

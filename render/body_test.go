@@ -9,6 +9,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 // everyOther is a ViewSelector (and FilterView for List) that lets a caller see the
@@ -83,7 +84,7 @@ func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.
 // the request and not kept.
 func TestListBodyBypassNotKept(t *testing.T) {
 	d, objs := bigDir(t, 20)
-	enc, _ := dirgate.EncodeListing(objs)
+	enc, _ := encodedtest.EncodeListing(objs)
 	bodies := render.NewBodyCache(1 << 20)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	for _, st := range []dirgate.CacheStatus{dirgate.CacheBypass, dirgate.CacheHit} {
@@ -117,7 +118,7 @@ func bigDir(t *testing.T, n int) (*flatDir, []dirgate.Object) {
 // from a listing with encodings, or a rendered one without.
 func TestListBodyIsList(t *testing.T) {
 	d, objs := bigDir(t, 150)
-	enc, err := dirgate.EncodeListing(objs)
+	enc, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +164,7 @@ func TestListBodyIsList(t *testing.T) {
 // fill) is another body.
 func TestListBodySharing(t *testing.T) {
 	d, objs := bigDir(t, 100)
-	enc, _ := dirgate.EncodeListing(objs)
+	enc, _ := encodedtest.EncodeListing(objs)
 	bodies := render.NewBodyCache(1 << 20)
 	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, bodies)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
@@ -192,7 +193,7 @@ func TestListBodySharing(t *testing.T) {
 		t.Errorf("%d bodies kept, want 3 (even, odd, even limited to 10)", n)
 	}
 	// A new fill of the same objects is a new listing: its own bodies.
-	enc2, _ := dirgate.EncodeListing(slices.Clone(objs))
+	enc2, _ := encodedtest.EncodeListing(slices.Clone(objs))
 	svc2 := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc2}, Authz: &everyOther{}}, bodies)
 	b2, _, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
 	if err != nil {
@@ -207,7 +208,7 @@ func TestListBodySharing(t *testing.T) {
 // serves the request that holds it.
 func TestBodyCacheBound(t *testing.T) {
 	d, objs := bigDir(t, 100)
-	enc, _ := dirgate.EncodeListing(objs)
+	enc, _ := encodedtest.EncodeListing(objs)
 	whole, _ := json.Marshal(objs)
 	bound := int64(len(whole) * 4) // a body of everything fits, four do not
 	bodies := render.NewBodyCache(bound)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 func encodedTestObjects() []dirgate.Object {
@@ -24,7 +25,7 @@ func encodedTestObjects() []dirgate.Object {
 // changed is encoded afresh rather than taken from the listing.
 func TestAppendJSON(t *testing.T) {
 	objs := encodedTestObjects()
-	e, err := dirgate.EncodeListing(objs)
+	e, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +73,7 @@ func BenchmarkAppendJSON(b *testing.B) {
 		objs[i] = dirgate.Object{GUID: string(rune('a'+i%26)) + time.Duration(i).String(), DN: "CN=User,OU=Staff,DC=corp,DC=example,DC=com",
 			Properties: map[string][]string{"mail": {"user@corp.example.com"}}, AccountStatus: &dirgate.AccountStatus{}, PasswordStatus: &dirgate.PasswordStatus{}}
 	}
-	e, err := dirgate.EncodeListing(objs)
+	e, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 // joinedListing returns a listing of n objects whose encodings lie in its JSON, as a
@@ -18,7 +19,7 @@ func joinedListing(t *testing.T, n int) *dirgate.EncodedListing {
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	el, err := dirgate.EncodeListing(objs)
+	el, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,7 @@ func TestWholeListingBodyIsShared(t *testing.T) {
 	if string(limited) != string(wantLimited) || unsafe.SliceData(limited) == unsafe.StringData(e.JSON()) {
 		t.Fatal("a partial selection is not joined afresh")
 	}
-	plain, err := dirgate.EncodeListing(e.Objects())
+	plain, err := encodedtest.EncodeListing(e.Objects())
 	if err != nil {
 		t.Fatal(err)
 	}

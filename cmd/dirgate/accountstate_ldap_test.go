@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
@@ -82,7 +83,7 @@ func TestAccountStateLDAP(t *testing.T) {
 		if err != nil || len(res.Entries) != 1 {
 			t.Fatalf("read %s: %v", a.dn, err)
 		}
-		a.guid = dirgate.GUIDFromBytes(res.Entries[0].GetRawAttributeValue("objectGUID"))
+		a.guid = ldapentry.GUIDFromBytes(res.Entries[0].GetRawAttributeValue("objectGUID"))
 		if a.tag != "sig" {
 			a.token = "acct-state-" + a.tag
 			fmt.Fprintf(&tf, "- token: %s\n  subject: %s\n", a.token, a.dn)

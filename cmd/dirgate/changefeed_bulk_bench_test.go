@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/redistest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
@@ -165,7 +166,7 @@ func newBulkFixture(b *testing.B, cfg bulkConfig) *bulkFixture {
 	}
 	byCN := map[string]string{}
 	for _, e := range res.Entries {
-		byCN[e.GetAttributeValue("cn")] = dirgate.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
+		byCN[e.GetAttributeValue("cn")] = ldapentry.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
 	}
 	for i := range cfg.Users {
 		g, ok := byCN["bu"+strconv.Itoa(i)]

@@ -15,6 +15,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/redistest"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -107,7 +108,7 @@ func newFeedFixture(t testing.TB) *feedFixture {
 		t.Fatal(err)
 	}
 	for _, e := range res.Entries {
-		f.guids[e.GetAttributeValue("cn")] = dirgate.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
+		f.guids[e.GetAttributeValue("cn")] = ldapentry.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
 	}
 	return f
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -219,7 +220,7 @@ func joinedComputer(t *testing.T, dc sambatest.DC, suffix string) (string, sidFo
 		t.Fatalf("read the objectSid of %s: %v", dc.AdminDN, err)
 	}
 	raw := e.Entries[0].GetRawAttributeValue("objectSid")
-	sid, err := dirgate.SIDFromBytes(raw)
+	sid, err := ldapentry.SIDFromBytes(raw)
 	if err != nil {
 		t.Fatalf("objectSid of %s: %v", dc.AdminDN, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/conformance"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -97,7 +98,7 @@ func (f faulty) Members(ctx context.Context, group dirgate.Object, props []strin
 	out := ms[:0:0]
 	for _, m := range ms {
 		if f.fault == "no-primary-members" && m.PrimaryGroupID != 0 {
-			if rid, _ := dirgate.RID(group.SID); rid == m.PrimaryGroupID {
+			if rid, _ := ldapentry.RID(group.SID); rid == m.PrimaryGroupID {
 				continue
 			}
 		}

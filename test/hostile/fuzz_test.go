@@ -40,10 +40,12 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/auth/tokenfile"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/throttle"
+	"github.com/dirgate/dirgate/test/encodedtest"
 )
 
 // fuzzToken is the only token fuzzAuth accepts.
@@ -269,12 +271,12 @@ func validHeaderValue(v string) bool {
 
 func FuzzEntryToObject(f *testing.F) {
 	guid := []byte{0x08, 0xa0, 0x72, 0x1e, 0x77, 0xe2, 0xfd, 0x4b, 0x81, 0x2f, 0x2f, 0x72, 0xc3, 0xc8, 0x85, 0xdf}
-	sid, _ := dirgate.SIDToBytes("S-1-5-21-508194244-2207095322-3016344161-1104")
+	sid, _ := ldapentry.SIDToBytes("S-1-5-21-508194244-2207095322-3016344161-1104")
 	f.Add("CN=alice,CN=Users,DC=corp,DC=example,DC=com", guid, sid, "user", "512", "0", "133000000000000000", "9223372036854775807", "20240102030405.0Z", []byte("alice@corp.example.com"))
 	f.Add(`CN=Smith\, John (Ünïcode)*,OU=x,DC=corp,DC=example,DC=com`, guid, sid, "computer", "4098", "9223372036854775806", "-1", "0", "bad", []byte{0xff, 0xfe})
 	f.Add("CN=g,DC=corp", guid[:15], []byte{1, 200}, "group", "x", "", "", "", "20240102030405.5e3Z", []byte{})
 	f.Fuzz(func(t *testing.T, dn string, guid, sid []byte, class, uac, accountExpires, pwdLastSet, expiry, whenChanged string, mail []byte) {
-		e := dirgate.NewEntry(dn)
+		e := ldapentry.NewEntry(dn)
 		e.Add("objectGUID", guid)
 		e.Add("objectSid", sid)
 		e.Add("objectClass", []byte("top"), []byte(class))
@@ -312,7 +314,7 @@ func FuzzEntryToObject(f *testing.F) {
 			t.Fatalf("object does not encode: %v", err)
 		}
 		// The cache's pre-encoded path must give what json.Marshal gives.
-		enc, err := dirgate.EncodeListing([]dirgate.Object{o})
+		enc, err := encodedtest.EncodeListing([]dirgate.Object{o})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,19 +338,19 @@ func FuzzSIDBytes(f *testing.F) {
 	f.Add("", []byte{1, 200, 0, 0, 0, 0, 0, 5})
 	f.Fuzz(func(t *testing.T, s string, raw []byte) {
 		// A request's SID: if it converts, the bytes convert back to its canonical form.
-		if b, err := dirgate.SIDToBytes(s); err == nil {
+		if b, err := ldapentry.SIDToBytes(s); err == nil {
 			id, perr := dirgate.ParseIdentifier(s)
 			if perr != nil || id.Kind() != dirgate.KindSID {
 				t.Fatalf("SIDToBytes accepted %q, ParseIdentifier refuses it: %v", s, perr)
 			}
-			back, err := dirgate.SIDFromBytes(b)
+			back, err := ldapentry.SIDFromBytes(b)
 			if err != nil || back != id.Canonical() {
 				t.Fatalf("%q -> %x -> %q, %v; want %q", s, b, back, err, id.Canonical())
 			}
 		}
 		// A directory's SID bytes: if they render, the string converts back to them.
-		if str, err := dirgate.SIDFromBytes(raw); err == nil && raw[0] == 1 && len(raw) <= 8+4*15 {
-			b, err := dirgate.SIDToBytes(str)
+		if str, err := ldapentry.SIDFromBytes(raw); err == nil && raw[0] == 1 && len(raw) <= 8+4*15 {
+			b, err := ldapentry.SIDToBytes(str)
 			if err != nil || !bytes.Equal(b, raw) {
 				t.Fatalf("%x -> %q -> %x, %v", raw, str, b, err)
 			}
@@ -362,14 +364,14 @@ func FuzzGUIDBytes(f *testing.F) {
 	f.Add("1e72a008e2774bfd812f2f72c3c885df", []byte{0})
 	f.Add("1e72a008-e277-4bfd-812f-2f72c3c885d", []byte{0})
 	f.Fuzz(func(t *testing.T, s string, raw []byte) {
-		if b, err := dirgate.GUIDToBytes(s); err == nil {
+		if b, err := ldapentry.GUIDToBytes(s); err == nil {
 			id, perr := dirgate.ParseIdentifier(s)
-			if perr != nil || id.Kind() != dirgate.KindGUID || len(b) != 16 || dirgate.GUIDFromBytes(b) != id.Canonical() {
-				t.Fatalf("%q -> %x -> %q; ParseIdentifier %v %q", s, b, dirgate.GUIDFromBytes(b), perr, id.Canonical())
+			if perr != nil || id.Kind() != dirgate.KindGUID || len(b) != 16 || ldapentry.GUIDFromBytes(b) != id.Canonical() {
+				t.Fatalf("%q -> %x -> %q; ParseIdentifier %v %q", s, b, ldapentry.GUIDFromBytes(b), perr, id.Canonical())
 			}
 		}
 		if len(raw) == 16 {
-			b, err := dirgate.GUIDToBytes(dirgate.GUIDFromBytes(raw))
+			b, err := ldapentry.GUIDToBytes(ldapentry.GUIDFromBytes(raw))
 			if err != nil || !bytes.Equal(b, raw) {
 				t.Fatalf("%x -> %x, %v", raw, b, err)
 			}

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/child"
 	"github.com/dirgate/dirgate/test/faultproxy"
 	"github.com/dirgate/dirgate/test/fixture"
@@ -86,13 +87,13 @@ func dcTarget(t *testing.T, args ...string) *target {
 		}
 		return res.Entries[0]
 	}
-	sid, err := dirgate.SIDFromBytes(read(fixture.HelpDeskDN).GetRawAttributeValue("objectSid"))
+	sid, err := ldapentry.SIDFromBytes(read(fixture.HelpDeskDN).GetRawAttributeValue("objectSid"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &target{p: p, token: tok, px: px, group: group, member: fixture.RegularDN,
-		helpDeskGUID: dirgate.GUIDFromBytes(read(fixture.HelpDeskDN).GetRawAttributeValue("objectGUID")), helpDeskSID: sid,
-		memberGUID: dirgate.GUIDFromBytes(read(fixture.RegularDN).GetRawAttributeValue("objectGUID"))}
+		helpDeskGUID: ldapentry.GUIDFromBytes(read(fixture.HelpDeskDN).GetRawAttributeValue("objectGUID")), helpDeskSID: sid,
+		memberGUID: ldapentry.GUIDFromBytes(read(fixture.RegularDN).GetRawAttributeValue("objectGUID"))}
 	e.members = func() []string { return child.Members(t, dc, group) }
 	// Resolve the principal now, so that it is not read during the cases.
 	if r := e.get(t, child.ListURL(p.Base, fixture.HelpDeskDN, "")); r.Status != 200 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -162,7 +163,7 @@ func BenchmarkListLargeIndirect(b *testing.B) {
 				for _, g := range level {
 					rid, _ := d.domainRID(g.SID)
 					for _, e := range rawMembers(b, c, dc.BaseDN, g.DN, rid, true, false) {
-						guid := dirgate.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
+						guid := ldapentry.GUIDFromBytes(e.GetRawAttributeValue("objectGUID"))
 						if seen[guid] {
 							continue
 						}
@@ -185,6 +186,6 @@ func BenchmarkListLargeIndirect(b *testing.B) {
 }
 
 func sidOf(e *goldap.Entry) string {
-	s, _ := dirgate.SIDFromBytes(e.GetRawAttributeValue("objectSid"))
+	s, _ := ldapentry.SIDFromBytes(e.GetRawAttributeValue("objectSid"))
 	return s
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -105,7 +106,7 @@ func (d *Directory) ReadChanges(ctx context.Context, pos dirgate.ChangePosition,
 // readChangesOn reads the changes of the DC c is connected to since pos, or since
 // the mark pos keeps for that DC when pos was read from another one. The position
 // returned is this DC's, carrying pos's marks and, when pos names another DC, pos
-// itself as a mark (dirgate.ChangePosition.Moved); marks of this DC under another
+// itself as a mark (moved, marks.go); marks of this DC under another
 // invocationId are dropped.
 func (d *Directory) readChangesOn(ctx context.Context, c conn, pos dirgate.ChangePosition, max int) (b dirgate.ChangeBatch, changes []change, err error) {
 	server, nc, usn, invocation, err := readServer(ctx, c)
@@ -118,10 +119,10 @@ func (d *Directory) readChangesOn(ctx context.Context, c conn, pos dirgate.Chang
 		s, _, _ := strings.Cut(m.Source, "|")
 		return s == server
 	}
-	b.Position = pos.Moved(dirgate.ChangePosition{Source: source, USN: usn, Time: now}, thisDC)
+	b.Position = moved(pos, dirgate.ChangePosition{Source: source, USN: usn, Time: now}, thisDC)
 	from, fromTime := pos.USN, pos.Time
 	oldServer, oldInvocation, _ := strings.Cut(pos.Source, "|")
-	switch mark, marked := pos.Mark(source); {
+	switch mark, marked := markOf(pos, source); {
 	case pos.Source == "":
 		b.Resync = dirgate.ResyncNoPosition
 	case oldServer == server && oldInvocation != invocation:
@@ -197,7 +198,7 @@ func readServer(ctx context.Context, c conn) (server, nc string, usn uint64, inv
 	err = search(ctx, c, query{base: server, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
 		attrs: []string{"invocationId"}}, func(e *goldap.Entry) error {
 		if raw := e.GetRawAttributeValue("invocationId"); len(raw) == 16 {
-			invocation = dirgate.GUIDFromBytes(raw)
+			invocation = ldapentry.GUIDFromBytes(raw)
 		}
 		return nil
 	})
@@ -220,7 +221,7 @@ func (d *Directory) parseChange(e *goldap.Entry) (change, error) {
 	if len(raw) != 16 {
 		return change{}, fmt.Errorf("a changed entry has an objectGUID of %d bytes", len(raw))
 	}
-	ch := change{Change: dirgate.Change{Kind: dirgate.ChangeObject, GUID: dirgate.GUIDFromBytes(raw), GroupsKnown: true}}
+	ch := change{Change: dirgate.Change{Kind: dirgate.ChangeObject, GUID: ldapentry.GUIDFromBytes(raw), GroupsKnown: true}}
 	for _, c := range e.GetAttributeValues("objectClass") {
 		if strings.EqualFold(c, "group") {
 			ch.Kind = dirgate.ChangeGroup
@@ -289,7 +290,7 @@ func (d *Directory) primaryGroupGUID(ctx context.Context, rid int) (string, erro
 		return search(ctx, c, query{base: "<SID=" + sid + ">", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
 			attrs: []string{"objectGUID"}}, func(e *goldap.Entry) error {
 			if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
-				g = dirgate.GUIDFromBytes(raw)
+				g = ldapentry.GUIDFromBytes(raw)
 			}
 			return nil
 		})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -109,7 +110,7 @@ func (c *fakeDCConn) SearchAsync(_ context.Context, req *goldap.SearchRequest, _
 		return one(map[string][]string{"highestCommittedUSN": {fmt.Sprint(dc.usn)}, "dsServiceName": {dc.name},
 			"defaultNamingContext": {fakeDomain}, "configurationNamingContext": {"CN=Configuration," + fakeDomain}}, nil)
 	case req.BaseDN == dc.name:
-		b, _ := dirgate.GUIDToBytes(dc.invocation)
+		b, _ := ldapentry.GUIDToBytes(dc.invocation)
 		return one(nil, map[string][][]byte{"invocationId": {b}})
 	case strings.HasPrefix(req.BaseDN, "CN=Directory Service,"):
 		return one(map[string][]string{"tombstoneLifetime": {"180"}}, nil)
@@ -121,7 +122,7 @@ func (c *fakeDCConn) SearchAsync(_ context.Context, req *goldap.SearchRequest, _
 	r := &fakeResponse{}
 	for _, o := range dc.objs {
 		if o.usn >= lo && o.usn <= hi {
-			b, _ := dirgate.GUIDToBytes(o.guid)
+			b, _ := ldapentry.GUIDToBytes(o.guid)
 			r.items = append(r.items, fakeItem{entry: entryWith(map[string][]string{"objectClass": {"top", "group"}},
 				map[string][][]byte{"objectGUID": {b}})})
 		}

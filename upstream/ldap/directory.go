@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -100,7 +101,7 @@ func (d *Directory) Close() {
 	}
 }
 
-// baseAttrs are what dirgate.Entry.ToObject reads.
+// baseAttrs are what ldapentry.Entry.ToObject reads.
 var baseAttrs = []string{
 	"objectGUID", "objectSid", "objectClass", "userAccountControl",
 	"msDS-User-Account-Control-Computed", "accountExpires", "pwdLastSet",
@@ -170,7 +171,7 @@ func (d *Directory) discover(ctx context.Context) error {
 		}
 	}
 	d.domainNC = nc
-	if d.domainSID, err = dirgate.SIDFromBytes(sid); err != nil {
+	if d.domainSID, err = ldapentry.SIDFromBytes(sid); err != nil {
 		return fmt.Errorf("ldap: objectSid of %q: %w", nc, err)
 	}
 	for _, c := range controls {
@@ -205,7 +206,7 @@ func serverAnswered(err error) bool {
 
 // collector gathers the entries of one read; finish turns them into objects.
 type collector struct {
-	entries []*dirgate.Entry
+	entries []*ldapentry.Entry
 	pending [][]pendingRange
 	names   lowerNames
 }
@@ -276,7 +277,7 @@ func (d *Directory) readServed(ctx context.Context, props []string, search func(
 func (d *Directory) inScope(dn string) bool {
 	// Most DNs a DC returns are plain: decided without parsing (a large group's
 	// first listing checks every member).
-	if in, ok := d.base.ContainsPlain(dn); ok && !in {
+	if in, ok := ldapentry.ContainsPlain(d.base, dn); ok && !in {
 		return false
 	} else if ok && d.outsideOtherNCsPlain(dn) {
 		return true
@@ -292,7 +293,7 @@ func (d *Directory) inScope(dn string) bool {
 // naming contexts under the base; false when any of them needs the parser to say.
 func (d *Directory) outsideOtherNCsPlain(dn string) bool {
 	for _, nc := range d.otherNCs {
-		if in, ok := nc.ContainsPlain(dn); !ok || in {
+		if in, ok := ldapentry.ContainsPlain(nc, dn); !ok || in {
 			return false
 		}
 	}
@@ -318,5 +319,5 @@ func (d *Directory) domainRID(sid string) (int, bool) {
 	if !ok || d.domainSID == "" || strings.Contains(rest, "-") {
 		return 0, false
 	}
-	return dirgate.RID(sid)
+	return ldapentry.RID(sid)
 }

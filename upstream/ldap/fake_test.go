@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -213,7 +214,7 @@ func (s *fakeServer) addMembers(g *fakeObj, vals []string) error {
 		if len(m) != 1 {
 			return goldap.NewError(goldap.LDAPResultNoSuchObject, errors.New("specified dn doesn't exist"))
 		}
-		if rid, _ := dirgate.RID(g.sid); indexFold(g.member, v) >= 0 || (m[0].pgid != 0 && m[0].pgid == rid) {
+		if rid, _ := ldapentry.RID(g.sid); indexFold(g.member, v) >= 0 || (m[0].pgid != 0 && m[0].pgid == rid) {
 			return goldap.NewError(goldap.LDAPResultEntryAlreadyExists, errors.New("Attribute member already exists"))
 		}
 		g.member = append(g.member, v)
@@ -445,7 +446,7 @@ func (s *fakeServer) entry(o *fakeObj, attrs []string) *goldap.Entry {
 		switch name, opt, _ := strings.Cut(a, ";"); strings.ToLower(name) {
 		case "objectguid":
 			if o.guid != "" {
-				b, _ := dirgate.GUIDToBytes(o.guid)
+				b, _ := ldapentry.GUIDToBytes(o.guid)
 				addRaw("objectGUID", b)
 			}
 		case "objectsid":
@@ -585,7 +586,7 @@ func unescape(v string) string {
 }
 
 func mustSIDBytes(sid string) []byte {
-	b, err := dirgate.SIDToBytes(sid)
+	b, err := ldapentry.SIDToBytes(sid)
 	if err != nil {
 		panic(err)
 	}

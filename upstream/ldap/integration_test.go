@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/ci"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
@@ -306,7 +307,7 @@ func TestIntegrationLargeGroup(t *testing.T) {
 	}
 	// Samba answers explicit ranges (docs/directory.md, "Range retrieval"):
 	// continuing from 1500 yields the rest, and the values match the unranged read.
-	e := dirgate.NewEntry(g.DN)
+	e := ldapentry.NewEntry(g.DN)
 	err := d.do(context.Background(), true, func(ctx context.Context, c conn, _ int) error {
 		return completeRange(ctx, c, e, pendingRange{attr: "member", next: 1500})
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -60,7 +61,7 @@ func (d *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []s
 
 // lookupSID finds a SID with a subtree search under BaseDN.
 func (d *Directory) lookupSID(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
-	raw, err := dirgate.SIDToBytes(id.Canonical())
+	raw, err := ldapentry.SIDToBytes(id.Canonical())
 	if err != nil {
 		return dirgate.Object{}, dirgate.WrapError(dirgate.EINVALID, codeMessages[dirgate.EINVALID], err)
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 )
 
 // refusalTimes makes a name that is no account take as long to refuse as a wrong
@@ -49,5 +49,5 @@ func (r *refusalTimes) target() time.Duration {
 
 // wait holds a refusal that began at start until target has passed, or ctx ends.
 func (r *refusalTimes) wait(ctx context.Context, start time.Time) {
-	dirgate.Sleep(ctx, r.target()-time.Since(start))
+	ctxsleep.Sleep(ctx, r.target()-time.Since(start))
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -162,7 +163,7 @@ func parseUpToDateVector(b []byte) (map[string]int64, error) {
 		if usn < 0 {
 			return nil, errors.New("replUpToDateVector: a negative USN")
 		}
-		out[dirgate.GUIDFromBytes(c[:16])] = usn
+		out[ldapentry.GUIDFromBytes(c[:16])] = usn
 	}
 	return out, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/adattr"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -56,7 +57,7 @@ var _ dirgate.PropertySchema = (*Directory)(nil)
 
 // NamedOnlyProperties returns the lower-cased lDAPDisplayNames of the attributes
 // the schema marks confidential or whose values name objects (but for
-// dirgate.DNPropertyCovered), read at Open: the property policy returns them only
+// adattr.DNPropertyCovered), read at Open: the property policy returns them only
 // to a caller whose policy names them. When the set is older than
 // SchemaRefreshInterval, it starts reading it again in the background and returns
 // the set it has; a read that fails keeps the set (SchemaError reports it).
@@ -127,7 +128,7 @@ func (d *Directory) readSchema(ctx context.Context) error {
 			if err == nil && flags&flagConfidential != 0 || err != nil && !isDN {
 				sets.confidential[n], sets.namedOnly[n] = true, true
 			}
-			if isDN && !dirgate.DNPropertyCovered(n) {
+			if isDN && !adattr.DNPropertyCovered(n) {
 				sets.dn[n], sets.namedOnly[n] = true, true
 			}
 			return nil

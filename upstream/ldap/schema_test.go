@@ -12,7 +12,7 @@ import (
 // objects (of a DN, SID or security descriptor syntax) are read at open,
 // lower-cased, and read again in the background once older than
 // SchemaRefreshInterval; a failed read keeps the sets in force. The object's own DN,
-// SID and former SIDs and its schema class (dirgate.DNPropertyCovered) are not among
+// SID and former SIDs and its schema class (adattr.DNPropertyCovered) are not among
 // those naming objects, nor an attribute of a string syntax.
 func TestSchemaAttributes(t *testing.T) {
 	o := newOrg()

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -91,14 +91,14 @@ type pendingRange struct {
 	next int    // the first value index still missing
 }
 
-// convert turns a go-ldap entry into a dirgate.Entry and lists the attributes whose
+// convert turns a go-ldap entry into an ldapentry.Entry and lists the attributes whose
 // values came back ranged and incomplete. The entry keeps go-ldap's value slices
 // (nothing else holds or changes them) rather than copies, and takes the lower-case
 // names from names: a DC writes the same few names in every entry, and lower-casing
 // and copying each (Entry.Add) was 8.5% of a large group's read in a CPU profile of
 // BenchmarkLargeDCMembers, and 19 of its 203 allocations a member.
-func convert(e *goldap.Entry, names lowerNames) (*dirgate.Entry, []pendingRange, error) {
-	out := &dirgate.Entry{DN: e.DN, Attrs: make(map[string][][]byte, len(e.Attributes))}
+func convert(e *goldap.Entry, names lowerNames) (*ldapentry.Entry, []pendingRange, error) {
+	out := &ldapentry.Entry{DN: e.DN, Attrs: make(map[string][][]byte, len(e.Attributes))}
 	var pending []pendingRange
 	for _, a := range e.Attributes {
 		r, ranged, err := parseRange(a.Name)
@@ -151,7 +151,7 @@ const maxRangeRounds = 10000
 // empty "member"; each further request names "member;range=<next>-*" until the
 // answer's range ends in "*". Samba returns every value unless asked for a range
 // (docs/directory.md, "Range retrieval").
-func completeRange(ctx context.Context, c conn, out *dirgate.Entry, p pendingRange) error {
+func completeRange(ctx context.Context, c conn, out *ldapentry.Entry, p pendingRange) error {
 	next := p.next
 	for round := 0; ; round++ {
 		if round == maxRangeRounds {

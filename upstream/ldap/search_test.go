@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -109,7 +109,7 @@ func TestCompleteRangeErrors(t *testing.T) {
 				}
 				return &goldap.Entry{DN: "CN=g", Attributes: []*goldap.EntryAttribute{attr(name, [][]byte{[]byte("x")})}}
 			}}
-			e := dirgate.NewEntry("CN=g")
+			e := ldapentry.NewEntry("CN=g")
 			err := completeRange(context.Background(), c, e, pendingRange{attr: "member", next: 2})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want one containing %q", err, tt.want)
@@ -176,7 +176,7 @@ func (c *silentConn) SearchAsync(context.Context, *goldap.SearchRequest, int) go
 }
 
 func TestEscapeBytes(t *testing.T) {
-	sid, _ := dirgate.SIDToBytes("S-1-5-21-508194244-2207095322-3016344161-1104")
+	sid, _ := ldapentry.SIDToBytes("S-1-5-21-508194244-2207095322-3016344161-1104")
 	// The layout of docs/directory.md, "objectGUID and objectSid": 01 05 | 000000000005
 	// | 21 508194244=0x1e4a6dc4 2207095322=0x838d9a1a 3016344161=0xb3c9c261 1104=0x450,
 	// each sub-authority little-endian.
@@ -221,7 +221,7 @@ func FuzzConvert(f *testing.F) {
 			attrs = append(attrs, &goldap.EntryAttribute{Name: name, ByteValues: bv})
 		}
 		e := &goldap.Entry{DN: "CN=x", Attributes: attrs}
-		want := dirgate.NewEntry(e.DN)
+		want := ldapentry.NewEntry(e.DN)
 		var wantPending []pendingRange
 		wantErr := false
 		for _, a := range attrs {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -186,7 +187,7 @@ func (d *Directory) resolve(ctx context.Context, name dirgate.SignInName) (accou
 				func(e *goldap.Entry) error {
 					a := account{dn: e.DN}
 					if raw := e.GetRawAttributeValue("objectGUID"); len(raw) == 16 {
-						a.guid = dirgate.GUIDFromBytes(raw)
+						a.guid = ldapentry.GUIDFromBytes(raw)
 					}
 					found = append(found, a)
 					return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/test/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
@@ -66,7 +67,7 @@ func TestCheckPasswordOutcomes(t *testing.T) {
 	netbios := strings.ToUpper(strings.SplitN(dnsDomain(dc.BaseDN), ".", 2)[0])
 
 	okDN, okUPN := dc.TempUser(t, tempSAM("ok"), signInPassword, nil)
-	wantGUID := dirgate.GUIDFromBytes([]byte(adminRead(t, admin, okDN, "objectGUID")))
+	wantGUID := ldapentry.GUIDFromBytes([]byte(adminRead(t, admin, okDN, "objectGUID")))
 	for _, name := range []string{okUPN, strings.ToUpper(okUPN), netbios + `\` + tempSAM("ok")} {
 		id, err := d.CheckPassword(ctx, mustName(t, name), signInPassword)
 		if err != nil || id.Canonical() != wantGUID {
@@ -230,7 +231,7 @@ func TestCheckPasswordUPNOutsideBase(t *testing.T) {
 			t.Errorf("%s, outside the base, with its right password: %v %v, want invalidCredentials", name, id, err)
 		}
 	}
-	bGUID := dirgate.GUIDFromBytes([]byte(adminRead(t, admin, bDN, "objectGUID")))
+	bGUID := ldapentry.GUIDFromBytes([]byte(adminRead(t, admin, bDN, "objectGUID")))
 	if id, err := d.CheckPassword(ctx, mustName(t, bUPN), signInPassword); err != nil || id.Canonical() != bGUID {
 		t.Errorf("%s by its implicit UPN: %v %v, want %s", bUPN, id, err, bGUID)
 	}

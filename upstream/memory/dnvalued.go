@@ -5,13 +5,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/adattr"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
 var _ dirgate.PropertySchema = (*Directory)(nil)
 
 // NamedOnlyProperties returns the attributes of the loaded file whose values name
 // its entries (by DN or SID), lower-cased, beyond dirgate's built-in list of
-// attributes naming objects and but for dirgate.DNPropertyCovered: the memory
+// attributes naming objects and but for adattr.DNPropertyCovered: the memory
 // upstream has no schema, and an AD export may hold attributes naming objects
 // (Exchange's, an extension's) that the built-in list does not know. The property
 // policy returns them only to a caller whose policy names them (docs/policy.md,
@@ -29,9 +31,9 @@ func (d *Directory) NamedOnlyProperties() map[string]bool {
 // of a DN-Binary or DN-String value ("B:8:0000000A:CN=…", "S:5:hello:CN=…", as AD
 // exports the syntaxes 2.5.5.7 and 2.5.5.14), or its objectSid (bySID), in binary
 // (as an export holds SID-syntax attributes such as mS-DS-CreatorSID) or in string
-// form ("S-1-5-21-…"). It skips the attributes already known (dirgate.IsDNProperty,
+// form ("S-1-5-21-…"). It skips the attributes already known (adattr.IsDNProperty,
 // the bulk of the values: member and memberOf) or covered (the entry's own DN and
-// SIDs, dirgate.DNPropertyCovered), and values that can be none of these forms.
+// SIDs, adattr.DNPropertyCovered), and values that can be none of these forms.
 func dnValued(records []*record, byDN, byKey map[string]*record, bySID map[string][]*record) *map[string]bool {
 	// skip holds, per attribute name met, whether its values need no look: one map
 	// lookup per attribute of an entry (a large export has millions).
@@ -41,7 +43,7 @@ func dnValued(records []*record, byDN, byKey map[string]*record, bySID map[strin
 		for k, vals := range r.entry.Attrs {
 			s, ok := skip[k]
 			if !ok {
-				s = dirgate.IsDNProperty(k) || dirgate.DNPropertyCovered(k)
+				s = adattr.IsDNProperty(k) || adattr.DNPropertyCovered(k)
 				skip[k] = s
 			}
 			if s {
@@ -69,7 +71,7 @@ func namesEntry(v []byte, r *record, byDN, byKey map[string]*record, bySID map[s
 		// Few values have the shape (objectSid and sIDHistory, the bulk, are
 		// covered and not looked at): converting them costs less than a map of
 		// every entry's binary SID.
-		sid, err := dirgate.SIDFromBytes(v)
+		sid, err := ldapentry.SIDFromBytes(v)
 		return err == nil && sid != r.sid && bySID[sid] != nil // a leading byte 1: no DN
 	}
 	if len(v) > 4 && v[1] == '-' && (v[0] == 'S' || v[0] == 's') {
@@ -88,7 +90,7 @@ func namesEntry(v []byte, r *record, byDN, byKey map[string]*record, bySID map[s
 }
 
 // isBinarySID reports whether v has the shape of a binary SID: revision 1, then as
-// many 32-bit sub-authorities as its count byte says (dirgate.SIDFromBytes).
+// many 32-bit sub-authorities as its count byte says (ldapentry.SIDFromBytes).
 func isBinarySID(v []byte) bool {
 	return len(v) >= 8 && v[0] == 1 && len(v) == 8+4*int(v[1])
 }

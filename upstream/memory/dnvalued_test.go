@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/adattr"
 )
 
 // TestNamedOnlyProperties: the attributes whose values name loaded entries, however
@@ -29,7 +30,7 @@ func TestNamedOnlyProperties(t *testing.T) {
 		t.Fatalf("NamedOnlyProperties = %v, want %v", got, want)
 	}
 	for _, name := range want {
-		if dirgate.IsDNProperty(name) {
+		if adattr.IsDNProperty(name) {
 			t.Fatalf("%s is on the built-in list: the test needs one that is not", name)
 		}
 	}

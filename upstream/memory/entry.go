@@ -4,10 +4,10 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
-// How a loaded entry is held. A dirgate.Entry is a map of attribute names to value
+// How a loaded entry is held. An ldapentry.Entry is a map of attribute names to value
 // lists; built value by value, each name, value and list was an allocation of its
 // own, and the directory kept 4.5 bytes of heap per byte of LDIF. The builder makes
 // each entry from few allocations:
@@ -213,7 +213,7 @@ func (b *builder) finish(line int) *record {
 		attrs[n.lower] = hdr[first:len(hdr):len(hdr)]
 	}
 	r := &record{line: line}
-	r.entry = dirgate.Entry{DN: bytesString(arena[:len(b.dn)]), Attrs: attrs}
+	r.entry = ldapentry.Entry{DN: bytesString(arena[:len(b.dn)]), Attrs: attrs}
 	return r
 }
 

@@ -3,7 +3,7 @@
 // objectGUID and objectSid). It serves the embedded demo organisation when no file is
 // given, and is the reference implementation the conformance suite checks first.
 //
-// Entries keep every attribute of the export and render through dirgate.Entry, as
+// Entries keep every attribute of the export and render through ldapentry.Entry, as
 // the LDAP upstream's do, so any attribute in the file can be requested as a property
 // and formats the same way. Membership follows AD: a group's members are its member
 // values that name loaded entries plus the objects whose primaryGroupID is the
@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
 //go:generate go run ../../test/fixture/cmd/genfixture -root ../..
@@ -59,7 +60,7 @@ var _ dirgate.Directory = (*Directory)(nil)
 // slices. The builder makes entry (entry.go); the values that name an entry share its
 // DN's bytes.
 type record struct {
-	entry      dirgate.Entry
+	entry      ldapentry.Entry
 	line       int
 	key        string
 	guid       string

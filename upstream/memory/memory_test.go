@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
 // entry writes one AD-export record; n makes its objectGUID unique.
@@ -25,7 +26,7 @@ func entry(dn string, n byte, lines ...string) string {
 func sid(rid int) string { return sidOf("S-1-5-21-1-2-3", rid) }
 
 func sidOf(domain string, rid int) string {
-	b, err := dirgate.SIDToBytes(fmt.Sprintf("%s-%d", domain, rid))
+	b, err := ldapentry.SIDToBytes(fmt.Sprintf("%s-%d", domain, rid))
 	if err != nil {
 		panic(err)
 	}

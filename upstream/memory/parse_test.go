@@ -9,15 +9,15 @@ import (
 	"testing"
 	"testing/iotest"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 	loadtest "github.com/dirgate/dirgate/test/load"
 	"github.com/go-ldap/ldif"
 )
 
 // libraryEntry is what the loader made of a record before it read records itself:
-// go-ldap/ldif's entry, added value by value to a dirgate.Entry. ok is false when the
+// go-ldap/ldif's entry, added value by value to an ldapentry.Entry. ok is false when the
 // library does not read it as one plain entry.
-func libraryEntry(lines [][]byte) (e *dirgate.Entry, ok bool) {
+func libraryEntry(lines [][]byte) (e *ldapentry.Entry, ok bool) {
 	text := joinLines(lines)
 	if skip, err := checkRecord(text); skip || err != nil {
 		return nil, false
@@ -26,7 +26,7 @@ func libraryEntry(lines [][]byte) (e *dirgate.Entry, ok bool) {
 	if err != nil || len(l.Entries) != 1 || l.Entries[0].Entry == nil {
 		return nil, false
 	}
-	e = dirgate.NewEntry(l.Entries[0].Entry.DN)
+	e = ldapentry.NewEntry(l.Entries[0].Entry.DN)
 	for _, a := range l.Entries[0].Entry.Attributes {
 		e.Add(a.Name, a.ByteValues...)
 	}
@@ -35,7 +35,7 @@ func libraryEntry(lines [][]byte) (e *dirgate.Entry, ok bool) {
 }
 
 // sameEntry reports how got differs from want, or "".
-func sameEntry(got, want *dirgate.Entry) string {
+func sameEntry(got, want *ldapentry.Entry) string {
 	if got.DN != want.DN {
 		return fmt.Sprintf("DN %q, want %q", got.DN, want.DN)
 	}

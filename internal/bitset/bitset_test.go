@@ -1,39 +1,39 @@
-package dirgate_test
+package bitset_test
 
 import (
 	"slices"
 	"testing"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/bitset"
 )
 
-func TestSelection(t *testing.T) {
+func TestSet(t *testing.T) {
 	for _, n := range []int{0, 1, 63, 64, 65, 130} {
 		for _, limit := range []int{-1, 0, 1, 2, 63, 64, 65, 200} {
-			s := dirgate.AllSelected(n, limit)
+			s := bitset.First(n, limit)
 			want := n
 			if limit > 0 && limit < n {
 				want = limit
 			}
 			if s.Count() != want || s.Len() != n {
-				t.Errorf("AllSelected(%d, %d): %d of %d selected, want %d of %d", n, limit, s.Count(), s.Len(), want, n)
+				t.Errorf("First(%d, %d): %d of %d selected, want %d of %d", n, limit, s.Count(), s.Len(), want, n)
 			}
 			for i := range n {
 				if s.Has(i) != (i < want) {
-					t.Fatalf("AllSelected(%d, %d): position %d selected %v", n, limit, i, s.Has(i))
+					t.Fatalf("First(%d, %d): position %d selected %v", n, limit, i, s.Has(i))
 				}
 			}
 		}
 	}
 	// Limit keeps the first selected positions, whichever words they are in.
-	s := dirgate.NewSelection(200)
+	s := bitset.New(200)
 	var set []int
 	for i := 0; i < 200; i += 3 {
 		s.Set(i)
 		set = append(set, i)
 	}
 	for _, limit := range []int{0, 1, 21, 22, 23, 60, 67, 68, 100} {
-		c := dirgate.NewSelection(200)
+		c := bitset.New(200)
 		for _, i := range set {
 			c.Set(i)
 		}
@@ -56,8 +56,8 @@ func TestSelection(t *testing.T) {
 
 // Each visits exactly the selected positions in order, and AppendKey tells apart any
 // two selections that differ (in a position or in the listing's length).
-func TestSelectionEachAndKey(t *testing.T) {
-	a := dirgate.NewSelection(130)
+func TestSetEachAndKey(t *testing.T) {
+	a := bitset.New(130)
 	for _, i := range []int{0, 5, 63, 64, 129} {
 		a.Set(i)
 	}
@@ -71,11 +71,11 @@ func TestSelectionEachAndKey(t *testing.T) {
 		t.Error("equal selections, different keys")
 	}
 	b.Set(1)
-	longer := dirgate.NewSelection(131)
+	longer := bitset.New(131)
 	for _, i := range []int{0, 5, 63, 64, 129} {
 		longer.Set(i)
 	}
-	for name, other := range map[string]dirgate.Selection{"another position": b, "a longer listing": longer} {
+	for name, other := range map[string]bitset.Set{"another position": b, "a longer listing": longer} {
 		if string(a.AppendKey(nil)) == string(other.AppendKey(nil)) {
 			t.Errorf("%s: same key", name)
 		}

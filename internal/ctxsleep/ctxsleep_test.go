@@ -1,11 +1,11 @@
-package dirgate_test
+package ctxsleep_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 )
 
 // TestSleepEndsWithTheContext: a delayed answer does not outlive its request.
@@ -13,7 +13,7 @@ func TestSleepEndsWithTheContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	done := make(chan struct{})
-	go func() { dirgate.Sleep(ctx, time.Hour); close(done) }()
+	go func() { ctxsleep.Sleep(ctx, time.Hour); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

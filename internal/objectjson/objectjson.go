@@ -1,58 +1,25 @@
-package dirgate
+// Package objectjson holds the byte-level JSON encoding of a directory object's
+// values: strings, the properties map and timestamps, each byte for byte what
+// encoding/json writes for them, HTML escaping included, without reflection.
+// dirgate.Object.AppendJSON lays out an object's fields with them (object.go): a
+// listing's first fill encodes every member, and encoding/json took a fifth of it,
+// the reflection, the compaction of what MarshalJSON returned, and two copies per
+// object.
+package objectjson
 
 import (
 	"slices"
-	"strconv"
 	"time"
 	"unicode/utf8"
 )
 
-// AppendJSON appends o's JSON encoding to dst: byte for byte what encoding/json gave
-// through MarshalJSON before (TestObjectAppendJSON, FuzzObjectAppendJSON), HTML
-// escaping included, without reflection. A listing's first fill encodes every
-// member, and encoding/json took a fifth of it: the reflection, the compaction of
-// what MarshalJSON returned, and two copies per object.
-func (o *Object) AppendJSON(dst []byte) []byte {
-	dst = append(dst, `{"guid":`...)
-	dst = appendJSONString(dst, o.GUID)
-	dst = append(dst, `,"dn":`...)
-	dst = appendJSONString(dst, o.DN)
-	dst = append(dst, `,"displayName":`...)
-	dst = appendJSONString(dst, o.DisplayName)
-	dst = append(dst, `,"objectType":`...)
-	dst = appendJSONString(dst, o.ObjectType)
-	dst = append(dst, `,"objectTypeCode":`...)
-	dst = strconv.AppendInt(dst, int64(o.ObjectTypeCode), 10)
-	dst = append(dst, `,"domainName":`...)
-	dst = appendJSONString(dst, o.DomainName)
-	dst = append(dst, `,"directoryType":`...)
-	dst = strconv.AppendInt(dst, int64(o.DirectoryType), 10)
-	dst = append(dst, `,"properties":`...)
-	dst = appendJSONProperties(dst, o.Properties)
-	if a := o.AccountStatus; a != nil {
-		dst = append(dst, `,"accountStatus":{"isDisabled":`...)
-		dst = strconv.AppendBool(dst, a.IsDisabled)
-		dst = append(dst, `,"isLocked":`...)
-		dst = strconv.AppendBool(dst, a.IsLocked)
-		dst = append(dst, `,"expirationDate":`...)
-		dst = a.ExpirationDate.appendJSON(dst)
-		dst = append(dst, '}')
-	}
-	if p := o.PasswordStatus; p != nil {
-		dst = append(dst, `,"passwordStatus":{"whenChanged":`...)
-		dst = p.WhenChanged.appendJSON(dst)
-		dst = append(dst, `,"expirationStatus":`...)
-		dst = strconv.AppendInt(dst, int64(p.ExpirationStatus), 10)
-		dst = append(dst, `,"expirationDate":`...)
-		dst = p.ExpirationDate.appendJSON(dst)
-		dst = append(dst, '}')
-	}
-	return append(dst, '}')
-}
+// TimestampLayout is dirgate.TimestampLayout (the root package imports this one, so
+// it cannot be named from here; TestTimestampLayout holds the two equal).
+const TimestampLayout = "2006-01-02T15:04:05.0000000Z"
 
-// appendJSONProperties encodes properties as encoding/json encodes a map: keys
-// sorted, a nil value as null; a nil map as {} (MarshalJSON's rule).
-func appendJSONProperties(dst []byte, props map[string][]string) []byte {
+// AppendProperties encodes properties as encoding/json encodes a map: keys sorted, a
+// nil value as null; a nil map as {} (dirgate.Object.MarshalJSON's rule).
+func AppendProperties(dst []byte, props map[string][]string) []byte {
 	dst = append(dst, '{')
 	if len(props) > 0 {
 		var buf [16]string
@@ -65,7 +32,7 @@ func appendJSONProperties(dst []byte, props map[string][]string) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendJSONString(dst, k)
+			dst = AppendString(dst, k)
 			dst = append(dst, ':')
 			vs := props[k]
 			if vs == nil {
@@ -77,7 +44,7 @@ func appendJSONProperties(dst []byte, props map[string][]string) []byte {
 				if j > 0 {
 					dst = append(dst, ',')
 				}
-				dst = appendJSONString(dst, v)
+				dst = AppendString(dst, v)
 			}
 			dst = append(dst, ']')
 		}
@@ -85,11 +52,9 @@ func appendJSONProperties(dst []byte, props map[string][]string) []byte {
 	return append(dst, '}')
 }
 
-// appendJSON appends t as Timestamp.MarshalJSON renders it, null for nil.
-func (t *Timestamp) appendJSON(dst []byte) []byte {
-	if t == nil {
-		return append(dst, "null"...)
-	}
+// AppendTimestamp appends t as a JSON string in TimestampLayout, as
+// dirgate.Timestamp.MarshalJSON renders it.
+func AppendTimestamp(dst []byte, t time.Time) []byte {
 	dst = append(dst, '"')
 	dst = appendTimestamp(dst, t.UTC())
 	return append(dst, '"')
@@ -97,7 +62,8 @@ func (t *Timestamp) appendJSON(dst []byte) []byte {
 
 // appendTimestamp is t.AppendFormat(dst, TimestampLayout) for a UTC time, written
 // digit by digit for the years of four digits (Format's general path was most of an
-// object's encoding; TestAppendTimestamp, FuzzObjectAppendJSON).
+// object's encoding; TestAppendTimestamp here, FuzzObjectAppendJSON in the root's
+// objectjson_test.go).
 func appendTimestamp(dst []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	if year < 0 || year > 9999 {
@@ -130,11 +96,13 @@ func appendDigits(dst []byte, v, n int) []byte {
 	return append(dst, buf[:n]...)
 }
 
-// appendJSONString is encoding/json's string encoding with HTML escaping, as
+const hexDigits = "0123456789abcdef"
+
+// AppendString is encoding/json's string encoding with HTML escaping, as
 // json.Marshal applies it: '"' and '\\' escaped, \b \f \n \r \t short, other control
 // characters and '<', '>', '&' as \u00XX, invalid UTF-8 as \ufffd, U+2028 and U+2029
 // as \u2028 and \u2029.
-func appendJSONString(dst []byte, s string) []byte {
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -183,7 +151,7 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// jsonSafe holds the ASCII bytes that appendJSONString copies as they are:
+// jsonSafe holds the ASCII bytes that AppendString copies as they are:
 // encoding/json's htmlSafeSet.
 var jsonSafe = func() (t [utf8.RuneSelf]bool) {
 	for c := ' '; c < utf8.RuneSelf; c++ {

@@ -1,4 +1,4 @@
-package dirgate_test
+package ldapentry_test
 
 import (
 	"encoding/hex"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
 func mustHex(s string) []byte {
@@ -25,24 +26,24 @@ func mustHex(s string) []byte {
 func TestGUIDAndSIDByteVectors(t *testing.T) {
 	guidBytes := mustHex("08a0721e77e2fd4b812f2f72c3c885df")
 	const guid = "1e72a008-e277-4bfd-812f-2f72c3c885df"
-	if got := dirgate.GUIDFromBytes(guidBytes); got != guid {
+	if got := ldapentry.GUIDFromBytes(guidBytes); got != guid {
 		t.Errorf("GUIDFromBytes = %s, want %s", got, guid)
 	}
 	for _, in := range []string{guid, "1E72A008-E277-4BFD-812F-2F72C3C885DF", "{1e72a008-e277-4bfd-812f-2f72c3c885df}"} {
-		if got, err := dirgate.GUIDToBytes(in); err != nil || !slices.Equal(got, guidBytes) {
+		if got, err := ldapentry.GUIDToBytes(in); err != nil || !slices.Equal(got, guidBytes) {
 			t.Errorf("GUIDToBytes(%s) = %x, %v", in, got, err)
 		}
 	}
 	// The document elides the middle sub-authorities; these bytes spell them out.
 	sidBytes := mustHex("010500000000000515000000c46d4a1e1a9a8d8361c2c9b350040000")
 	const sid = "S-1-5-21-508194244-2207095322-3016344161-1104"
-	if got, err := dirgate.SIDFromBytes(sidBytes); err != nil || got != sid {
+	if got, err := ldapentry.SIDFromBytes(sidBytes); err != nil || got != sid {
 		t.Errorf("SIDFromBytes = %s, %v; want %s", got, err, sid)
 	}
-	if got, err := dirgate.SIDToBytes(sid); err != nil || !slices.Equal(got, sidBytes) {
+	if got, err := ldapentry.SIDToBytes(sid); err != nil || !slices.Equal(got, sidBytes) {
 		t.Errorf("SIDToBytes = %x, %v", got, err)
 	}
-	if rid, ok := dirgate.RID(sid); !ok || rid != 1104 {
+	if rid, ok := ldapentry.RID(sid); !ok || rid != 1104 {
 		t.Errorf("RID = %d, %v", rid, ok)
 	}
 }
@@ -64,17 +65,17 @@ func TestSIDConversionsRejectMalformedInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if b, err := dirgate.SIDToBytes(tt.sid); err == nil {
+			if b, err := ldapentry.SIDToBytes(tt.sid); err == nil {
 				t.Errorf("SIDToBytes(%q) = %x, want an error", tt.sid, b)
 			}
 		})
 	}
 	for _, b := range [][]byte{nil, mustHex("0105"), mustHex("010500000000000515000000")} {
-		if s, err := dirgate.SIDFromBytes(b); err == nil {
+		if s, err := ldapentry.SIDFromBytes(b); err == nil {
 			t.Errorf("SIDFromBytes(%x) = %s, want an error (length does not match the count)", b, s)
 		}
 	}
-	if _, err := dirgate.GUIDToBytes("1e72a008-e277-4bfd-812f"); err == nil {
+	if _, err := ldapentry.GUIDToBytes("1e72a008-e277-4bfd-812f"); err == nil {
 		t.Error("GUIDToBytes accepted a short GUID")
 	}
 }
@@ -97,7 +98,7 @@ func TestFileTime(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := dirgate.FileTime(tt.in)
+			got, ok := ldapentry.FileTime(tt.in)
 			if tt.want == "" {
 				if ok {
 					t.Errorf("FileTime(%d) = %v, want never", tt.in, got)
@@ -112,8 +113,8 @@ func TestFileTime(t *testing.T) {
 }
 
 // statusEntry builds a user-like entry from attribute pairs.
-func statusEntry(classes []string, attrs ...string) *dirgate.Entry {
-	e := dirgate.NewEntry("CN=x,DC=corp,DC=example,DC=com")
+func statusEntry(classes []string, attrs ...string) *ldapentry.Entry {
+	e := ldapentry.NewEntry("CN=x,DC=corp,DC=example,DC=com")
 	e.Add("objectGUID", mustHex("08a0721e77e2fd4b812f2f72c3c885df"))
 	for _, c := range classes {
 		e.Add("objectClass", []byte(c))
@@ -145,7 +146,7 @@ func TestAccountStatus(t *testing.T) {
 	}
 	tests := []struct {
 		name  string
-		entry *dirgate.Entry
+		entry *ldapentry.Entry
 		want  *want // nil: no account or password status
 	}{
 		{"rx-acct1 disabled", statusEntry(userClasses, "userAccountControl", "514", "msDS-User-Account-Control-Computed", "0",
@@ -235,8 +236,8 @@ func TestObjectType(t *testing.T) {
 		{"foreign security principal", []string{"top", "foreignSecurityPrincipal"}, dirgate.TypeForeignPrincipal, 6},
 		{"domain", []string{"top", "domain", "domainDNS"}, dirgate.TypeDomain, 7},
 		// Anything else is named by its most specific class.
-		{"other", []string{"top", "msDS-PasswordSettings"}, "msDS-PasswordSettings", dirgate.ObjectTypeCodeOther},
-		{"no class", nil, "", dirgate.ObjectTypeCodeOther},
+		{"other", []string{"top", "msDS-PasswordSettings"}, "msDS-PasswordSettings", ldapentry.ObjectTypeCodeOther},
+		{"no class", nil, "", ldapentry.ObjectTypeCodeOther},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,7 +245,7 @@ func TestObjectType(t *testing.T) {
 			for _, c := range tt.classes {
 				raw = append(raw, []byte(c))
 			}
-			if typ, code := dirgate.ObjectType(raw); typ != tt.wantType || code != tt.wantCode {
+			if typ, code := ldapentry.ObjectType(raw); typ != tt.wantType || code != tt.wantCode {
 				t.Errorf("ObjectType = %q %d, want %q %d", typ, code, tt.wantType, tt.wantCode)
 			}
 		})
@@ -287,7 +288,7 @@ func TestFormatValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := dirgate.FormatValues(tt.attr, tt.vals)
+			got := ldapentry.FormatValues(tt.attr, tt.vals)
 			if got == nil || !slices.Equal(got, tt.want) {
 				t.Errorf("FormatValues(%s) = %#v, want %#v", tt.attr, got, tt.want)
 			}
@@ -308,7 +309,7 @@ func TestToObjectProperties(t *testing.T) {
 	if o.DisplayName != "x" || o.DomainName != "corp.example.com" || o.GUID != "1e72a008-e277-4bfd-812f-2f72c3c885df" {
 		t.Errorf("object = %+v", o)
 	}
-	if _, err := dirgate.NewEntry("CN=y,DC=x").ToObject(nil, time.Now()); err == nil {
+	if _, err := ldapentry.NewEntry("CN=y,DC=x").ToObject(nil, time.Now()); err == nil {
 		t.Error("an entry without objectGUID rendered")
 	}
 }

@@ -1,6 +1,10 @@
-package dirgate
+package ldapentry
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/dirgate/dirgate"
+)
 
 // dnSamples are DNs that plainDNNames reads (plain: true) and DNs that it must leave
 // to ParseDN: escapes, quotes, multi-valued RDNs, spaces ParseDN trims, '#' values,
@@ -64,7 +68,7 @@ func FuzzPlainDNNames(f *testing.F) {
 			checkPlainDNNames(t, s, display, domain)
 		}
 		display, domain, err := dnNames(s)
-		d, perr := ParseDN(s)
+		d, perr := dirgate.ParseDN(s)
 		if (err == nil) != (perr == nil) {
 			t.Fatalf("dnNames(%q) error %v, ParseDN error %v", s, err, perr)
 		}
@@ -76,7 +80,7 @@ func FuzzPlainDNNames(f *testing.F) {
 
 func checkPlainDNNames(t *testing.T, s, display, domain string) {
 	t.Helper()
-	d, err := ParseDN(s)
+	d, err := dirgate.ParseDN(s)
 	if err != nil {
 		t.Fatalf("plainDNNames read %q, which ParseDN rejects: %v", s, err)
 	}
@@ -100,7 +104,7 @@ func BenchmarkDNNames(b *testing.B) {
 	b.Run("ParseDN", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			d, err := ParseDN(dn)
+			d, err := dirgate.ParseDN(dn)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -130,9 +134,9 @@ var containsSamples = []struct {
 
 func TestContainsPlain(t *testing.T) {
 	for _, tt := range containsSamples {
-		contains, ok := MustParseDN(tt.base).ContainsPlain(tt.dn)
+		contains, ok := ContainsPlain(dirgate.MustParseDN(tt.base), tt.dn)
 		if contains != tt.contains || ok != tt.ok {
-			t.Errorf("%q.ContainsPlain(%q) = %v, %v; want %v, %v", tt.base, tt.dn, contains, ok, tt.contains, tt.ok)
+			t.Errorf("ContainsPlain(%q, %q) = %v, %v; want %v, %v", tt.base, tt.dn, contains, ok, tt.contains, tt.ok)
 		}
 		checkContainsPlain(t, tt.base, tt.dn)
 	}
@@ -148,19 +152,19 @@ func FuzzContainsPlain(f *testing.F) {
 }
 
 func checkContainsPlain(t *testing.T, base, s string) {
-	b, err := ParseDN(base)
+	b, err := dirgate.ParseDN(base)
 	if err != nil {
 		return
 	}
-	contains, ok := b.ContainsPlain(s)
+	contains, ok := ContainsPlain(b, s)
 	if !ok {
 		return
 	}
-	d, err := ParseDN(s)
+	d, err := dirgate.ParseDN(s)
 	if err != nil {
 		t.Fatalf("ContainsPlain decided %q, which ParseDN rejects: %v", s, err)
 	}
 	if want := d.EqualFold(b) || d.IsDescendantOf(b); contains != want {
-		t.Fatalf("%q.ContainsPlain(%q) = %v, ParseDN says %v", base, s, contains, want)
+		t.Fatalf("ContainsPlain(%q, %q) = %v, ParseDN says %v", base, s, contains, want)
 	}
 }

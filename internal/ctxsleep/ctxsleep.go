@@ -1,4 +1,5 @@
-package dirgate
+// Package ctxsleep waits for a duration without outliving the request that waits.
+package ctxsleep
 
 import (
 	"context"
