@@ -8,6 +8,7 @@ import (
 	"weak"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/translate"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"golang.org/x/sync/singleflight"
 )
@@ -18,7 +19,7 @@ import (
 // partial evaluation failed, or the residual refers to the policy's rules
 // (beyondResidual), the whole policy evaluated in Rego.
 type plan struct {
-	pred *predicate
+	pred *translate.Predicate
 	// residual evaluates, in Rego, a residual the translator refused.
 	residual *rego.PreparedEvalQuery
 	// queries is the residual's size, for the decision log's diagnostics.

@@ -12,6 +12,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/translate"
 )
 
 // propertiesPath is the optional property rule (docs/policy.md, "Which properties
@@ -385,10 +386,10 @@ func (v *version) propertySets(ctx context.Context, logger *slog.Logger, in Inpu
 		pp = p.props
 	}
 	if pp != nil && !pp.rego {
-		e := make([]*env, len(pp.preds))
+		e := make([]*translate.Env, len(pp.preds))
 		for k, pr := range pp.preds {
 			if pr != nil {
-				e[k] = pr.newEnv()
+				e[k] = pr.NewEnv()
 			}
 		}
 		// Objects given the same elements share one set: a mask of the plan's
@@ -397,7 +398,7 @@ func (v *version) propertySets(ctx context.Context, logger *slog.Logger, in Inpu
 		for j, i := range idx {
 			var mask uint64
 			for k := range pp.names {
-				if pr := pp.preds[k]; pr == nil || pr.allow(e[k], &objs[i]) {
+				if pr := pp.preds[k]; pr == nil || pr.Allow(e[k], &objs[i]) {
 					mask |= 1 << (k % 64)
 					if len(pp.names) > 64 {
 						sets[j].add(pp.names[k])
@@ -486,7 +487,7 @@ func (v *version) propertyQuery(ctx context.Context) (*rego.PreparedEvalQuery, e
 // the Go predicate saying for which objects it is in the set.
 type propPlan struct {
 	names []string
-	preds []*predicate // nil: the element is in every object's set
+	preds []*translate.Predicate // nil: the element is in every object's set
 	// rego: the residual is beyond the translator; evaluate the rule per object.
 	rego bool
 	why  string
@@ -540,7 +541,7 @@ func (v *version) buildPropPlan(ctx context.Context, logger *slog.Logger, base a
 			pp.preds = append(pp.preds, nil)
 			continue
 		}
-		pred, err := translate(byName[name])
+		pred, err := translate.Residual(byName[name])
 		if err != nil {
 			return &propPlan{rego: true, why: err.Error()}
 		}

@@ -134,7 +134,7 @@ func (d *candidateDiff) shownOnly() *candidateDiff {
 func (d *candidateDiff) differs() bool { return d != nil && d.nAllowed+d.nDenied > 0 }
 
 // viewedObject is a predicate's decision on one object, known by every member the
-// predicate can read (objectFields in translate.go): a listing's plan is asked about
+// predicate can read (objectFields in translate/value.go): a listing's plan is asked about
 // the same group by every request of its caller.
 type viewedObject struct {
 	guid, dn, displayName, objectType, domainName string
@@ -155,7 +155,7 @@ func (p *plan) allowOne(o *dirgate.Object) bool {
 			return last.allowed
 		}
 	}
-	key.allowed = p.pred.allow(p.pred.newEnv(), o)
+	key.allowed = p.pred.Allow(p.pred.NewEnv(), o)
 	p.viewed.Store(&key)
 	return key.allowed
 }
