@@ -14,6 +14,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 )
 
 // policyFiles is a policy whose decision follows data.answer, so that each
@@ -89,7 +90,10 @@ type gateway struct {
 	a  *policy.Authorizer
 }
 
-func openGateway(t *testing.T, cfg opaconfig.Config, pcfg policy.Config) *gateway {
+// openGateway opens the Runtime of cfg and an Authorizer of pcfg fed by it, whose
+// decisions go to the Runtime's decision-log service (when the file names one),
+// masked by mask as DIRGATE_DECISION_LOG_MASK masks them.
+func openGateway(t *testing.T, cfg opaconfig.Config, pcfg policy.Config, mask ...string) *gateway {
 	t.Helper()
 	ctx := context.Background()
 	if cfg.Logger == nil {
@@ -103,8 +107,12 @@ func openGateway(t *testing.T, cfg opaconfig.Config, pcfg policy.Config) *gatewa
 		t.Fatal(err)
 	}
 	pcfg.Files, pcfg.Source, pcfg.Logger = rt.Files(), rt.Source(), quietLogger()
-	if pcfg.DecisionLog == nil {
-		pcfg.DecisionLog = rt.DecisionLog()
+	if sink := rt.DecisionSink(); pcfg.DecisionLog == nil && sink != nil {
+		dlog, err := decisionlog.New(decisionlog.Config{Sink: sink, Mask: mask, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcfg.DecisionLog = dlog
 	}
 	var cand opaconfig.Policy
 	if cfg.Candidate != "" {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
 )
@@ -113,7 +114,7 @@ func TestDecisionEvents(t *testing.T) {
 	rcv := newLogReceiver(t)
 	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 1000)
 	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), ID: "replica-1"},
-		policy.Config{DecisionLogMask: []string{"/input/group/dn"}})
+		policy.Config{}, "/input/group/dn")
 
 	remove(t, g.a, 1)
 	waitFor(t, "the first event", func() bool { return len(rcv.received()) == 1 })
@@ -221,12 +222,13 @@ func TestDecisionQueueBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	w := rt.DecisionLog()
+	sink := rt.DecisionSink()
 	for i := range 5 {
-		fmt.Fprintf(w, `{"decision_id":"d%d","path":"dirgate/authz/allow","time":"2025-01-02T03:04:05Z","input":{},"result":{}}`+"\n", i)
+		sink.LogDecision(context.Background(), dirgate.DecisionEvent{ID: fmt.Sprintf("d%d", i), Path: "dirgate/authz/allow",
+			Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Input: map[string]any{}, Result: map[string]any{}})
 	}
 	if got := rt.Dropped()["queue_full"]; got != 3 {
-		t.Errorf("queue_full = %d, want 3 of 5 lines with a queue of 2", got)
+		t.Errorf("queue_full = %d, want 3 of 5 decisions with a queue of 2", got)
 	}
 	if err := rt.Attach(context.Background(), nopPolicy{}, nil); err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -47,15 +46,9 @@ type Config struct {
 	// Logger receives reloads, load failures and evaluation errors. nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// DecisionLog receives one JSON line per listing and per removal decision
-	// (OpenDecisionLog opens the usual destinations). nil disables it.
-	DecisionLog io.Writer
-	// DecisionLogMask are JSON pointers (ParseMask) erased from every decision line,
-	// such as /input/subject/dn.
-	DecisionLogMask []string
-	// DecisionLogMaxDenied bounds the denied GUIDs named per listing line. 0 means
-	// DefaultMaxDeniedLogged; negative means none.
-	DecisionLogMaxDenied int
+	// DecisionLog receives one record per decision (package policy/decisionlog
+	// writes them). nil logs none.
+	DecisionLog DecisionLog
 	// ReloadDebounce is how long the directory must be quiet after a change before
 	// it is reloaded (editors and deployments write several files). 0 means
 	// DefaultReloadDebounce.
@@ -63,7 +56,7 @@ type Config struct {
 	// PlanCacheSize bounds the compiled per-caller predicates kept per policy
 	// version. 0 means DefaultPlanCacheSize.
 	PlanCacheSize int
-	// Now is the decision log's clock. nil means time.Now.
+	// Now is the clock of Status's times. nil means time.Now.
 	Now func() time.Time
 	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
 	Candidate CandidateConfig
@@ -81,11 +74,6 @@ type Config struct {
 // Validate reports every problem of the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
-	for _, m := range c.DecisionLogMask {
-		if _, err := ParseMask(m); err != nil {
-			errs = append(errs, fmt.Errorf("policy: decision log mask: %w", err))
-		}
-	}
 	if c.ReloadDebounce < 0 {
 		errs = append(errs, errors.New("policy: ReloadDebounce must not be negative"))
 	}
@@ -111,7 +99,7 @@ type Authorizer struct {
 	cfg    Config
 	fsys   fs.FS
 	logger *slog.Logger
-	dlog   *decisionLog
+	dlog   DecisionLog // nil: none
 	now    func() time.Time
 	// metrics are made at Open, against the meter provider installed by then.
 	metrics policyMetrics
@@ -142,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Authorizer{cfg: cfg, logger: cfg.Logger, now: cfg.Now, metrics: newPolicyMetrics()}
+	a := &Authorizer{cfg: cfg, logger: cfg.Logger, dlog: cfg.DecisionLog, now: cfg.Now, metrics: newPolicyMetrics()}
 	if a.logger == nil {
 		a.logger = slog.Default()
 	}
@@ -155,14 +143,6 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	} else if cfg.Files != nil {
 		a.fsys = cfg.Files
 	}
-	if cfg.DecisionLog != nil {
-		var masks []Mask
-		for _, s := range cfg.DecisionLogMask {
-			m, _ := ParseMask(s) // validated above
-			masks = append(masks, m)
-		}
-		a.dlog = newDecisionLog(cfg.DecisionLog, masks, cfg.DecisionLogMaxDenied, a.now, a.logger)
-	}
 	v, err := a.load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", a.source(), err)
@@ -172,7 +152,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	if cfg.Candidate.Dir != "" || cfg.Candidate.Files != nil {
 		maxNamed := 0 // without a decision log, differences are only counted
 		if a.dlog != nil {
-			maxNamed = max(a.dlog.maxDenied, 0)
+			maxNamed = max(a.dlog.MaxNamed(), 0)
 		}
 		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize, PolicyCapabilities(cfg.NetworkBuiltins))
 	}
@@ -416,7 +396,7 @@ func (a *Authorizer) decideView(ctx context.Context, v *version, p dirgate.Princ
 	// Only the objects the caller sees are counted: that the candidate would show
 	// one the active policy hides is in the decision line alone.
 	a.cand.record(ctx, ActionView, cand.shownOnly(), failed)
-	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand, withheld: wh})
+	a.logListing(ctx, v.revision, in, objs, allowed, n, st, start, cand, wh)
 	return allowed, n, st.from, wh, nil
 }
 
@@ -455,7 +435,7 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
 	cand, candFailed := a.cand.change(ctx, in, val, allowed)
-	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
+	a.logChange(ctx, v.revision, in, allowed, err, start, cand)
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
 	// A refusal of a member the caller may not view is answered as an unknown member

@@ -81,7 +81,7 @@ func (org benchOrg) objects(n int) []dirgate.Object {
 func openBench(b *testing.B, modules map[string]string, data map[string]any) *policy.Authorizer {
 	a, _ := openDir(b, modules, data)
 	dir := a.Status().Source
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: io.Discard})
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(io.Discard)})
 	if err != nil {
 		b.Fatal(err)
 	}

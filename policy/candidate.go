@@ -171,23 +171,12 @@ func (c *candidate) sampled() *version {
 	return c.current.Load()
 }
 
-// candidateDiff is what the candidate decided differently for one request: the
-// objects it would allow that the active policy denied, and the reverse.
-type candidateDiff struct {
-	revision     string
-	newlyAllowed []string
-	newlyDenied  []string
-	// nAllowed and nDenied count them; the two lists name at most max objects in all.
-	nAllowed, nDenied int
-	max               int
-}
-
 // view decides a listing under the candidate and compares it with the active
 // policy's decisions of its first decided objects. The candidate decides the whole
 // listing, with no size limit, so that its plan remembers complete decisions and a
 // cached listing costs it no more than the active policy. failed tells that the
 // evaluation failed (d is then nil); nothing is counted here (record).
-func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) (d *candidateDiff, failed bool) {
+func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, allowed []bool, decided int) (d *CandidateDiff, failed bool) {
 	v := c.sampled()
 	if v == nil {
 		return nil, false
@@ -207,7 +196,7 @@ func (c *candidate) view(ctx context.Context, in Input, objs []dirgate.Object, a
 		c.failed(ActionView, v, err)
 		return nil, true
 	}
-	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
+	d = &CandidateDiff{Revision: v.revision, max: c.maxNamed}
 	for i := range decided {
 		if allowed[i] != cand[i] {
 			d.add(objs[i].GUID, cand[i])
@@ -223,7 +212,7 @@ var candidateBools = sync.Pool{New: func() any { return new([]bool) }}
 // change decides one membership change under the candidate. failed tells that
 // the evaluation failed (an error decided as a denial is still compared); nothing is
 // counted here (record).
-func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) (d *candidateDiff, failed bool) {
+func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed bool) (d *CandidateDiff, failed bool) {
 	v := c.sampled()
 	if v == nil || val == nil {
 		return nil, false
@@ -241,7 +230,7 @@ func (c *candidate) change(ctx context.Context, in Input, val ast.Value, allowed
 		failed = true
 		c.logger.Error("candidate policy: evaluation failed; "+in.Action+" would be denied", "revision", v.revision, "err", err)
 	}
-	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
+	d = &CandidateDiff{Revision: v.revision, max: c.maxNamed}
 	if got := out.allowed && err == nil; got != allowed {
 		d.add(in.Object.GUID, got)
 	}
@@ -279,7 +268,7 @@ func (c *candidate) failed(action string, v *version, err error) {
 
 // isolate, deferred, turns a panic in the candidate's evaluation into a failed
 // evaluation: the active policy's answer stands, the request is not compared.
-func (c *candidate) isolate(action string, v *version, d **candidateDiff, failed *bool) {
+func (c *candidate) isolate(action string, v *version, d **CandidateDiff, failed *bool) {
 	if r := recover(); r != nil {
 		*d, *failed = nil, true
 		c.failed(action, v, fmt.Errorf("panic: %v", r))
@@ -290,17 +279,17 @@ func (c *candidate) isolate(action string, v *version, d **candidateDiff, failed
 // (export_test.go) to make one panic.
 var candidateTestHook = func(string) {}
 
-func (d *candidateDiff) add(guid string, nowAllowed bool) {
-	named := len(d.newlyAllowed)+len(d.newlyDenied) < d.max
+func (d *CandidateDiff) add(guid string, nowAllowed bool) {
+	named := len(d.NewlyAllowed)+len(d.NewlyDenied) < d.max
 	if nowAllowed {
-		d.nAllowed++
+		d.NAllowed++
 		if named {
-			d.newlyAllowed = append(d.newlyAllowed, guid)
+			d.NewlyAllowed = append(d.NewlyAllowed, guid)
 		}
 	} else {
-		d.nDenied++
+		d.NDenied++
 		if named {
-			d.newlyDenied = append(d.newlyDenied, guid)
+			d.NewlyDenied = append(d.NewlyDenied, guid)
 		}
 	}
 }
@@ -310,7 +299,7 @@ func (d *candidateDiff) add(guid string, nowAllowed bool) {
 // outcome its caller sees, and never with differences about objects the active
 // policy hides from it (docs/operations.md, "Metrics"): an object the caller may not
 // view must count as one that does not exist, which no candidate decides about.
-func (c *candidate) record(ctx context.Context, action string, d *candidateDiff, failed bool) {
+func (c *candidate) record(ctx context.Context, action string, d *CandidateDiff, failed bool) {
 	if c == nil {
 		return
 	}
@@ -320,12 +309,12 @@ func (c *candidate) record(ctx context.Context, action string, d *candidateDiff,
 	if d == nil {
 		return
 	}
-	if d.nAllowed > 0 {
-		c.metrics.differences.Add(ctx, int64(d.nAllowed), metric.WithAttributes(
+	if d.NAllowed > 0 {
+		c.metrics.differences.Add(ctx, int64(d.NAllowed), metric.WithAttributes(
 			attribute.String("action", action), attribute.String("change", "newly_allowed")))
 	}
-	if d.nDenied > 0 {
-		c.metrics.differences.Add(ctx, int64(d.nDenied), metric.WithAttributes(
+	if d.NDenied > 0 {
+		c.metrics.differences.Add(ctx, int64(d.NDenied), metric.WithAttributes(
 			attribute.String("action", action), attribute.String("change", "newly_denied")))
 	}
 }

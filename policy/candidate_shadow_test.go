@@ -98,7 +98,7 @@ allow if {
 			reader := newMetricReader(t)
 			var log bytes.Buffer
 			a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, allowAll, nil), Logger: quietLogger(),
-				DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, tc.cand, nil), Budget: budget}})
+				DecisionLog: lineLog(&log), Candidate: policy.CandidateConfig{Dir: writeDir(t, tc.cand, nil), Budget: budget}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +176,7 @@ allow if {
 	reader := newMetricReader(t)
 	var log bytes.Buffer
 	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, active, nil), Logger: quietLogger(),
-		DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, cand, nil)}})
+		DecisionLog: lineLog(&log), Candidate: policy.CandidateConfig{Dir: writeDir(t, cand, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestBrokenCandidateMetrics(t *testing.T) {
 	var log bytes.Buffer
 	candDir := writeDir(t, map[string]string{"authz.rego": brokenPolicy}, nil)
 	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, map[string]string{"authz.rego": allowUsers}, nil),
-		Logger: quietLogger(), DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: candDir}})
+		Logger: quietLogger(), DecisionLog: lineLog(&log), Candidate: policy.CandidateConfig{Dir: candDir}})
 	if err != nil {
 		t.Fatalf("a broken candidate stopped the policy: %v", err)
 	}

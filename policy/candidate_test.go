@@ -95,7 +95,7 @@ func TestCandidateMatchesIndependentComparison(t *testing.T) {
 		candData := map[string]any{"dirgate": map[string]any{"roles": randRoles(r, groups, 1+r.IntN(6))}}
 		var log bytes.Buffer
 		a, err := policy.Open(context.Background(), policy.Config{
-			Dir: writeDir(t, modules, activeData), Logger: quietLogger(), DecisionLog: &log, DecisionLogMaxDenied: 1000,
+			Dir: writeDir(t, modules, activeData), Logger: quietLogger(), DecisionLog: lineLog(&log, 1000),
 			Candidate: policy.CandidateConfig{Dir: writeDir(t, modules, candData)},
 		})
 		if err != nil {
@@ -192,7 +192,7 @@ func TestCandidateBoundedAndSampled(t *testing.T) {
 	}{{0, 1}, {1, 1}, {-1, 0}} {
 		var log bytes.Buffer
 		a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, none, nil), Logger: quietLogger(),
-			DecisionLog: &log, DecisionLogMaxDenied: 3,
+			DecisionLog: lineLog(&log, 3),
 			Candidate: policy.CandidateConfig{Dir: writeDir(t, allowAll, nil), Sample: tc.sample}})
 		if err != nil {
 			t.Fatal(err)
@@ -261,7 +261,7 @@ func TestExplainMatchesEvaluation(t *testing.T) {
 	candData := map[string]any{"dirgate": map[string]any{"roles": randRoles(r, groups, 5)}}
 	var log bytes.Buffer
 	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, modules, activeData), Logger: quietLogger(),
-		DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, modules, candData)}})
+		DecisionLog: lineLog(&log), Candidate: policy.CandidateConfig{Dir: writeDir(t, modules, candData)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -507,7 +507,7 @@ func TestCandidateNeverChangesAnswer(t *testing.T) {
 			}
 			var log bytes.Buffer
 			a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, allowAll, nil), Logger: quietLogger(),
-				DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, tc.cand, nil), Budget: 100 * time.Millisecond}})
+				DecisionLog: lineLog(&log), Candidate: policy.CandidateConfig{Dir: writeDir(t, tc.cand, nil), Budget: 100 * time.Millisecond}})
 			if err != nil {
 				t.Fatal(err)
 			}

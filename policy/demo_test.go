@@ -13,6 +13,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -40,7 +41,7 @@ func demoService(t testing.TB, log io.Writer) (*dirgate.MemberService, *policy.A
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: log})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: lineLog(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -383,4 +384,18 @@ func TestReusedSelection(t *testing.T) {
 			t.Fatalf("limit %d: selected %v of %d, want %v", limit, got, sel.Len(), want)
 		}
 	}
+}
+
+// lineLog is a decision log writing its JSON lines to w, as dirgate does, naming
+// at most maxDenied (when given) denied GUIDs per line.
+func lineLog(w io.Writer, maxDenied ...int) policy.DecisionLog {
+	cfg := decisionlog.Config{Writer: w, Logger: quietLogger()}
+	if len(maxDenied) > 0 {
+		cfg.MaxDenied = maxDenied[0]
+	}
+	l, err := decisionlog.New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return l
 }

@@ -652,7 +652,7 @@ func diffCase(t *testing.T, seed uint64) (st compareStats, skipped, differs bool
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	a, aErr := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log, DecisionLogMaxDenied: -1})
+	a, aErr := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(&log, -1)})
 	o, oErr := newOracle(w.modules, w.data)
 	switch {
 	case aErr != nil && oErr != nil:

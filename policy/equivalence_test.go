@@ -77,7 +77,7 @@ func openDir(t testing.TB, modules map[string]string, data map[string]any) (*pol
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log, DecisionLogMaxDenied: -1})
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(&log, -1)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -307,7 +307,7 @@ func (a *Authorizer) allowExplain(ctx context.Context, v *version, q ExplainQuer
 	logged := Input{Action: ActionExplain, Subject: q.Caller, Object: &dirgate.Object{DN: q.Subject.DN, GUID: q.Subject.GUID},
 		Group: q.Group, Request: requestOf(dirgate.ListOptions{})}.normalize()
 	if !allowed || logAllowed {
-		a.dlog.change(ctx, v.revision, logged, allowed, err, time.Since(start), nil)
+		a.logChange(ctx, v.revision, logged, allowed, err, start, nil)
 	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to see this principal's decisions in this group.", Err: err}

@@ -27,7 +27,7 @@ allow if {
 	cand := map[string]string{"authz.rego": "package dirgate.authz\n\nallow := true\n"}
 	reader := newMetricReader(t)
 	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, active, nil), Logger: quietLogger(),
-		DecisionLog: io.Discard, Candidate: policy.CandidateConfig{Dir: writeDir(t, cand, nil)}})
+		DecisionLog: lineLog(io.Discard), Candidate: policy.CandidateConfig{Dir: writeDir(t, cand, nil)}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ properties contains "mail" if input.object.objectType != "user"
 	schema := &swapSchema{}
 	schema.m.Store(&map[string]bool{})
 	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, module), Logger: quietLogger(),
-		DecisionLog: &log, Schema: schema})
+		DecisionLog: lineLog(&log), Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}

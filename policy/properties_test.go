@@ -59,7 +59,7 @@ func findDN(objs []dirgate.Object, dn string) *dirgate.Object {
 // names ms-Mcs-AdmPwd and gets it.
 func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: &log})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: lineLog(&log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ var allPropNames = []string{"department", "mail", "ms-mcs-admpwd", "msds-keycred
 func TestSecretsWithheldWithoutRule(t *testing.T) {
 	dir := writePolicy(t, "package dirgate.authz\n\nallow if input.action == \"view\"\n")
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log,
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(&log),
 		Schema: fakeSchema{"department": true}})
 	if err != nil {
 		t.Fatal(err)

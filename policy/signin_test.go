@@ -30,7 +30,7 @@ func TestAllowSignIn(t *testing.T) {
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "authz.rego"), base+c.rule)
 			var log bytes.Buffer
-			a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log})
+			a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(&log)})
 			if err != nil {
 				t.Fatal(err)
 			}

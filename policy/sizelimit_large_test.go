@@ -28,7 +28,7 @@ func TestSizeLimitStopsEarlyOnLargeListings(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DecisionLog: &log})
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DecisionLog: lineLog(&log)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, 
 	// addition), whose line names the same group and object.
 	cand, candFailed := a.cand.viewOne(ctx, in, allowed)
 	if !allowed || cand.differs() {
-		a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
+		a.logChange(ctx, v.revision, in, allowed, err, start, cand)
 	}
 	// Not counted in dirgate_policy_decisions: an allowed view is followed by the
 	// request's own decision, which is; a denied one is answered as an unknown object,
@@ -84,7 +84,7 @@ func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) 
 // viewOne decides one view under the candidate, as AllowView does under the active
 // policy, and compares the two; failed tells that the evaluation failed. Nothing is
 // counted here (candidate.record).
-func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *candidateDiff, failed bool) {
+func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *CandidateDiff, failed bool) {
 	v := c.sampled()
 	if v == nil {
 		return nil, false
@@ -103,7 +103,7 @@ func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *can
 		c.logger.Error("candidate policy: evaluation failed; view would be denied", "revision", v.revision, "err", err)
 		got = false
 	}
-	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
+	d = &CandidateDiff{Revision: v.revision, max: c.maxNamed}
 	if got != allowed {
 		d.add(in.Object.GUID, got)
 	}
@@ -121,17 +121,17 @@ func (a *Authorizer) mayView(ctx context.Context, v *version, in Input) bool {
 
 // shownOnly is d without the objects the active policy hid (those the candidate
 // would newly allow): what may be counted of a listing's comparison.
-func (d *candidateDiff) shownOnly() *candidateDiff {
-	if d == nil || d.nAllowed == 0 {
+func (d *CandidateDiff) shownOnly() *CandidateDiff {
+	if d == nil || d.NAllowed == 0 {
 		return d
 	}
 	c := *d
-	c.nAllowed = 0
+	c.NAllowed = 0
 	return &c
 }
 
 // differs reports whether the candidate decided differently (false without one).
-func (d *candidateDiff) differs() bool { return d != nil && d.nAllowed+d.nDenied > 0 }
+func (d *CandidateDiff) differs() bool { return d != nil && d.NAllowed+d.NDenied > 0 }
 
 // viewedObject is a predicate's decision on one object, known by every member the
 // predicate can read (objectFields in translate/value.go): a listing's plan is asked about

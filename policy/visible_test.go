@@ -110,7 +110,7 @@ func TestAllowViewLogged(t *testing.T) {
 
 	// A candidate that denies every view: the allowed view is logged, with the difference.
 	cand := writeDir(t, map[string]string{"p.rego": "package dirgate.authz\n\nallow if input.action == \"remove\"\n"}, nil)
-	withCand, err := policy.Open(ctx, policy.Config{Logger: quietLogger(), DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: cand}})
+	withCand, err := policy.Open(ctx, policy.Config{Logger: quietLogger(), DecisionLog: lineLog(&log), Candidate: policy.CandidateConfig{Dir: cand}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func BenchmarkCachedListingCandidate(b *testing.B) {
 	active := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU)
 	candidate := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.SalesOU)
 	for _, tc := range []struct{ name, candidate string }{{"none", ""}, {"sample1", candidate}} {
-		authz, err := policy.Open(ctx, policy.Config{Dir: active, Logger: quiet, DecisionLog: io.Discard,
+		authz, err := policy.Open(ctx, policy.Config{Dir: active, Logger: quiet, DecisionLog: discardedLines(b),
 			Candidate: policy.CandidateConfig{Dir: tc.candidate}})
 		if err != nil {
 			b.Fatal(err)

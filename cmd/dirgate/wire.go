@@ -12,6 +12,8 @@ import (
 	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
+	"github.com/dirgate/dirgate/policy/explain"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
@@ -133,7 +135,7 @@ func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
 // openPolicy loads the Rego policy that decides what each caller may view and
 // remove, watches it for edits, and opens the decision log.
 func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error {
-	dlog, closeDlog, err := policy.OpenDecisionLog(m.Config.DecisionLog, m.stdout, m.stderr)
+	dlog, closeDlog, err := decisionlog.Open(m.Config.DecisionLog, m.stdout, m.stderr)
 	if err != nil {
 		return fmt.Errorf("decision log: %w", err)
 	}
@@ -157,17 +159,23 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 		sample = -1 // the setting's 0 names none; the package's 0 is its default
 	}
 	pcfg := policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
-		DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
 		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema,
 		NetworkBuiltins: m.Config.PolicyNetworkBuiltins}
 	if m.Config.PolicyNetworkBuiltins {
 		m.Logger.Warn("policy: INSECURE: policies may call http.send, net.lookup_ip_addr and opa.runtime (DIRGATE_POLICY_NETWORK_BUILTINS is set): a policy can send what it reads anywhere")
 	}
-	rt, err := m.openBundles(ctx, &pcfg, &dlog)
+	dcfg := decisionlog.Config{Writer: dlog, Mask: m.Config.decisionLogMasks(), MaxDenied: maxDenied, Logger: m.Logger}
+	rt, err := m.openBundles(ctx, &pcfg, &dcfg)
 	if err != nil {
 		return err
 	}
-	pcfg.DecisionLog = dlog
+	if dcfg.Writer != nil || dcfg.Sink != nil {
+		d, err := decisionlog.New(dcfg)
+		if err != nil {
+			return fmt.Errorf("decision log: %w", err)
+		}
+		pcfg.DecisionLog = d
+	}
 	authz, err := policy.Open(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
@@ -187,6 +195,7 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	}
 	svc.Authz = authz
 	m.signInPolicy = authz
+	m.decisions = explain.New(svc, authz, m.Config.PolicyDrafts)
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
 	m.ready.add("policy", func(context.Context) error { return authz.Ready() })
