@@ -193,7 +193,7 @@ func TestCandidateBoundedAndSampled(t *testing.T) {
 		var log bytes.Buffer
 		a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, none, nil), Logger: quietLogger(),
 			DecisionLog: lineLog(&log, 3),
-			Candidate: policy.CandidateConfig{Dir: writeDir(t, allowAll, nil), Sample: tc.sample}})
+			Candidate:   policy.CandidateConfig{Dir: writeDir(t, allowAll, nil), Sample: tc.sample}})
 		if err != nil {
 			t.Fatal(err)
 		}
