@@ -16,6 +16,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // logReceiver is a decision-log service: it takes OPA's uploads (gzip JSON
@@ -114,7 +115,7 @@ func TestDecisionEvents(t *testing.T) {
 	rcv := newLogReceiver(t)
 	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 1000)
 	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), ID: "replica-1"},
-		policy.Config{}, "/input/group/dn")
+		policy.Config{}, candidate.Config{}, "/input/group/dn")
 
 	remove(t, g.a, 1)
 	waitFor(t, "the first event", func() bool { return len(rcv.received()) == 1 })
@@ -193,7 +194,7 @@ func TestDecisionBufferBound(t *testing.T) {
 	rcv.setFail(true)
 	const bound, n = 5, 60
 	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, bound)
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}, candidate.Config{})
 	remove(t, g.a, n)
 	waitFor(t, "drops counted", func() bool { return g.rt.Dropped()["buffer_full"] > 0 })
 	waitFor(t, "a failed upload", func() bool { return rcv.failed() >= 1 })

@@ -14,6 +14,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/policy/decisionlog"
 	"github.com/dirgate/dirgate/test/opabundle"
 )
@@ -147,7 +148,7 @@ func TestBundleSizeBound(t *testing.T) {
 
 	small := paddedBundle(t, s, files, 2, 1000)
 	srv.put("/bundles/authz.tar.gz", small)
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()))}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()))}, policy.Config{}, candidate.Config{})
 	if !allows(t, g.a) {
 		t.Fatal("the small padded bundle is not in force")
 	}

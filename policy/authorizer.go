@@ -58,8 +58,9 @@ type Config struct {
 	PlanCacheSize int
 	// Now is the clock of Status's times. nil means time.Now.
 	Now func() time.Time
-	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
-	Candidate CandidateConfig
+	// Shadow is a second policy decided in shadow beside this one (package
+	// policy/candidate). nil: none.
+	Shadow Shadow
 	// Schema, when set, names the attributes the directory's schema marks
 	// confidential or DN-valued: the property policy treats them as secret, beside
 	// the built-in lists (properties.go). nil means the built-in lists only.
@@ -80,7 +81,6 @@ func (c Config) Validate() error {
 	if c.PlanCacheSize < 0 {
 		errs = append(errs, errors.New("policy: PlanCacheSize must not be negative"))
 	}
-	errs = append(errs, c.Candidate.validate()...)
 	if c.Dir != "" && c.Files != nil {
 		errs = append(errs, errors.New("policy: a policy directory and delivered files are exclusive"))
 	}
@@ -105,8 +105,8 @@ type Authorizer struct {
 	metrics policyMetrics
 
 	current atomic.Pointer[version]
-	// cand is the candidate policy in shadow; nil without one.
-	cand *candidate
+	// shadow is the candidate policy in shadow; nil without one.
+	shadow Shadow
 
 	// broken is set while the directory does not load (dirgate_policy_broken); an
 	// atomic, so that a scrape never waits for a reload's compilation.
@@ -130,7 +130,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Authorizer{cfg: cfg, logger: cfg.Logger, dlog: cfg.DecisionLog, now: cfg.Now, metrics: newPolicyMetrics()}
+	a := &Authorizer{cfg: cfg, logger: cfg.Logger, dlog: cfg.DecisionLog, shadow: cfg.Shadow, now: cfg.Now, metrics: newPolicyMetrics()}
 	if a.logger == nil {
 		a.logger = slog.Default()
 	}
@@ -149,13 +149,6 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	}
 	a.current.Store(v)
 	a.stateReg = a.metrics.observeState(a)
-	if cfg.Candidate.Dir != "" || cfg.Candidate.Files != nil {
-		maxNamed := 0 // without a decision log, differences are only counted
-		if a.dlog != nil {
-			maxNamed = max(a.dlog.MaxNamed(), 0)
-		}
-		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize, PolicyCapabilities(cfg.NetworkBuiltins))
-	}
 	a.logger.Info("policy loaded", "source", a.source(), "revision", v.revision, "modules", v.files,
 		"nondeterministic_builtins", v.nondeterministic)
 	return a, nil
@@ -392,10 +385,14 @@ func (a *Authorizer) decideView(ctx context.Context, v *version, p dirgate.Princ
 	// plan's building included): its comparison belongs in this request's decision
 	// line, and asking it afterwards would need a bound of its own on the
 	// comparisons in flight, which a slow candidate would fill.
-	cand, failed := a.cand.view(ctx, in, objs, allowed, st.decided)
-	// Only the objects the caller sees are counted: that the candidate would show
-	// one the active policy hides is in the decision line alone.
-	a.cand.record(ctx, ActionView, cand.shownOnly(), failed)
+	var cand *CandidateDiff
+	if a.shadow != nil {
+		var failed bool
+		cand, failed = a.shadow.View(ctx, in, objs, allowed, st.decided)
+		// Only the objects the caller sees are counted: that the candidate would show
+		// one the active policy hides is in the decision line alone.
+		a.shadow.Record(ctx, ActionView, cand.shownOnly(), failed)
+	}
 	a.logListing(ctx, v.revision, in, objs, allowed, n, st, start, cand, wh)
 	return allowed, n, st.from, wh, nil
 }
@@ -434,7 +431,11 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 		a.logger.Error("policy: evaluation failed; "+action+" denied", "revision", v.revision,
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
-	cand, candFailed := a.cand.change(ctx, in, val, allowed)
+	var cand *CandidateDiff
+	candFailed := false
+	if a.shadow != nil {
+		cand, candFailed = a.shadow.Change(ctx, in, val, allowed)
+	}
 	a.logChange(ctx, v.revision, in, allowed, err, start, cand)
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
@@ -444,7 +445,9 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 	// failures of that request.
 	if allowed || a.mayView(ctx, v, in) {
 		a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("decision", decision)))
-		a.cand.record(ctx, action, cand, candFailed)
+		if a.shadow != nil {
+			a.shadow.Record(ctx, action, cand, candFailed)
+		}
 	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: denial, Err: err}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // benchOrg is the benchmark's organisation: the bundled policy with 20 roles that
@@ -81,7 +82,7 @@ func (org benchOrg) objects(n int) []dirgate.Object {
 func openBench(b *testing.B, modules map[string]string, data map[string]any) *policy.Authorizer {
 	a, _ := openDir(b, modules, data)
 	dir := a.Status().Source
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(io.Discard)})
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(io.Discard)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func openBench(b *testing.B, modules map[string]string, data map[string]any) *po
 // every request (partial evaluation and translation included).
 func BenchmarkFilterView(b *testing.B) {
 	org := newBenchOrg()
-	a := openBench(b, bundledModules(b), org.data)
+	a := openBench(b, policytest.BundledModules(b), org.data)
 	ctx := context.Background()
 	callers := 0 // every cold request is a caller never seen before
 	for _, n := range []int{1000, 10000} {
@@ -152,7 +153,7 @@ func BenchmarkFilterViewRego(b *testing.B) {
 		{"batch", "clock.rego", "package dirgate.authz\nclock_ok if time.now_ns() > 0\n"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			modules := bundledModules(b)
+			modules := policytest.BundledModules(b)
 			modules[bc.file] = bc.src
 			a := openBench(b, modules, org.data)
 			for b.Loop() {
@@ -168,11 +169,11 @@ func BenchmarkFilterViewRego(b *testing.B) {
 // evaluation of the prepared decision query per object (1,000 objects).
 func BenchmarkPerObjectEval(b *testing.B) {
 	org := newBenchOrg()
-	ref := newReference(b, bundledModules(b), org.data)
+	ref := policytest.NewReference(b, policytest.BundledModules(b), org.data)
 	objs := org.objects(1000)
 	for b.Loop() {
 		for i := range objs {
-			ref.allow(b, policy.Input{Action: policy.ActionView, Subject: org.caller, Object: &objs[i], Group: org.group,
+			ref.Allow(b, policy.Input{Action: policy.ActionView, Subject: org.caller, Object: &objs[i], Group: org.group,
 				Request: policy.Request{Properties: []string{}}})
 		}
 	}
@@ -182,8 +183,8 @@ func BenchmarkPerObjectEval(b *testing.B) {
 // engine decides as per-object evaluation does, through the predicate.
 func TestBenchOrgMatchesEvaluation(t *testing.T) {
 	org := newBenchOrg()
-	a, log := openDir(t, bundledModules(t), org.data)
-	compare(t, a, newReference(t, bundledModules(t), org.data), org.caller, org.group, dirgate.ListOptions{}, org.objects(150))
+	a, log := openDir(t, policytest.BundledModules(t), org.data)
+	compare(t, a, policytest.NewReference(t, policytest.BundledModules(t), org.data), org.caller, org.group, dirgate.ListOptions{}, org.objects(150))
 	if m := modes(t, log); m["predicate"] != 1 {
 		t.Errorf("engine modes %v, want the predicate", m)
 	}
@@ -200,7 +201,7 @@ func TestBenchOrgMatchesEvaluation(t *testing.T) {
 // dirgate.ErrPropertiesWithheld.
 func BenchmarkPropertyListing(b *testing.B) {
 	org := newBenchOrg()
-	withRule := bundledModules(b)
+	withRule := policytest.BundledModules(b)
 	src := withRule["authz.rego"]
 	start := strings.Index(src, "properties contains")
 	end := strings.Index(src, "# granted is the set")

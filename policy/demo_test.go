@@ -6,14 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
-	"github.com/dirgate/dirgate/policy/decisionlog"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -31,8 +30,6 @@ const (
 	financeTeam  = "CN=Finance Team,OU=Groups,DC=corp,DC=example,DC=com"
 )
 
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // demoService is the memory demo directory behind a MemberService that asks the
 // bundled policy.
 func demoService(t testing.TB, log io.Writer) (*dirgate.MemberService, *policy.Authorizer) {
@@ -41,7 +38,7 @@ func demoService(t testing.TB, log io.Writer) (*dirgate.MemberService, *policy.A
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: lineLog(log)})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,18 +381,4 @@ func TestReusedSelection(t *testing.T) {
 			t.Fatalf("limit %d: selected %v of %d, want %v", limit, got, sel.Len(), want)
 		}
 	}
-}
-
-// lineLog is a decision log writing its JSON lines to w, as dirgate does, naming
-// at most maxDenied (when given) denied GUIDs per line.
-func lineLog(w io.Writer, maxDenied ...int) policy.DecisionLog {
-	cfg := decisionlog.Config{Writer: w, Logger: quietLogger()}
-	if len(maxDenied) > 0 {
-		cfg.MaxDenied = maxDenied[0]
-	}
-	l, err := decisionlog.New(cfg)
-	if err != nil {
-		panic(err)
-	}
-	return l
 }

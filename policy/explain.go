@@ -175,9 +175,9 @@ func (a *Authorizer) Compare(ctx context.Context, q ExplainQuery) (Explanation, 
 		var cancel context.CancelFunc
 		evalCtx, cancel = context.WithTimeout(ctx, DefaultDraftEvalTime)
 		defer cancel()
-	} else if c := a.cand; c != nil {
-		if other = c.current.Load(); other != nil {
-			source = "candidate"
+	} else if a.shadow != nil {
+		if c := a.shadow.Current(); c != nil {
+			other, source = c.v, "candidate"
 		}
 	}
 	out := Explanation{Subject: q.Subject, Group: q.Group, ActiveRevision: v.revision, CandidateSource: source,

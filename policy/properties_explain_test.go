@@ -11,6 +11,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // explainPolicy is the bundled policy with one more role: the help desk may explain
@@ -34,7 +35,7 @@ func explainPolicy(t *testing.T) string {
 		"name": "help-desk-explains", "trustees": []any{"CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com"},
 		"permissions": []any{"explain"}, "scopes": []any{map[string]any{"all": true}},
 	})
-	return writeDir(t, map[string]string{"authz.rego": string(module)}, data)
+	return policytest.WriteDir(t, map[string]string{"authz.rego": string(module)}, data)
 }
 
 // TestExplainAppliesPropertyPolicies: the decisions API shows which properties the
@@ -42,7 +43,7 @@ func explainPolicy(t *testing.T) string {
 // reason on the objects as the caller may see them: a draft cannot print, nor
 // decide on, a property the caller's own property policy withholds.
 func TestExplainAppliesPropertyPolicies(t *testing.T) {
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: explainPolicy(t), Logger: quietLogger()})
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: explainPolicy(t), Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ allow if {
 // per answer, whatever it computes.
 func TestDraftOutputBounded(t *testing.T) {
 	explain := "package dirgate.authz\nallow if input.action == \"explain\"\nallow if input.action == \"view\"\n"
-	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, map[string]string{"authz.rego": explain}, nil), Logger: quietLogger()})
+	a, err := policy.Open(context.Background(), policy.Config{Dir: policytest.WriteDir(t, map[string]string{"authz.rego": explain}, nil), Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
@@ -59,7 +60,7 @@ func findDN(objs []dirgate.Object, dn string) *dirgate.Object {
 // names ms-Mcs-AdmPwd and gets it.
 func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: lineLog(&log)})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ var allPropNames = []string{"department", "mail", "ms-mcs-admpwd", "msds-keycred
 func TestSecretsWithheldWithoutRule(t *testing.T) {
 	dir := writePolicy(t, "package dirgate.authz\n\nallow if input.action == \"view\"\n")
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: lineLog(&log),
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log),
 		Schema: fakeSchema{"department": true}})
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +241,7 @@ properties := {"department"} if input.object.objectType != "group"
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, allowAll+tt.rule), Logger: quietLogger()})
+			authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, allowAll+tt.rule), Logger: policytest.QuietLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -267,7 +268,7 @@ properties := {"department"} if input.object.objectType != "group"
 // sizeLimit allowed ones, all filtered.
 func TestPropertyRuleSizeLimit(t *testing.T) {
 	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t,
-		"package dirgate.authz\n\nallow if input.object.objectType != \"user\"\n"), Logger: quietLogger()})
+		"package dirgate.authz\n\nallow if input.object.objectType != \"user\"\n"), Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +285,7 @@ func TestPropertyRuleSizeLimit(t *testing.T) {
 // TestDecideProperties: `dirgate policy eval` shows the property rule's value for an
 // allowed view, computed both by evaluation and the way listings compute it.
 func TestDecideProperties(t *testing.T) {
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger()})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,8 +322,8 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 		}
 	}()
 	for round := range 6 {
-		groups := randGroups(r, 12)
-		roles := randRoles(r, groups, 1+r.IntN(8))
+		groups := policytest.RandGroups(r, 12)
+		roles := policytest.RandRoles(r, groups, 1+r.IntN(8))
 		for _, role := range roles {
 			if r.IntN(4) == 0 {
 				continue // the default, ["*"]
@@ -335,8 +336,8 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 			}
 			role.(map[string]any)["properties"] = ps
 		}
-		a, _ := openDir(t, bundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
-		objs := randObjects(r, 30)
+		a, _ := openDir(t, policytest.BundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
+		objs := policytest.RandObjects(r, 30)
 		for i := range objs {
 			objs[i].Properties = map[string][]string{}
 			for _, p := range props {
@@ -344,9 +345,9 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 			}
 		}
 		for range 3 {
-			p := randSubject(r, groups)
+			p := policytest.RandSubject(r, groups)
 			g := groups[r.IntN(len(groups))]
-			group := dirgate.Object{GUID: g.guid, DN: g.dn, ObjectType: dirgate.TypeGroup, DisplayName: "g"}
+			group := dirgate.Object{GUID: g.GUID, DN: g.DN, ObjectType: dirgate.TypeGroup, DisplayName: "g"}
 			opts := dirgate.ListOptions{Properties: props}
 			got, err := a.FilterView(context.Background(), p, group, opts, objs)
 			if err != nil {
@@ -399,7 +400,7 @@ func TestPolicyTestQueriesThePropertyRule(t *testing.T) {
 	}{{`{"ms-mcs-admpwd"}`, true}, {`{"*"}`, false}} {
 		test := "package dirgate.authz_test\n\nimport data.dirgate.authz\n\n" +
 			"test_computers if authz.properties == " + tc.want + " with input as {\"action\": \"view\", \"object\": {\"objectType\": \"computer\"}}\n"
-		dir := writeDir(t, map[string]string{"authz.rego": rule, "authz_test.rego": test}, nil)
+		dir := policytest.WriteDir(t, map[string]string{"authz.rego": rule, "authz_test.rego": test}, nil)
 		var out bytes.Buffer
 		sum, err := policy.RunTests(context.Background(), dir, policy.TestOptions{}, &out)
 		if err != nil {

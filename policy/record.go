@@ -97,7 +97,6 @@ type CandidateDiff struct {
 	// NAllowed and NDenied count them; the two lists name at most the decision
 	// log's MaxNamed objects in all.
 	NAllowed, NDenied int
-	max               int
 }
 
 // Memo is a value worked out once from decisions a plan remembers, by whoever

@@ -38,15 +38,19 @@ func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, 
 	// A denial ends the request, so its line is the request's one line; an allowed
 	// view is followed by the request's own decision (its listing, removal or
 	// addition), whose line names the same group and object.
-	cand, candFailed := a.cand.viewOne(ctx, in, allowed)
+	var cand *CandidateDiff
+	candFailed := false
+	if a.shadow != nil {
+		cand, candFailed = a.shadow.ViewOne(ctx, in, allowed)
+	}
 	if !allowed || cand.differs() {
 		a.logChange(ctx, v.revision, in, allowed, err, start, cand)
 	}
 	// Not counted in dirgate_policy_decisions: an allowed view is followed by the
 	// request's own decision, which is; a denied one is answered as an unknown object,
 	// about which nothing is counted, so neither is it, nor the candidate's view of it.
-	if allowed {
-		a.cand.record(ctx, ActionView, cand, candFailed)
+	if allowed && a.shadow != nil {
+		a.shadow.Record(ctx, ActionView, cand, candFailed)
 	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to view this object.", Err: err}
@@ -79,35 +83,6 @@ func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) 
 		_, err = v.filterRego(ctx, logger, in, []dirgate.Object{*obj}, allowed)
 	}
 	return allowed[0], err
-}
-
-// viewOne decides one view under the candidate, as AllowView does under the active
-// policy, and compares the two; failed tells that the evaluation failed. Nothing is
-// counted here (candidate.record).
-func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *CandidateDiff, failed bool) {
-	v := c.sampled()
-	if v == nil {
-		return nil, false
-	}
-	ctx, cancel := c.budget(ctx)
-	defer cancel()
-	defer c.isolate(ActionView, v, &d, &failed)
-	candidateTestHook(ActionView)
-	got, err := v.decideOne(ctx, c.logger, in)
-	if err != nil {
-		if ctx.Err() != nil {
-			c.failed(ActionView, v, err)
-			return nil, true
-		}
-		failed = true
-		c.logger.Error("candidate policy: evaluation failed; view would be denied", "revision", v.revision, "err", err)
-		got = false
-	}
-	d = &CandidateDiff{Revision: v.revision, max: c.maxNamed}
-	if got != allowed {
-		d.add(in.Object.GUID, got)
-	}
-	return d, failed
 }
 
 // mayView tells whether in's subject may view in's object (its member) under v: a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/policy/decisionlog"
 )
 
@@ -23,7 +24,7 @@ const opaCloseWait = 5 * time.Second
 // bundles, and the decisions also go to its decision-log service, and their lines
 // to stdout when decision_logs.console asks for it. Without the file it does
 // nothing and returns nil.
-func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, dcfg *decisionlog.Config) (*opaconfig.Runtime, error) {
+func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, ccfg *candidate.Config, dcfg *decisionlog.Config) (*opaconfig.Runtime, error) {
 	if m.Config.OPAConfigFile == "" {
 		return nil, nil
 	}
@@ -42,7 +43,7 @@ func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, dcfg *decis
 	})
 	pcfg.Files, pcfg.Source = rt.Files(), rt.Source()
 	if m.Config.PolicyCandidateBundle != "" {
-		pcfg.Candidate.Files, pcfg.Candidate.Source = rt.CandidateFiles(), rt.CandidateSource()
+		ccfg.Files, ccfg.Source = rt.CandidateFiles(), rt.CandidateSource()
 	}
 	if s := rt.DecisionSink(); s != nil {
 		dcfg.Sink = s

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // policyDiff serves `dirgate policy diff`: the decisions API's comparison from the
@@ -58,16 +59,22 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	if pcfg.Candidate, err = candidateConfigOf(fs.Arg(1)); err != nil {
-		return fmt.Errorf("policy diff: %w", err)
-	}
-	pcfg.Logger, pcfg.Candidate.Sample, pcfg.Schema = m.Logger, -1, m.schema
-	authz, err := policy.Open(ctx, pcfg)
+	ccfg, err := candidateConfigOf(fs.Arg(1))
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	if err := authz.CandidateReady(); err != nil || authz.CandidateStatus().Revision == "" {
-		return fmt.Errorf("policy diff: %s does not load: %s", fs.Arg(1), authz.CandidateStatus().LastError)
+	ccfg.Logger, ccfg.Sample = m.Logger, -1
+	cand, err := candidate.Open(ctx, ccfg)
+	if err != nil {
+		return fmt.Errorf("policy diff: %w", err)
+	}
+	if err := cand.Ready(); err != nil || cand.Status().Revision == "" {
+		return fmt.Errorf("policy diff: %s does not load: %s", fs.Arg(1), cand.Status().LastError)
+	}
+	pcfg.Logger, pcfg.Shadow, pcfg.Schema = m.Logger, cand, m.schema
+	authz, err := policy.Open(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("policy diff: %w", err)
 	}
 	p, err := svc.Principal(ctx, subjectID)
 	if err != nil {
