@@ -158,7 +158,7 @@ func TestDemoMatchesEvaluation(t *testing.T) {
 	a := svc.Authz.(*policy.Authorizer)
 	ctx := context.Background()
 	for _, caller := range []string{danaDN, hugoDN, bellaDN} {
-		p := principal(t, svc, caller)
+		p := policytest.Principal(t, svc, caller)
 		for _, g := range []string{mixedMembers, newsletter, itDepartment, financeTeam, "CN=All Staff,OU=Groups,DC=corp,DC=example,DC=com"} {
 			group, err := svc.Dir.Lookup(ctx, dirgate.MustParseIdentifier(g), nil)
 			if err != nil {
@@ -197,7 +197,7 @@ func FuzzBundledPolicyMatchesEvaluation(f *testing.F) {
 		f.Fatal(err)
 	}
 	ref := policytest.NewReference(f, policytest.BundledModules(f), data)
-	p := principal(f, svc, hugoDN)
+	p := policytest.Principal(f, svc, hugoDN)
 	group := dirgate.Object{GUID: "e2fafa62-2fd5-441f-be0b-2d2f35feb898", DN: newsletter, ObjectType: dirgate.TypeGroup}
 	f.Fuzz(func(t *testing.T, dn, typ string) {
 		objs := []dirgate.Object{{GUID: "00000000-0000-0000-0000-000000000001", DN: dn, ObjectType: typ}}

@@ -17,33 +17,7 @@ import (
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/internal/policytest"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/upstream/memory"
 )
-
-const (
-	ws0001   = "CN=WS-0001,OU=Workstations,DC=corp,DC=example,DC=com"
-	lapsPass = "Laps-Secret-0001"
-)
-
-// lapsDemo is the demo directory with a legacy LAPS password on WS-0001, as the
-// ms-Mcs-AdmPwd schema extension stores it.
-func lapsDemo(t testing.TB) *memory.Directory {
-	t.Helper()
-	demo, err := os.ReadFile("../upstream/memory/demo.ldif")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchor := "dn: " + ws0001 + "\n"
-	if !bytes.Contains(demo, []byte(anchor)) {
-		t.Fatal("the demo changed: no WS-0001")
-	}
-	ldif := strings.Replace(string(demo), anchor, anchor+"ms-Mcs-AdmPwd: "+lapsPass+"\n", 1)
-	d, err := memory.Load("laps.ldif", []byte(ldif))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
 
 func findDN(objs []dirgate.Object, dn string) *dirgate.Object {
 	for i := range objs {
@@ -64,16 +38,16 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &dirgate.MemberService{Dir: lapsDemo(t), Authz: authz}
+	svc := &dirgate.MemberService{Dir: policytest.LAPSDemo(t), Authz: authz}
 	opts := dirgate.ListOptions{Properties: []string{"description", "ms-mcs-admpwd"}}
 	group := dirgate.MustParseIdentifier(mixedMembers)
 
-	hugo := principal(t, svc, hugoDN)
+	hugo := policytest.Principal(t, svc, hugoDN)
 	objs, err := svc.List(context.Background(), hugo, group, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := findDN(objs, ws0001)
+	ws := findDN(objs, policytest.WS0001)
 	if ws == nil {
 		t.Fatalf("the help desk does not see WS-0001: %v", names(objs))
 	}
@@ -100,16 +74,16 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b.JSON()), lapsPass) {
+	if strings.Contains(string(b.JSON()), policytest.LAPSPass) {
 		t.Errorf("the help desk's body holds the LAPS password: %s", b.JSON())
 	}
 
-	dana := principal(t, svc, danaDN)
+	dana := policytest.Principal(t, svc, danaDN)
 	objs, err = svc.List(context.Background(), dana, group, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws := findDN(objs, ws0001); ws == nil || !slices.Equal(ws.Properties["ms-mcs-admpwd"], []string{lapsPass}) {
+	if ws := findDN(objs, policytest.WS0001); ws == nil || !slices.Equal(ws.Properties["ms-mcs-admpwd"], []string{policytest.LAPSPass}) {
 		t.Errorf("the directory admins' role names ms-Mcs-AdmPwd but does not read it: %+v", ws)
 	}
 }
@@ -289,8 +263,8 @@ func TestDecideProperties(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &dirgate.MemberService{Dir: lapsDemo(t), Authz: authz}
-	ws, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(ws0001), []string{"ms-mcs-admpwd"})
+	svc := &dirgate.MemberService{Dir: policytest.LAPSDemo(t), Authz: authz}
+	ws, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(policytest.WS0001), []string{"ms-mcs-admpwd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +273,7 @@ func TestDecideProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	for who, want := range map[string][]string{hugoDN: {"*"}, danaDN: {"*", "directreports", "managedby", "managedobjects", "manager", "member", "memberof", "ms-ds-creatorsid", "ms-mcs-admpwd", "mslaps-password", "primarygroupid"}} {
-		d, err := authz.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: principal(t, svc, who), Object: &ws, Group: group,
+		d, err := authz.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: policytest.Principal(t, svc, who), Object: &ws, Group: group,
 			Request: policy.Request{Properties: []string{"ms-mcs-admpwd"}}})
 		if err != nil || !d.Allow || !slices.Equal(d.Properties, want) {
 			t.Errorf("%s: %+v, %v; want allowed with properties %v", who, d, err, want)

@@ -38,7 +38,7 @@ func compareViews(t *testing.T, a *policy.Authorizer, ref *policytest.Reference,
 // path: the caller's plan found by its key, and the decision it remembers.
 func BenchmarkAllowView(b *testing.B) {
 	svc, authz := demoService(b, io.Discard)
-	p := principal(b, svc, hugoDN)
+	p := policytest.Principal(b, svc, hugoDN)
 	group, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(mixedMembers), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -92,7 +92,7 @@ func TestAllowViewLogged(t *testing.T) {
 		}
 		return o
 	}
-	hugo, bella := principal(t, svc, hugoDN), principal(t, svc, bellaDN)
+	hugo, bella := policytest.Principal(t, svc, hugoDN), policytest.Principal(t, svc, bellaDN)
 	mixed := lookup(mixedMembers)
 	if err := authz.AllowView(ctx, hugo, mixed, mixed); err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/explain"
 )
 
 // policyDiff serves `dirgate policy diff`: the decisions API's comparison from the
@@ -85,7 +86,7 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	ex, err := authz.Compare(ctx, policy.ExplainQuery{Subject: p, Group: g, Options: opts, Objects: objs})
+	ex, err := explain.NewExplainer(authz, m.Logger).Compare(ctx, explain.Query{Subject: p, Group: g, Options: opts, Objects: objs})
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
@@ -98,7 +99,7 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 
 // printDiff prints one line per decision that differs (or the JSON answer) and
 // returns how many differ.
-func printDiff(w io.Writer, ex policy.Explanation, asJSON bool) int {
+func printDiff(w io.Writer, ex explain.Explanation, asJSON bool) int {
 	n := 0
 	var lines []string
 	for _, o := range ex.Objects {

@@ -211,7 +211,7 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	}
 	svc.Authz = authz
 	m.signInPolicy = authz
-	m.decisions = explain.New(svc, authz, m.Config.PolicyDrafts)
+	m.decisions = explain.New(svc, authz, m.Config.PolicyDrafts, m.Logger)
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
 	m.ready.add("policy", func(context.Context) error { return authz.Ready() })

@@ -1,14 +1,17 @@
 // Package explain answers the decisions API (docs/policy.md, "The decisions
 // API"): for one principal, every decision of the active policy and of the
-// candidate or a draft on a group's unfiltered listing, after the policy has
-// allowed the caller to explain that principal in that group. proxy serves it
-// over HTTP (proxy.Decisions); package policy decides.
+// candidate or a draft on a group's unfiltered listing, with the reasons the
+// policy gives, after the policy has allowed the caller to explain that
+// principal in that group. proxy serves it over HTTP (proxy.Decisions); package
+// policy decides, `dirgate policy diff` compares (Explainer.Compare).
 package explain
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"log/slog"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
@@ -23,11 +26,11 @@ type Directory interface {
 	UnfilteredOf(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) ([]dirgate.Object, error)
 }
 
-// Policy is what the decisions API asks of the policy (policy.Authorizer).
+// Policy is what the decisions API asks of the policy (policy.Authorizer): may
+// the caller explain the subject, and everything an Explainer asks.
 type Policy interface {
-	AllowExplainNamed(ctx context.Context, q policy.ExplainQuery) error
-	AllowExplain(ctx context.Context, q policy.ExplainQuery) error
-	Compare(ctx context.Context, q policy.ExplainQuery) (policy.Explanation, error)
+	Engine
+	AllowExplainNamed(ctx context.Context, caller, subject dirgate.Principal, group dirgate.Object) error
 }
 
 var (
@@ -35,12 +38,13 @@ var (
 	_ Policy    = (*policy.Authorizer)(nil)
 )
 
-// Decisions implements the decisions API over the directory, which resolves the
+// API implements the decisions API over the directory, which resolves the
 // explored principal and lists the group unfiltered, and the policy, which
 // decides.
-type Decisions struct {
-	dir    Directory
-	policy Policy
+type API struct {
+	dir     Directory
+	policy  Policy
+	explain *Explainer
 	// drafts tells whether a POST may try a draft (--policy-drafts). OPA cannot
 	// bound a draft's memory, so they are off unless the operator accepts that any
 	// caller allowed to explain can exhaust the gateway's memory.
@@ -51,13 +55,13 @@ type Decisions struct {
 }
 
 // New returns the decisions API over dir and p; drafts lets a POST try a draft
-// policy.
-func New(dir Directory, p Policy, drafts bool) *Decisions {
-	return &Decisions{dir: dir, policy: p, drafts: drafts, draftSlot: make(chan struct{}, 1)}
+// policy; logger receives evaluation errors (nil: slog.Default()).
+func New(dir Directory, p Policy, drafts bool, logger *slog.Logger) *API {
+	return &API{dir: dir, policy: p, explain: NewExplainer(p, logger), drafts: drafts, draftSlot: make(chan struct{}, 1)}
 }
 
 // Decisions answers one query of the decisions API for caller (proxy.Decisions).
-func (d *Decisions) Decisions(ctx context.Context, caller dirgate.Principal, q dirgate.DecisionsQuery) (any, error) {
+func (d *API) Decisions(ctx context.Context, caller dirgate.Principal, q dirgate.DecisionsQuery) (any, error) {
 	if q.Draft != "" {
 		if !d.drafts {
 			return nil, &dirgate.Error{Code: dirgate.EFORBIDDEN, Param: "module",
@@ -87,8 +91,8 @@ func (d *Decisions) Decisions(ctx context.Context, caller dirgate.Principal, q d
 		p := standIn(q.Group)
 		group = dirgate.Object{DN: p.DN, GUID: p.GUID, SID: p.SID}
 	}
-	eq := policy.ExplainQuery{Caller: caller, Subject: standIn(q.Subject), Group: group, Options: q.Options, Draft: q.Draft}
-	if err := d.policy.AllowExplainNamed(ctx, eq); err != nil {
+	eq := Query{Caller: caller, Subject: standIn(q.Subject), Group: group, Options: q.Options, Draft: q.Draft}
+	if err := d.policy.AllowExplainNamed(ctx, eq.Caller, eq.Subject, eq.Group); err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
 	subject, err := d.dir.Principal(ctx, q.Subject)
@@ -97,7 +101,7 @@ func (d *Decisions) Decisions(ctx context.Context, caller dirgate.Principal, q d
 			return nil, err
 		}
 		// The decision on the subject as typed is the request's: logged, then 404.
-		if err := d.policy.AllowExplain(ctx, eq); err != nil {
+		if err := d.policy.AllowExplain(ctx, eq.Caller, eq.Subject, eq.Group); err != nil {
 			return nil, fmt.Errorf("explain: %w", err)
 		}
 		return nil, unknownSubject(err)
@@ -108,7 +112,7 @@ func (d *Decisions) Decisions(ctx context.Context, caller dirgate.Principal, q d
 	// subject as named, and a 403 would tell it that a subject it may not explain
 	// exists (docs/policy.md, "The decisions API").
 	eq.Subject = subject
-	if err := d.policy.AllowExplain(ctx, eq); err != nil {
+	if err := d.policy.AllowExplain(ctx, eq.Caller, eq.Subject, eq.Group); err != nil {
 		if dirgate.ErrorCode(err) == dirgate.EFORBIDDEN {
 			return nil, unknownSubject(err)
 		}
@@ -122,8 +126,8 @@ func (d *Decisions) Decisions(ctx context.Context, caller dirgate.Principal, q d
 		return nil, err
 	}
 	eq.Objects = objs
-	ex, err := d.policy.Compare(ctx, eq)
-	var de *policy.DraftError
+	ex, err := d.explain.Compare(ctx, eq)
+	var de *DraftError
 	if errors.As(err, &de) {
 		return nil, &dirgate.Error{Code: dirgate.EINVALID, Param: "module", Message: de.Error(), Err: err}
 	}

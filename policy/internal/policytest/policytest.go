@@ -27,6 +27,8 @@ import (
 	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/policy/decisionlog"
 	bundled "github.com/dirgate/dirgate/rego"
+	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/upstream/memory"
 )
 
 // QuietLogger discards what it is given.
@@ -321,4 +323,114 @@ func WriteFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchOrg is the benchmarks”s organisation: the bundled policy with 20 roles that
+// all apply to a caller in 20 groups (the largest residual), and listings of users,
+// computers and groups spread over 20 OUs.
+type BenchOrg struct {
+	Modules map[string]string
+	Data    map[string]any
+	Caller  dirgate.Principal
+	Group   dirgate.Object
+}
+
+// NewBenchOrg makes the organisation.
+func NewBenchOrg() BenchOrg {
+	org := BenchOrg{Group: dirgate.Object{GUID: "11111111-0000-0000-0000-000000000000", DN: "CN=Listed,OU=Groups,DC=corp,DC=example,DC=com", ObjectType: dirgate.TypeGroup}}
+	org.Caller = dirgate.Principal{DN: "CN=Caller,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: "22222222-0000-0000-0000-000000000000", SID: "S-1-5-21-1-2-3-500"}
+	var roles []any
+	for i := range 20 {
+		g := dirgate.GroupRef{DN: fmt.Sprintf("CN=Role Group %02d,OU=Groups,DC=corp,DC=example,DC=com", i),
+			GUID: fmt.Sprintf("%08d-0000-0000-0000-000000000000", i), SID: fmt.Sprintf("S-1-5-21-1-2-3-%d", 1100+i)}
+		org.Caller.Groups = append(org.Caller.Groups, g)
+		role := map[string]any{
+			"name":        fmt.Sprintf("role-%02d", i),
+			"trustees":    []any{[]string{g.DN, g.GUID, g.SID}[i%3]},
+			"permissions": []any{"view", "remove"},
+		}
+		switch i % 4 {
+		case 0, 1:
+			role["scopes"] = []any{map[string]any{"subtree": fmt.Sprintf("OU=Dept%02d,OU=Staff,DC=corp,DC=example,DC=com", i)}}
+			role["objectTypes"] = []any{"user"}
+		case 2:
+			role["scopes"] = []any{
+				map[string]any{"subtree": fmt.Sprintf("OU=Site%02d,OU=Workstations,DC=corp,DC=example,DC=com", i)},
+				map[string]any{"subtree": fmt.Sprintf("OU=Dept%02d,OU=Staff,DC=corp,DC=example,DC=com", i)},
+			}
+			role["objectTypes"] = []any{"user", "computer"}
+		default:
+			role["scopes"] = []any{map[string]any{"membersOf": []any{fmt.Sprintf("CN=Other %d,OU=Groups,DC=corp,DC=example,DC=com", i)}}}
+		}
+		roles = append(roles, role)
+	}
+	org.Data = map[string]any{"dirgate": map[string]any{"roles": roles}}
+	return org
+}
+
+// Objects is a listing of n objects, sorted as listings are.
+func (org BenchOrg) Objects(n int) []dirgate.Object {
+	objs := make([]dirgate.Object, n)
+	for i := range objs {
+		o := dirgate.Object{GUID: fmt.Sprintf("%08x-1111-2222-3333-444444444444", i), DisplayName: fmt.Sprintf("Object %d", i),
+			DomainName: "corp.example.com", DirectoryType: dirgate.DirectoryTypeActiveDirectory, Properties: map[string][]string{}}
+		switch i % 5 {
+		case 0, 1, 2:
+			o.ObjectType = dirgate.TypeUser
+			o.DN = fmt.Sprintf("CN=User %d,OU=Dept%02d,OU=Staff,DC=corp,DC=example,DC=com", i, i%23)
+		case 3:
+			o.ObjectType = dirgate.TypeComputer
+			o.DN = fmt.Sprintf("CN=WS-%05d,OU=Site%02d,OU=Workstations,DC=corp,DC=example,DC=com", i, i%23)
+		default:
+			o.ObjectType = dirgate.TypeGroup
+			o.DN = fmt.Sprintf("CN=Group %d,OU=Groups,DC=corp,DC=example,DC=com", i)
+		}
+		objs[i] = o
+	}
+	dirgate.SortObjects(objs)
+	return objs
+}
+
+// WS0001 is the demo's workstation that LAPSDemo gives a LAPS password,
+// LAPSPass.
+const (
+	WS0001   = "CN=WS-0001,OU=Workstations,DC=corp,DC=example,DC=com"
+	LAPSPass = "Laps-Secret-0001"
+)
+
+// LAPSDemo is the demo directory with a legacy LAPS password on WS-0001, as the
+// ms-Mcs-AdmPwd schema extension stores it.
+func LAPSDemo(t testing.TB) *memory.Directory {
+	t.Helper()
+	demo := fixture.Export(fixture.Demo())
+	anchor := "dn: " + WS0001 + "\n"
+	if !bytes.Contains(demo, []byte(anchor)) {
+		t.Fatal("the demo changed: no WS-0001")
+	}
+	ldif := strings.Replace(string(demo), anchor, anchor+"ms-Mcs-AdmPwd: "+LAPSPass+"\n", 1)
+	d, err := memory.Load("laps.ldif", []byte(ldif))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Callers of the demo directory (cmd/dirgate's demo tokens act as Dana and Hugo).
+const (
+	DanaDN  = "CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
+	HugoDN  = "CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
+	BellaDN = "CN=Bella Hughes,OU=Sales,OU=Staff,DC=corp,DC=example,DC=com"
+
+	// MixedMembersDN is the demo's group of members of every type.
+	MixedMembersDN = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+)
+
+// Principal resolves dn in svc.
+func Principal(t testing.TB, svc *dirgate.MemberService, dn string) dirgate.Principal {
+	t.Helper()
+	p, err := svc.Principal(context.Background(), dirgate.MustParseIdentifier(dn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,4 +1,4 @@
-package policy_test
+package explain_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/explain"
 	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
@@ -47,8 +48,8 @@ func TestExplainMatchesEvaluation(t *testing.T) {
 		p := policytest.RandSubject(r, groups)
 		g := groups[r.IntN(len(groups))]
 		group := dirgate.Object{GUID: g.GUID, DN: g.DN, ObjectType: dirgate.TypeGroup, DisplayName: "g"}
-		q := policy.ExplainQuery{Caller: explainer, Subject: p, Group: group, Objects: objs}
-		ex, err := a.Explain(context.Background(), q)
+		q := explain.Query{Caller: explainer, Subject: p, Group: group, Objects: objs}
+		ex, err := explain.NewExplainer(a, nil).Explain(context.Background(), q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +76,7 @@ func TestExplainMatchesEvaluation(t *testing.T) {
 		}
 		// The explored principal may not explain itself. Both decisions are logged.
 		q.Caller = p
-		_, err = a.Explain(context.Background(), q)
+		_, err = explain.NewExplainer(a, nil).Explain(context.Background(), q)
 		if dirgate.ErrorCode(err) != dirgate.EFORBIDDEN {
 			t.Errorf("explain by a caller without the permission: %v", err)
 		}
@@ -112,16 +113,16 @@ func TestExplainMatchesEvaluation(t *testing.T) {
 func TestDrafts(t *testing.T) {
 	auditor := dirgate.Principal{GUID: "aud", Groups: []dirgate.GroupRef{}}
 	data := map[string]any{"who": "aud"}
-	explain := "package dirgate.authz\nallow if { input.action == \"explain\"; input.subject.guid == data.who }\n"
-	a, err := policy.Open(context.Background(), policy.Config{Dir: policytest.WriteDir(t, map[string]string{"authz.rego": explain + "allow if input.object.objectType == \"user\"\n"}, data),
+	explainRule := "package dirgate.authz\nallow if { input.action == \"explain\"; input.subject.guid == data.who }\n"
+	a, err := policy.Open(context.Background(), policy.Config{Dir: policytest.WriteDir(t, map[string]string{"authz.rego": explainRule + "allow if input.object.objectType == \"user\"\n"}, data),
 		Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	objs := []dirgate.Object{policytest.ReloadUser, policytest.ReloadComputer}
-	q := policy.ExplainQuery{Caller: auditor, Objects: objs}
-	q.Draft = explain + "allow if input.object.objectType == \"computer\"\nreasons contains \"computers\" if input.object.objectType == \"computer\"\n"
-	ex, err := a.Explain(context.Background(), q)
+	q := explain.Query{Caller: auditor, Objects: objs}
+	q.Draft = explainRule + "allow if input.object.objectType == \"computer\"\nreasons contains \"computers\" if input.object.objectType == \"computer\"\n"
+	ex, err := explain.NewExplainer(a, nil).Explain(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +130,14 @@ func TestDrafts(t *testing.T) {
 		!slices.Equal(ex.Objects[1].Candidate.Reasons.View, []string{"computers"}) {
 		t.Errorf("draft explanation %+v %+v %+v", ex, ex.Objects[0].Candidate, ex.Objects[1].Candidate)
 	}
-	q.Draft = explain + "allow if net.cidr_contains(\"10.0.0.0/8\", \"10.1.2.3\")\n"
-	if _, err := a.Explain(context.Background(), q); err != nil {
+	q.Draft = explainRule + "allow if net.cidr_contains(\"10.0.0.0/8\", \"10.1.2.3\")\n"
+	if _, err := explain.NewExplainer(a, nil).Explain(context.Background(), q); err != nil {
 		t.Errorf("a draft with a deterministic net helper: %v", err)
 	}
 	for name, tc := range map[string]struct{ draft, want string }{
 		"loop": {"package dirgate.authz\nallow if {\n\tr := numbers.range(1, 3000)\n\tsome x in r; some y in r; some z in r\n\tx + y + z < 0\n}\n",
 			"longer than"},
-		"huge":      {"package dirgate.authz\n# " + strings.Repeat("x", policy.MaxDraftBytes) + "\n", "larger than"},
+		"huge":      {"package dirgate.authz\n# " + strings.Repeat("x", explain.MaxDraftBytes) + "\n", "larger than"},
 		"http.send": {"package dirgate.authz\nallow if {\n\thttp.send({\"method\": \"get\", \"url\": \"http://127.0.0.1:1\"}).status_code == 200\n}\n", "draft.rego:3"},
 		"time":      {"package dirgate.authz\n\nallow if time.now_ns() > 0\n", "draft.rego:3"},
 		"net":       {"package dirgate.authz\nallow if count(net.lookup_ip_addr(\"localhost\")) > 0\n", "draft.rego:2"},
@@ -146,8 +147,8 @@ func TestDrafts(t *testing.T) {
 		"print":     {"package dirgate.authz\nallow if { print(\"x\"); trace(\"y\") }\n", "draft.rego:2"},
 	} {
 		q.Draft = tc.draft
-		_, err := a.Explain(context.Background(), q)
-		var de *policy.DraftError
+		_, err := explain.NewExplainer(a, nil).Explain(context.Background(), q)
+		var de *explain.DraftError
 		if !errors.As(err, &de) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want a draft error containing %q", name, err, tc.want)
 		}
@@ -158,17 +159,17 @@ func TestDrafts(t *testing.T) {
 // under the 20-role benchmark organisation, active and candidate (the same policy),
 // reasons included: what the explorer waits for.
 func BenchmarkCompare2000(b *testing.B) {
-	org := newBenchOrg()
-	dir := policytest.WriteDir(b, policytest.BundledModules(b), org.data)
+	org := policytest.NewBenchOrg()
+	dir := policytest.WriteDir(b, policytest.BundledModules(b), org.Data)
 	cfg, _ := policytest.Shadowed(b, policy.Config{Dir: dir, Logger: policytest.QuietLogger()}, candidate.Config{Dir: dir})
 	a, err := policy.Open(context.Background(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	objs := org.objects(2000)
-	q := policy.ExplainQuery{Subject: org.caller, Group: org.group, Objects: objs}
+	objs := org.Objects(2000)
+	q := explain.Query{Subject: org.Caller, Group: org.Group, Objects: objs}
 	for b.Loop() {
-		ex, err := a.Compare(context.Background(), q)
+		ex, err := explain.NewExplainer(a, nil).Compare(context.Background(), q)
 		if err != nil || len(ex.Objects) != len(objs) {
 			b.Fatal(err)
 		}
@@ -228,19 +229,19 @@ func FuzzDraft(f *testing.F) {
 	} {
 		f.Add(s)
 	}
-	explain := "package dirgate.authz\nallow if input.action == \"explain\"\n"
-	a, err := policy.Open(context.Background(), policy.Config{Dir: policytest.WriteDir(f, map[string]string{"authz.rego": explain}, nil), Logger: policytest.QuietLogger()})
+	explainRule := "package dirgate.authz\nallow if input.action == \"explain\"\n"
+	a, err := policy.Open(context.Background(), policy.Config{Dir: policytest.WriteDir(f, map[string]string{"authz.rego": explainRule}, nil), Logger: policytest.QuietLogger()})
 	if err != nil {
 		f.Fatal(err)
 	}
-	q := policy.ExplainQuery{Caller: dirgate.Principal{Groups: []dirgate.GroupRef{}}, Objects: []dirgate.Object{policytest.ReloadUser, policytest.ReloadComputer}}
+	q := explain.Query{Caller: dirgate.Principal{Groups: []dirgate.GroupRef{}}, Objects: []dirgate.Object{policytest.ReloadUser, policytest.ReloadComputer}}
 	f.Fuzz(func(t *testing.T, draft string) {
 		if draft == "" {
 			return // no draft: the candidate, tested elsewhere
 		}
 		q.Draft = draft
-		_, err := a.Explain(context.Background(), q)
-		var de *policy.DraftError
+		_, err := explain.NewExplainer(a, nil).Explain(context.Background(), q)
+		var de *explain.DraftError
 		if err != nil && !errors.As(err, &de) {
 			t.Fatalf("draft %q: %v", draft, err)
 		}
