@@ -12,7 +12,7 @@ import (
 // TestCandidateBundle: a second bundle of the file is the candidate, in a store
 // of its own (both define data.dirgate.authz): it follows its service like the
 // active policy, and a candidate bundle that is refused is reported by
-// CandidateReady while the active policy stays ready.
+// the candidate's Ready while the active policy stays ready.
 func TestCandidateBundle(t *testing.T) {
 	s := newSigner(t)
 	srv := newBundleServer(t)

@@ -16,7 +16,7 @@ import (
 // openBench opens a policy directory as the gateway would run it: decision log on,
 // with the default bound on denied GUIDs, written to a discarding writer.
 func openBench(b *testing.B, modules map[string]string, data map[string]any) *policy.Authorizer {
-	a, _ := openDir(b, modules, data)
+	a, _ := policytest.OpenDir(b, modules, data)
 	dir := a.Status().Source
 	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(io.Discard)})
 	if err != nil {
@@ -119,9 +119,9 @@ func BenchmarkPerObjectEval(b *testing.B) {
 // engine decides as per-object evaluation does, through the predicate.
 func TestBenchOrgMatchesEvaluation(t *testing.T) {
 	org := policytest.NewBenchOrg()
-	a, log := openDir(t, policytest.BundledModules(t), org.Data)
+	a, log := policytest.OpenDir(t, policytest.BundledModules(t), org.Data)
 	compare(t, a, policytest.NewReference(t, policytest.BundledModules(t), org.Data), org.Caller, org.Group, dirgate.ListOptions{}, org.Objects(150))
-	if m := modes(t, log); m["predicate"] != 1 {
+	if m := policytest.Modes(t, log); m["predicate"] != 1 {
 		t.Errorf("engine modes %v, want the predicate", m)
 	}
 }

@@ -1,13 +1,9 @@
 package policy_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/dirgate/dirgate"
@@ -15,54 +11,6 @@ import (
 	"github.com/dirgate/dirgate/policy/internal/policytest"
 	bundled "github.com/dirgate/dirgate/rego"
 )
-
-// openDir writes a policy directory and opens an Authorizer on it with a decision
-// log the test can read.
-func openDir(t testing.TB, modules map[string]string, data map[string]any) (*policy.Authorizer, *bytes.Buffer) {
-	t.Helper()
-	dir := t.TempDir()
-	for name, src := range modules {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	b, err := json.Marshal(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "data.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var log bytes.Buffer
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log, -1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, &log
-}
-
-// modes returns the engine modes of the decision log's listing lines.
-func modes(t testing.TB, log *bytes.Buffer) map[string]int {
-	t.Helper()
-	out := map[string]int{}
-	sc := bufio.NewScanner(log)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Engine struct {
-				Mode string `json:"mode"`
-			} `json:"engine"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatal(err)
-		}
-		if line.Engine.Mode != "" {
-			out[line.Engine.Mode]++
-		}
-	}
-	log.Reset()
-	return out
-}
 
 // compare decides a listing with the Authorizer and object by object with the
 // reference, and reports every object on which they differ.
@@ -120,7 +68,7 @@ func TestRandomRolesMatchEvaluation(t *testing.T) {
 		}
 		groups := policytest.RandGroups(r, 12)
 		data := map[string]any{"dirgate": map[string]any{"roles": policytest.RandRoles(r, groups, 1+r.IntN(8))}}
-		a, log := openDir(t, modules, data)
+		a, log := policytest.OpenDir(t, modules, data)
 		ref := policytest.NewReference(t, modules, data)
 		objs := policytest.RandObjects(r, 40)
 		for i := range objs {
@@ -136,7 +84,7 @@ func TestRandomRolesMatchEvaluation(t *testing.T) {
 			// The same request twice: the second is served by the cached plan.
 			compareTimes(t, 2, a, ref, p, group, opts, objs)
 		}
-		if m := modes(t, log); m[mode] != 8 {
+		if m := policytest.Modes(t, log); m[mode] != 8 {
 			t.Errorf("round %d (seed %d): engine modes %v, want every listing decided by %s", round, seed, m, mode)
 		}
 	}

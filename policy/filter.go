@@ -149,7 +149,7 @@ func (v *version) planFor(ctx context.Context, logger *slog.Logger, in Input) (*
 		}
 		// Built in planContext. A build that runs out of a candidate's budget is an error, not a plan
 		// (buildPlan), so it is never kept as one; the failure is remembered for
-		// candidatePlanRetry (planCache.retryAfter), so that a permanently slow plan
+		// LoadOptions.PlanRetry (planCache.retryAfter; 30 s for a candidate, policy/candidate), so that a permanently slow plan
 		// costs one listing its budget every 30 s rather than every listing, while a
 		// build that was only slow for a moment (a busy CPU, a garbage collection)
 		// is tried again soon.

@@ -135,7 +135,7 @@ allow if { input.object.objectType == "user"; x == 1 }`},
 			if data == nil {
 				data = map[string]any{}
 			}
-			a, log := openDir(t, modules, data)
+			a, log := policytest.OpenDir(t, modules, data)
 			ref := policytest.NewReference(t, modules, data)
 			for range 3 {
 				p := policytest.RandSubject(r, groups)
@@ -144,7 +144,7 @@ allow if { input.object.objectType == "user"; x == 1 }`},
 				compare(t, a, ref, p, group, dirgate.ListOptions{}, objs)
 				compareViews(t, a, ref, p, group, objs)
 			}
-			if m := modes(t, log); m[tt.mode] != 3 {
+			if m := policytest.Modes(t, log); m[tt.mode] != 3 {
 				t.Errorf("engine modes %v, want %s for every listing", m, tt.mode)
 			}
 		})

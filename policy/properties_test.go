@@ -310,7 +310,7 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 			}
 			role.(map[string]any)["properties"] = ps
 		}
-		a, _ := openDir(t, policytest.BundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
+		a, _ := policytest.OpenDir(t, policytest.BundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
 		objs := policytest.RandObjects(r, 30)
 		for i := range objs {
 			objs[i].Properties = map[string][]string{}

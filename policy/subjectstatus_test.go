@@ -17,7 +17,7 @@ func TestSubjectAccountStatus(t *testing.T) {
 allow if not input.subject.accountStatus.isLocked
 allow if input.subject.accountStatus.expirationDate == "2030-01-02T03:04:05.0000000Z"
 `
-	a, _ := openDir(t, map[string]string{"p.rego": src}, map[string]any{})
+	a, _ := policytest.OpenDir(t, map[string]string{"p.rego": src}, map[string]any{})
 	defer a.Close()
 	ref := policytest.NewReference(t, map[string]string{"p.rego": src}, map[string]any{})
 	objs := []dirgate.Object{{GUID: "u", DN: "CN=u,DC=x", ObjectType: dirgate.TypeUser}}

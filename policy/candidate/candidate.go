@@ -123,6 +123,8 @@ type candidateMetrics struct {
 	broken                       metric.Int64Gauge
 }
 
+// newCandidateMetrics makes the candidate's instruments under package policy's
+// meter, whose series they have always been (docs/operations.md, "Metrics").
 func newCandidateMetrics() candidateMetrics {
 	m := otel.Meter("github.com/dirgate/dirgate/policy")
 	differences, _ := m.Int64Counter("dirgate_policy_candidate_differences",

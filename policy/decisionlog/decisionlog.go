@@ -137,13 +137,13 @@ func (d *Log) MaxNamed() int { return d.maxDenied }
 
 // Listing logs the decisions of one listing.
 func (d *Log) Listing(ctx context.Context, ld policy.ListingDecision) {
-	d.write(ctx, &line{span: trace.SpanContextFromContext(ctx), listing: &ld, maxDenied: d.maxDenied})
+	d.write(ctx, &line{span: trace.SpanContextFromContext(ctx), listing: ld, isListing: true, maxDenied: d.maxDenied})
 }
 
 // Change logs the decision on one object (a removal, an addition, a view, an
 // explain, a sign-in).
 func (d *Log) Change(ctx context.Context, cd policy.ChangeDecision) {
-	d.write(ctx, &line{span: trace.SpanContextFromContext(ctx), change: &cd})
+	d.write(ctx, &line{span: trace.SpanContextFromContext(ctx), change: cd})
 }
 
 // lineBuffers keeps encoded lines' buffers for the next lines.

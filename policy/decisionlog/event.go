@@ -83,7 +83,7 @@ func (l *line) doc() map[string]any {
 		"result":      l.resultDoc(),
 		"duration_ms": float64(l.elapsed().Microseconds()) / 1000,
 	}
-	if r := l.listing; r != nil {
+	if r := &l.listing; l.isListing {
 		doc["engine"] = map[string]any{"mode": jsonText(r.Mode), "cachedPlan": r.CachedPlan, "reusedDecisions": r.Reused}
 	}
 	if d := l.candidate(); d != nil {
@@ -105,7 +105,7 @@ func (l *line) doc() map[string]any {
 
 // resultDoc is the "result" member of l's line.
 func (l *line) resultDoc() map[string]any {
-	if c := l.change; c != nil {
+	if c := &l.change; !l.isListing {
 		result := map[string]any{"allowed": c.Allowed}
 		if c.Defined != nil {
 			result["defined"] = *c.Defined
@@ -115,7 +115,7 @@ func (l *line) resultDoc() map[string]any {
 		}
 		return result
 	}
-	r := l.listing
+	r := &l.listing
 	denied, truncated := []any{}, false
 	for i, ok := range r.Allowed[:r.Decided] {
 		switch {

@@ -28,42 +28,47 @@ type line struct {
 	id   uuid.UUID
 	span trace.SpanContext // written when valid
 
-	listing *policy.ListingDecision // a listing's decisions, or
-	change  *policy.ChangeDecision  // a change's decision
+	// A listing's decisions (isListing) or a change's decision, held by value:
+	// a line is made on the stack of the request that logs it, and a pointer to
+	// a decision held here would make the decision escape to the heap (every
+	// listing would allocate its ListingDecision).
+	listing   policy.ListingDecision
+	change    policy.ChangeDecision
+	isListing bool
 	// maxDenied bounds a listing's deniedGuids.
 	maxDenied int
 }
 
 func (l *line) revision() string {
-	if l.listing != nil {
+	if l.isListing {
 		return l.listing.Revision
 	}
 	return l.change.Revision
 }
 
 func (l *line) input() *policy.Input {
-	if l.listing != nil {
+	if l.isListing {
 		return &l.listing.Input
 	}
 	return &l.change.Input
 }
 
 func (l *line) elapsed() time.Duration {
-	if l.listing != nil {
+	if l.isListing {
 		return l.listing.Elapsed
 	}
 	return l.change.Elapsed
 }
 
 func (l *line) path() string {
-	if l.listing != nil {
+	if l.isListing {
 		return l.listing.Path
 	}
 	return l.change.Path
 }
 
 func (l *line) candidate() *policy.CandidateDiff {
-	if l.listing != nil {
+	if l.isListing {
 		return l.listing.Candidate
 	}
 	return l.change.Candidate
@@ -184,7 +189,7 @@ func appendLine(b []byte, l *line, masks *lineMasks) []byte {
 	mark := w.member(&top, "duration_ms")
 	w.b = appendJSONFloat(w.b, float64(l.elapsed().Microseconds())/1000)
 	w.end(&top, mark, "/duration_ms")
-	if r := l.listing; r != nil {
+	if r := &l.listing; l.isListing {
 		mark, e := w.open(&top, "engine")
 		w.bool(&e, "/engine/cachedPlan", "cachedPlan", r.CachedPlan)
 		w.str(&e, "/engine/mode", "mode", r.Mode)
@@ -316,7 +321,7 @@ func truncatedDiff(d *policy.CandidateDiff) bool {
 // result writes the "result" member of a listing or of a change.
 func (w *lineWriter) result(top *obj, l *line) {
 	mark, o := w.open(top, "result")
-	if c := l.change; c != nil {
+	if c := &l.change; !l.isListing {
 		w.bool(&o, "/result/allowed", "allowed", c.Allowed)
 		if c.Defined != nil {
 			w.bool(&o, "/result/defined", "defined", *c.Defined)
@@ -327,7 +332,7 @@ func (w *lineWriter) result(top *obj, l *line) {
 		w.close(top, mark, "/result")
 		return
 	}
-	r := l.listing
+	r := &l.listing
 	decided := r.Decided
 	nAllowed := r.NAllowed
 	w.int(&o, "/result/allowed", "allowed", nAllowed)

@@ -20,7 +20,7 @@ import (
 func referenceLine(l *line, masks []Mask) []byte {
 	in := l.input()
 	var result map[string]any
-	if c := l.change; c != nil {
+	if c := &l.change; !l.isListing {
 		result = map[string]any{"allowed": c.Allowed}
 		if c.Defined != nil {
 			result["defined"] = *c.Defined
@@ -29,7 +29,7 @@ func referenceLine(l *line, masks []Mask) []byte {
 			result["error"] = "evaluation failed"
 		}
 	} else {
-		r := l.listing
+		r := &l.listing
 		nAllowed, denied, truncated := 0, []string{}, false
 		for i, ok := range r.Allowed[:r.Decided] {
 			switch {
@@ -82,7 +82,7 @@ func referenceLine(l *line, masks []Mask) []byte {
 		"result":      result,
 		"duration_ms": float64(l.elapsed().Microseconds()) / 1000,
 	}
-	if r := l.listing; r != nil {
+	if r := &l.listing; l.isListing {
 		ev["engine"] = map[string]any{"mode": r.Mode, "cachedPlan": r.CachedPlan, "reusedDecisions": r.Reused}
 	}
 	if d := l.candidate(); d != nil {
@@ -181,20 +181,20 @@ func testLine(kind int, s string, n, decided int, span bool) *line {
 		if n%3 == 2 { // the property rule withheld something
 			ld.WithheldObjects, ld.WithheldProperties = n/2, []string{"ms-mcs-admpwd", s}
 		}
-		l.listing = ld
+		l.listing, l.isListing = *ld, true
 	case 1:
 		in.Action, in.Object = policy.ActionRemove, &dirgate.Object{DN: "CN=m" + s, GUID: "mg", ObjectType: "user"}
 		in.Request = policy.Request{Properties: []string{}}
-		l.change = &policy.ChangeDecision{Revision: rev, Input: in, Elapsed: elapsed, Path: "dirgate/authz/allow",
+		l.change = policy.ChangeDecision{Revision: rev, Input: in, Elapsed: elapsed, Path: "dirgate/authz/allow",
 			Allowed: n%2 == 0, Failed: n%3 == 0, Candidate: cand}
 	case 2:
 		in.Action, in.Request.Properties = policy.ActionSignIn, nil
 		defined := n%2 == 1
-		l.change = &policy.ChangeDecision{Revision: rev, Input: in, Elapsed: elapsed, Path: "dirgate/authz/signin",
+		l.change = policy.ChangeDecision{Revision: rev, Input: in, Elapsed: elapsed, Path: "dirgate/authz/signin",
 			Allowed: defined, Defined: &defined}
 	default:
 		in.Request.Properties = nil
-		l.change = &policy.ChangeDecision{Revision: rev, Input: in, Elapsed: elapsed, Path: "dirgate/authz/allow", Allowed: true, Candidate: cand}
+		l.change = policy.ChangeDecision{Revision: rev, Input: in, Elapsed: elapsed, Path: "dirgate/authz/allow", Allowed: true, Candidate: cand}
 	}
 	return l
 }
@@ -322,7 +322,7 @@ func FuzzAppendLine(f *testing.F) {
 			l := testLine(kind, guid, n, n, n%2 == 0)
 			in := l.input()
 			in.Subject.DN, in.Request.Properties = dn, []string{prop}
-			if l.listing != nil {
+			if l.isListing {
 				l.listing.Elapsed = time.Duration(elapsed)
 			} else {
 				l.change.Elapsed = time.Duration(elapsed)

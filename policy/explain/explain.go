@@ -49,8 +49,8 @@ type Query struct {
 	// Caller asks; the policy decides whether it may (action explain). The objects
 	// are explained as the caller may see them: with the properties its own property
 	// policy lets it read of the objects it may view, and none of the others
-	// (policy.Authorizer's CallersView). A zero Caller (dirgate policy diff, run by whoever holds the
-	// directory's credentials) sees every property.
+	// (policy.Authorizer's CallersView). A zero Caller (dirgate policy diff, run
+	// by whoever holds the directory's credentials) sees every property.
 	Caller dirgate.Principal
 	// Subject is the explored principal.
 	Subject dirgate.Principal

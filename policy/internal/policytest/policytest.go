@@ -434,3 +434,51 @@ func Principal(t testing.TB, svc *dirgate.MemberService, dn string) dirgate.Prin
 	}
 	return p
 }
+
+// OpenDir writes a policy directory and opens an Authorizer on it with a decision
+// log the test can read.
+func OpenDir(t testing.TB, modules map[string]string, data map[string]any) (*policy.Authorizer, *bytes.Buffer) {
+	t.Helper()
+	dir := t.TempDir()
+	for name, src := range modules {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := json.Marshal(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "data.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: QuietLogger(), DecisionLog: LineLog(&log, -1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, &log
+}
+
+// Modes returns the engine modes of the decision log's listing lines.
+func Modes(t testing.TB, log *bytes.Buffer) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	sc := bufio.NewScanner(log)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Engine struct {
+				Mode string `json:"mode"`
+			} `json:"engine"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatal(err)
+		}
+		if line.Engine.Mode != "" {
+			out[line.Engine.Mode]++
+		}
+	}
+	log.Reset()
+	return out
+}

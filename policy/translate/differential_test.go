@@ -1,4 +1,4 @@
-package policy_test
+package translate_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/internal/policytest"
+	bundled "github.com/dirgate/dirgate/rego"
 )
 
 // The differential check: random Rego v1 policies over the documented input
@@ -24,7 +25,7 @@ import (
 // per object (oracle_test.go). Each case is made from its seed alone: a failure
 // names the seed and prints the policy and the object, and
 //
-//	DIRGATE_POLICY_DIFF_SEED=<seed> DIRGATE_POLICY_DIFF_N=1 go test -run TestDifferentialOPA ./policy/
+//	DIRGATE_POLICY_DIFF_SEED=<seed> DIRGATE_POLICY_DIFF_N=1 go test -run TestDifferentialOPA ./policy/translate/
 //
 // decides that case again. DIRGATE_POLICY_DIFF_N sets how many decisions to
 // compare; without it, the short run of TestDifferentialOPA.
@@ -601,7 +602,7 @@ func diffWorld(seed uint64) world {
 	w := world{subjects: diffSubjects(r, groups, objs), objs: objs, data: map[string]any{}, props: props}
 	w.groups = []dirgate.Object{groups[r.IntN(len(groups))], groups[r.IntN(len(groups))]}[:1+r.IntN(2)]
 	if r.IntN(4) == 0 {
-		src, err := os.ReadFile(filepath.Join("..", "rego", "authz.rego"))
+		src, err := bundled.FS.ReadFile("authz.rego")
 		if err != nil {
 			panic(err)
 		}
@@ -672,7 +673,7 @@ func diffCase(t *testing.T, seed uint64) (st compareStats, skipped, differs bool
 	}
 	defer a.Close()
 	diffs, st := compareWorld(a, o, w)
-	st.modes = modes(t, &log)
+	st.modes = policytest.Modes(t, &log)
 	for _, d := range diffs {
 		t.Errorf("seed %d: %s", seed, d)
 	}
