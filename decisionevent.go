@@ -25,9 +25,16 @@ type DecisionEvent struct {
 	Custom map[string]any
 }
 
-// DecisionSink receives the policy's decisions as events (package opaconfig
-// sends them to OPA's decision-log service). LogDecision is called on the
-// request that made the decision: it must not wait.
+// DecisionRecord is one decision handed to a DecisionSink: Event builds its
+// event. Building it costs more than deciding a cached listing, so a sink builds
+// it on a goroutine of its own, not on the request that made the decision.
+type DecisionRecord interface {
+	Event() DecisionEvent
+}
+
+// DecisionSink receives the policy's decisions (package opaconfig sends them to
+// OPA's decision-log service). LogDecision is called on the request that made
+// the decision: it must not wait.
 type DecisionSink interface {
-	LogDecision(ctx context.Context, e DecisionEvent)
+	LogDecision(ctx context.Context, d DecisionRecord)
 }

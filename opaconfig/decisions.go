@@ -17,15 +17,15 @@ import (
 const DefaultDecisionQueue = 1024
 
 // decisionWriter hands dirgate's decisions (package policy/decisionlog's typed
-// events, already masked by DIRGATE_DECISION_LOG_MASK) to OPA's decision-log
-// plugin, which applies mask_decision and drop_decision, buffers, batches and
+// events, already masked by DIRGATE_DECISION_LOG_MASK, built here off the
+// request) to OPA's decision-log plugin, which applies mask_decision and drop_decision, buffers, batches and
 // uploads them. A request never waits for it: LogDecision only queues, and a
 // decision that finds the queue full is dropped and counted.
 type decisionWriter struct {
 	plugin  *logs.Plugin
 	bundles func() map[string]server.BundleInfo
 	logger  *slog.Logger
-	queue   chan dirgate.DecisionEvent
+	queue   chan dirgate.DecisionRecord
 	dropped atomic.Int64
 
 	startOnce sync.Once
@@ -43,11 +43,11 @@ func newDecisionWriter(p *logs.Plugin, bundles func() map[string]server.BundleIn
 	if size <= 0 {
 		size = DefaultDecisionQueue
 	}
-	return &decisionWriter{plugin: p, bundles: bundles, logger: logger, queue: make(chan dirgate.DecisionEvent, size), done: make(chan struct{})}
+	return &decisionWriter{plugin: p, bundles: bundles, logger: logger, queue: make(chan dirgate.DecisionRecord, size), done: make(chan struct{})}
 }
 
-// LogDecision queues e.
-func (w *decisionWriter) LogDecision(_ context.Context, e dirgate.DecisionEvent) {
+// LogDecision queues d; its event is built when it leaves the queue.
+func (w *decisionWriter) LogDecision(_ context.Context, d dirgate.DecisionRecord) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
@@ -55,7 +55,7 @@ func (w *decisionWriter) LogDecision(_ context.Context, e dirgate.DecisionEvent)
 		return
 	}
 	select {
-	case w.queue <- e:
+	case w.queue <- d:
 	default:
 		w.dropped.Add(1)
 	}
@@ -67,8 +67,8 @@ func (w *decisionWriter) start(ctx context.Context) {
 
 func (w *decisionWriter) run(ctx context.Context) {
 	defer close(w.done)
-	for e := range w.queue {
-		if err := w.log(ctx, e); err != nil {
+	for d := range w.queue {
+		if err := w.log(ctx, d.Event()); err != nil {
 			w.logger.Error("opa decision log: event not logged", "err", err)
 		}
 	}

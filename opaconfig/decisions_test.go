@@ -225,7 +225,7 @@ func TestDecisionQueueBound(t *testing.T) {
 	defer rt.Close(context.Background())
 	sink := rt.DecisionSink()
 	for i := range 5 {
-		sink.LogDecision(context.Background(), dirgate.DecisionEvent{ID: fmt.Sprintf("d%d", i), Path: "dirgate/authz/allow",
+		sink.LogDecision(context.Background(), event{ID: fmt.Sprintf("d%d", i), Path: "dirgate/authz/allow",
 			Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Input: map[string]any{}, Result: map[string]any{}})
 	}
 	if got := rt.Dropped()["queue_full"]; got != 3 {
@@ -241,3 +241,8 @@ type nopPolicy struct{}
 
 func (nopPolicy) Replace(context.Context, fs.FS) error { return nil }
 func (nopPolicy) Refuse(context.Context, error)        {}
+
+// event is a decision whose event is already built.
+type event dirgate.DecisionEvent
+
+func (e event) Event() dirgate.DecisionEvent { return dirgate.DecisionEvent(e) }

@@ -167,7 +167,7 @@ func (d *Log) write(ctx context.Context, l *line) {
 	}
 	l.id = id
 	if d.sink != nil {
-		d.sink.LogDecision(ctx, l.event(&d.masks))
+		d.sink.LogDecision(ctx, pend(l, &d.masks))
 	}
 	if d.w == nil {
 		return

@@ -340,7 +340,7 @@ func (w *lineWriter) result(top *obj, l *line) {
 	dm := w.member(&o, "deniedGuids")
 	var truncated bool
 	if r.Memo != nil && decided == len(r.Objects) {
-		seg := deniedJSON(r.Memo, r.Objects, r.Allowed, l.maxDenied)
+		seg := deniedOf(r, l.maxDenied, true, true)
 		w.b, truncated = append(w.b, seg.json...), seg.truncated
 	} else {
 		w.b, truncated = appendDenied(w.b, r.Objects, r.Allowed[:decided], l.maxDenied)
@@ -370,24 +370,54 @@ func (w *lineWriter) result(top *obj, l *line) {
 	w.close(top, mark, "/result")
 }
 
-// deniedSegment is a listing's deniedGuids array worked out from decisions a
-// plan remembers, kept in their policy.Memo: every later request of the same
-// caller on the same listing writes the same bytes.
+// deniedSegment is a listing's deniedGuids array, as JSON for the line and as
+// GUIDs for the sink's event, worked out from decisions a plan remembers and kept
+// in their policy.Memo: every later request of the same caller on the same
+// listing writes the same bytes and hands on the same GUIDs.
 type deniedSegment struct {
-	max       int    // the most GUIDs named (Config.MaxDenied)
-	json      []byte // the JSON array of the first max denied GUIDs
-	truncated bool   // more were denied than named
+	max       int      // the most GUIDs named (Config.MaxDenied)
+	json      []byte   // the JSON array of the first max denied GUIDs
+	guids     []string // the same GUIDs; never modified: shared
+	truncated bool     // more were denied than named
 }
 
-// deniedJSON returns the deniedGuids array of the remembered decisions allowed
-// of objs, naming at most max GUIDs, from m or made and kept there.
-func deniedJSON(m *policy.Memo, objs []dirgate.Object, allowed []bool, max int) *deniedSegment {
-	if s, _ := m.Load().(*deniedSegment); s != nil && s.max == max {
+// deniedOf returns r's deniedGuids naming at most max GUIDs: from r's memo, or
+// made and kept there, when the plan remembers r's decisions; made for this
+// line otherwise (json only when withJSON, guids only when withGUIDs).
+func deniedOf(r *policy.ListingDecision, max int, withJSON, withGUIDs bool) *deniedSegment {
+	if r.Memo != nil && r.Decided == len(r.Objects) {
+		if s, _ := r.Memo.Load().(*deniedSegment); s != nil && s.max == max {
+			return s
+		}
+		s := makeDenied(r.Objects, r.Allowed, max, true, true)
+		r.Memo.Store(s)
 		return s
 	}
-	b, truncated := appendDenied(nil, objs, allowed, max)
-	s := &deniedSegment{max: max, json: b, truncated: truncated}
-	m.Store(s)
+	return makeDenied(r.Objects, r.Allowed[:r.Decided], max, withJSON, withGUIDs)
+}
+
+// makeDenied works out the denied GUIDs of objs that allowed denies, the first
+// limit of them.
+func makeDenied(objs []dirgate.Object, allowed []bool, limit int, withJSON, withGUIDs bool) *deniedSegment {
+	s := &deniedSegment{max: limit}
+	if withJSON {
+		s.json, s.truncated = appendDenied(nil, objs, allowed, limit)
+	}
+	if withGUIDs {
+		n := 0
+		for _, ok := range allowed {
+			if !ok {
+				n++
+			}
+		}
+		s.guids = make([]string, 0, min(n, max(limit, 0)))
+		for i, ok := range allowed {
+			if !ok && len(s.guids) < limit {
+				s.guids = append(s.guids, objs[i].GUID)
+			}
+		}
+		s.truncated = n > len(s.guids)
+	}
 	return s
 }
 

@@ -299,7 +299,7 @@ func checkEvent(t testing.TB, l *line, lm *lineMasks, encoded []byte) {
 			want.Custom[k] = v
 		}
 	}
-	got := l.event(lm)
+	got := pend(l, lm).Event()
 	if !got.Time.Equal(want.Time) || got.Time.Location() != time.UTC {
 		t.Fatalf("event time %v, line's %v", got.Time, want.Time)
 	}
@@ -369,10 +369,19 @@ func BenchmarkDecisionLine(b *testing.B) {
 		})
 	}
 	l.listing.Memo = from
+	// "pend" is what a request pays when a sink is set, "event" what the sink
+	// pays to build the event from it.
+	b.Run("pend", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = pend(l, &lm)
+		}
+	})
+	p := pend(l, &lm)
 	b.Run("event", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			_ = l.event(&lm)
+			_ = p.Event()
 		}
 	})
 	b.Run("reference", func(b *testing.B) {
@@ -381,4 +390,32 @@ func BenchmarkDecisionLine(b *testing.B) {
 			_ = referenceLine(l, nil)
 		}
 	})
+}
+
+// TestPendingReadsNothingShared: a decision on its way to the sink keeps what its
+// event needs, so that the event built later is the same whatever the request's
+// shared data (the listing's objects and decisions, the requested properties)
+// became meanwhile.
+func TestPendingReadsNothingShared(t *testing.T) {
+	lm := newLineMasks(nil)
+	for _, kind := range []int{0, 1} {
+		l := testLine(kind, "shared", 12, 10, true)
+		want := pend(l, &lm).Event()
+		p := pend(l, &lm)
+		in := l.input()
+		if len(in.Request.Properties) > 0 {
+			in.Request.Properties[0] = "changed"
+		}
+		if l.isListing {
+			for i := range l.listing.Objects {
+				l.listing.Objects[i].GUID = "changed"
+				l.listing.Allowed[i] = !l.listing.Allowed[i]
+			}
+		}
+		got := p.Event()
+		got.Time, want.Time = time.Time{}, time.Time{}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("kind %d: the event changed with the request's data:\n got %#v\nwant %#v", kind, got, want)
+		}
+	}
 }
