@@ -23,3 +23,16 @@ func (s *MemberService) UnfilteredOf(ctx context.Context, group Object, opts Lis
 	l, err := s.listOf(ctx, group, opts)
 	return l.Objects, err
 }
+
+// DecisionsQuery is a validated query of the decisions API (docs/policy.md, "The
+// decisions API"): every decision on a group's unfiltered listing for one
+// principal.
+type DecisionsQuery struct {
+	// Subject is the explored principal, by DN, GUID or SID.
+	Subject Identifier
+	Group   Identifier
+	// Options are the listing's includeIndirect and properties.
+	Options ListOptions
+	// Draft is a POST's Rego module ("" for a GET).
+	Draft string
+}

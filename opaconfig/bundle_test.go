@@ -14,6 +14,8 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 )
 
 // policyFiles is a policy whose decision follows data.answer, so that each
@@ -85,11 +87,16 @@ func bundleConfig(t *testing.T, url string, s *signer, persistDir string) map[st
 
 // gateway is a Runtime feeding a policy.Authorizer, as cmd/dirgate wires them.
 type gateway struct {
-	rt *opaconfig.Runtime
-	a  *policy.Authorizer
+	rt   *opaconfig.Runtime
+	a    *policy.Authorizer
+	cand *candidate.Candidate // nil without a candidate bundle
 }
 
-func openGateway(t *testing.T, cfg opaconfig.Config, pcfg policy.Config) *gateway {
+// openGateway opens the Runtime of cfg and an Authorizer of pcfg fed by it, whose
+// decisions go to the Runtime's decision-log service (when the file names one),
+// masked by mask as DIRGATE_DECISION_LOG_MASK masks them.
+// A candidate bundle (cfg.Candidate) is decided in shadow with ccfg's settings.
+func openGateway(t *testing.T, cfg opaconfig.Config, pcfg policy.Config, ccfg candidate.Config, mask ...string) *gateway {
 	t.Helper()
 	ctx := context.Background()
 	if cfg.Logger == nil {
@@ -103,25 +110,32 @@ func openGateway(t *testing.T, cfg opaconfig.Config, pcfg policy.Config) *gatewa
 		t.Fatal(err)
 	}
 	pcfg.Files, pcfg.Source, pcfg.Logger = rt.Files(), rt.Source(), quietLogger()
-	if pcfg.DecisionLog == nil {
-		pcfg.DecisionLog = rt.DecisionLog()
+	if sink := rt.DecisionSink(); pcfg.DecisionLog == nil && sink != nil {
+		dlog, err := decisionlog.New(decisionlog.Config{Sink: sink, Mask: mask, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pcfg.DecisionLog = dlog
 	}
-	var cand opaconfig.Policy
+	var fed opaconfig.Policy
+	var cand *candidate.Candidate
 	if cfg.Candidate != "" {
-		pcfg.Candidate.Files, pcfg.Candidate.Source = rt.CandidateFiles(), rt.CandidateSource()
+		ccfg.Files, ccfg.Source, ccfg.Logger = rt.CandidateFiles(), rt.CandidateSource(), quietLogger()
+		if cand, err = candidate.Open(ctx, ccfg); err != nil {
+			rt.Close(ctx)
+			t.Fatal(err)
+		}
+		pcfg.Shadow, fed = cand, cand
 	}
 	a, err := policy.Open(ctx, pcfg)
 	if err != nil {
 		rt.Close(ctx)
 		t.Fatal(err)
 	}
-	if cfg.Candidate != "" {
-		cand = opaconfig.CandidateOf(a)
-	}
-	if err := rt.Attach(ctx, a, cand); err != nil {
+	if err := rt.Attach(ctx, a, fed); err != nil {
 		t.Fatal(err)
 	}
-	g := &gateway{rt: rt, a: a}
+	g := &gateway{rt: rt, a: a, cand: cand}
 	t.Cleanup(g.close)
 	return g
 }
@@ -145,7 +159,7 @@ func TestSignedBundles(t *testing.T) {
 	srv.put("/bundles/authz.tar.gz", build(t, &s, "r1", policyFiles("yes")))
 	persist := t.TempDir()
 	cfgFile := writeConfig(t, bundleConfig(t, srv.URL, &s, persist))
-	g := openGateway(t, opaconfig.Config{File: cfgFile}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: cfgFile}, policy.Config{}, candidate.Config{})
 	if !allows(t, g.a) {
 		t.Fatal("revision r1 (answer yes) does not allow")
 	}
@@ -217,7 +231,7 @@ func TestSignedBundles(t *testing.T) {
 	g.close()
 	srv.Close()
 	down := bundleConfig(t, "https://"+freeAddr(t), &s, persist)
-	g2 := openGateway(t, opaconfig.Config{File: writeConfig(t, down)}, policy.Config{})
+	g2 := openGateway(t, opaconfig.Config{File: writeConfig(t, down)}, policy.Config{}, candidate.Config{})
 	if g2.a.Revision() != good {
 		t.Errorf("started from disk with revision %s, want the persisted %s", g2.a.Revision(), good)
 	}

@@ -6,12 +6,13 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // TestCandidateBundle: a second bundle of the file is the candidate, in a store
 // of its own (both define data.dirgate.authz): it follows its service like the
 // active policy, and a candidate bundle that is refused is reported by
-// CandidateReady while the active policy stays ready.
+// the candidate's Ready while the active policy stays ready.
 func TestCandidateBundle(t *testing.T) {
 	s := newSigner(t)
 	srv := newBundleServer(t)
@@ -25,9 +26,9 @@ func TestCandidateBundle(t *testing.T) {
 	}
 	next["resource"] = "bundles/next.tar.gz"
 	bundles["next"] = next
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), Candidate: "next"}, policy.Config{Candidate: policy.CandidateConfig{Sample: -1}})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), Candidate: "next"}, policy.Config{}, candidate.Config{Sample: -1})
 
-	st := g.a.CandidateStatus()
+	st := g.cand.Status()
 	if !strings.Contains(st.Source, "next") || st.Revision == "" || st.Revision == g.a.Revision() {
 		t.Fatalf("candidate %+v beside active %s", st, g.a.Revision())
 	}
@@ -36,16 +37,16 @@ func TestCandidateBundle(t *testing.T) {
 	}
 	first := st.Revision
 	srv.put("/bundles/next.tar.gz", build(t, &s, "n2", policyFiles("maybe")))
-	waitFor(t, "the candidate's new revision", func() bool { return g.a.CandidateStatus().Revision != first })
-	second := g.a.CandidateStatus().Revision
+	waitFor(t, "the candidate's new revision", func() bool { return g.cand.Status().Revision != first })
+	second := g.cand.Status().Revision
 
 	srv.put("/bundles/next.tar.gz", build(t, nil, "n3", policyFiles("yes")))
-	waitFor(t, "the unsigned candidate refused", func() bool { return g.a.CandidateReady() != nil })
-	if err := g.a.CandidateReady(); !strings.Contains(err.Error(), second) {
-		t.Errorf("CandidateReady = %v, want the candidate in force (%s) named", err, second)
+	waitFor(t, "the unsigned candidate refused", func() bool { return g.cand.Ready() != nil })
+	if err := g.cand.Ready(); !strings.Contains(err.Error(), second) {
+		t.Errorf("candidate Ready = %v, want the candidate in force (%s) named", err, second)
 	}
-	if g.a.CandidateStatus().Revision != second {
-		t.Errorf("candidate revision %s, want the last good %s", g.a.CandidateStatus().Revision, second)
+	if g.cand.Status().Revision != second {
+		t.Errorf("candidate revision %s, want the last good %s", g.cand.Status().Revision, second)
 	}
 	if err := g.a.Ready(); err != nil {
 		t.Errorf("active policy not ready because of the candidate: %v", err)

@@ -13,8 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // logReceiver is a decision-log service: it takes OPA's uploads (gzip JSON
@@ -113,7 +115,7 @@ func TestDecisionEvents(t *testing.T) {
 	rcv := newLogReceiver(t)
 	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 1000)
 	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), ID: "replica-1"},
-		policy.Config{DecisionLogMask: []string{"/input/group/dn"}})
+		policy.Config{}, candidate.Config{}, "/input/group/dn")
 
 	remove(t, g.a, 1)
 	waitFor(t, "the first event", func() bool { return len(rcv.received()) == 1 })
@@ -192,7 +194,7 @@ func TestDecisionBufferBound(t *testing.T) {
 	rcv.setFail(true)
 	const bound, n = 5, 60
 	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, bound)
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}, candidate.Config{})
 	remove(t, g.a, n)
 	waitFor(t, "drops counted", func() bool { return g.rt.Dropped()["buffer_full"] > 0 })
 	waitFor(t, "a failed upload", func() bool { return rcv.failed() >= 1 })
@@ -221,12 +223,13 @@ func TestDecisionQueueBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rt.Close(context.Background())
-	w := rt.DecisionLog()
+	sink := rt.DecisionSink()
 	for i := range 5 {
-		fmt.Fprintf(w, `{"decision_id":"d%d","path":"dirgate/authz/allow","time":"2025-01-02T03:04:05Z","input":{},"result":{}}`+"\n", i)
+		sink.LogDecision(context.Background(), event{ID: fmt.Sprintf("d%d", i), Path: "dirgate/authz/allow",
+			Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Input: map[string]any{}, Result: map[string]any{}})
 	}
 	if got := rt.Dropped()["queue_full"]; got != 3 {
-		t.Errorf("queue_full = %d, want 3 of 5 lines with a queue of 2", got)
+		t.Errorf("queue_full = %d, want 3 of 5 decisions with a queue of 2", got)
 	}
 	if err := rt.Attach(context.Background(), nopPolicy{}, nil); err != nil {
 		t.Fatal(err)
@@ -238,3 +241,8 @@ type nopPolicy struct{}
 
 func (nopPolicy) Replace(context.Context, fs.FS) error { return nil }
 func (nopPolicy) Refuse(context.Context, error)        {}
+
+// event is a decision whose event is already built.
+type event dirgate.DecisionEvent
+
+func (e event) Event() dirgate.DecisionEvent { return dirgate.DecisionEvent(e) }

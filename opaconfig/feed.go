@@ -20,7 +20,7 @@ import (
 )
 
 // Policy is what a feed delivers to: the active policy, or the candidate
-// (policy.Authorizer's Replace and Refuse, ReplaceCandidate and RefuseCandidate).
+// (policy.Authorizer, or candidate.Candidate, whose Replace and Refuse these are).
 type Policy interface {
 	// Replace loads files, in a policy directory's layout, as the policy in force;
 	// one that does not load keeps the last good one and is reported.

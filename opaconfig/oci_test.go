@@ -14,6 +14,7 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // ociRegistry is the part of an OCI registry OPA's OCI downloader reads: a
@@ -115,7 +116,7 @@ func TestOCIBundleBound(t *testing.T) {
 	files[".manifest"] = `{"revision": "oci"}`
 
 	reg.put(t, paddedBundle(t, s, files, 2, 1000))
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, ociConfig(t, reg, &s))}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, ociConfig(t, reg, &s))}, policy.Config{}, candidate.Config{})
 	if !allows(t, g.a) {
 		t.Fatal("the small bundle pulled from the registry is not in force")
 	}

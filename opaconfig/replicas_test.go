@@ -5,6 +5,7 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // TestReplicasSwitchTogether: two gateways on one bundle service, polling every
@@ -21,7 +22,7 @@ func TestReplicasSwitchTogether(t *testing.T) {
 	for _, res := range []string{"a/authz.tar.gz", "b/authz.tar.gz"} {
 		cfg := bundleConfig(t, srv.URL, &s, t.TempDir())
 		cfg["bundles"].(map[string]any)["authz"].(map[string]any)["resource"] = res
-		gs = append(gs, openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}))
+		gs = append(gs, openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}, candidate.Config{}))
 	}
 	old := gs[0].a.Revision()
 	if gs[1].a.Revision() != old {

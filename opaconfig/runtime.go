@@ -13,7 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/dirgate/dirgate"
 	"io/fs"
 	"log/slog"
 	"slices"
@@ -210,10 +210,10 @@ func (r *Runtime) CandidateFiles() fs.FS {
 // on stdout.
 func (r *Runtime) Console() bool { return r.console }
 
-// DecisionLog returns the writer of decision lines that sends each as an OPA
-// decision event (nil when the file sends decisions to no service). It never
-// blocks: a line that finds its queue full is dropped and counted.
-func (r *Runtime) DecisionLog() io.Writer {
+// DecisionSink returns the sink that sends each decision as an OPA decision
+// event (nil when the file sends decisions to no service). It never blocks: a
+// decision that finds its queue full is dropped and counted.
+func (r *Runtime) DecisionSink() dirgate.DecisionSink {
 	if r.decisions == nil {
 		return nil
 	}

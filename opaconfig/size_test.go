@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 	"github.com/dirgate/dirgate/test/opabundle"
 )
 
@@ -94,7 +97,7 @@ func TestBundleBombChild(t *testing.T) {
 		// A bundle that comes into force is compiled by the Authorizer as well,
 		// as cmd/dirgate wires them: the peak is that of a serving instance.
 		var a *policy.Authorizer
-		a, err = policy.Open(ctx, policy.Config{Files: rt.Files(), Source: rt.Source(), Logger: quietLogger(), DecisionLog: rt.DecisionLog()})
+		a, err = policy.Open(ctx, policy.Config{Files: rt.Files(), Source: rt.Source(), Logger: quietLogger(), DecisionLog: sinkLog(t, rt.DecisionSink())})
 		if err == nil {
 			_, err = a.Decide(ctx, removal)
 			a.Close()
@@ -145,7 +148,7 @@ func TestBundleSizeBound(t *testing.T) {
 
 	small := paddedBundle(t, s, files, 2, 1000)
 	srv.put("/bundles/authz.tar.gz", small)
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()))}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()))}, policy.Config{}, candidate.Config{})
 	if !allows(t, g.a) {
 		t.Fatal("the small padded bundle is not in force")
 	}
@@ -179,4 +182,16 @@ func TestBundleSizeBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sinkLog is a decision log sending its decisions to sink (nil: none).
+func sinkLog(t testing.TB, sink dirgate.DecisionSink) policy.DecisionLog {
+	if sink == nil {
+		return nil
+	}
+	dlog, err := decisionlog.New(decisionlog.Config{Sink: sink, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dlog
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // TestStatusReports: with "status", OPA's status plugin reports the bundles'
@@ -35,7 +36,7 @@ func TestStatusReports(t *testing.T) {
 	cfg := bundleConfig(t, srv.URL, &s, t.TempDir())
 	cfg["services"].(map[string]any)["status"] = service(t, status.URL)
 	cfg["status"] = map[string]any{"service": "status"}
-	openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
+	openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}, candidate.Config{})
 	waitFor(t, "a status report naming r1", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -61,7 +62,7 @@ func TestCloseSendsBufferedDecisions(t *testing.T) {
 	rcv := newLogReceiver(t)
 	cfg := logConfig(t, bundleConfig(t, srv.URL, &s, t.TempDir()), rcv.URL, 100)
 	cfg["decision_logs"].(map[string]any)["reporting"] = map[string]any{"min_delay_seconds": 300, "max_delay_seconds": 600}
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg)}, policy.Config{}, candidate.Config{})
 	remove(t, g.a, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -1,20 +1,21 @@
-// Package policy decides, in Rego, what each caller may view and remove: it
-// implements dirgate.Authorizer over a policy directory (OPA bundle layout), or
-// files in that layout delivered from elsewhere (external.go), that defines
-// data.dirgate.authz.allow, reloads it when it changes, keeps the last good
-// version when an edit does not compile, and writes a decision log.
-// docs/policy.md is the contract for policy authors.
+// Package policy decides, in Rego, what each caller may view, remove and add:
+// it implements dirgate.Authorizer over a policy directory (OPA bundle layout),
+// or files in that layout delivered from elsewhere (external.go), that defines
+// data.dirgate.authz.allow; it reloads the policy when it changes and keeps the
+// last good version when an edit does not compile. Its rooms do the rest:
+// policy/translate turns a listing's residual into Go, policy/decisionlog
+// records every decision (through DecisionLog), policy/candidate decides a
+// candidate in shadow (through Shadow), and policy/explain answers the
+// decisions API. docs/policy.md is the contract for policy authors.
 package policy
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,15 +48,9 @@ type Config struct {
 	// Logger receives reloads, load failures and evaluation errors. nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// DecisionLog receives one JSON line per listing and per removal decision
-	// (OpenDecisionLog opens the usual destinations). nil disables it.
-	DecisionLog io.Writer
-	// DecisionLogMask are JSON pointers (ParseMask) erased from every decision line,
-	// such as /input/subject/dn.
-	DecisionLogMask []string
-	// DecisionLogMaxDenied bounds the denied GUIDs named per listing line. 0 means
-	// DefaultMaxDeniedLogged; negative means none.
-	DecisionLogMaxDenied int
+	// DecisionLog receives one record per decision (package policy/decisionlog
+	// writes them). nil logs none.
+	DecisionLog DecisionLog
 	// ReloadDebounce is how long the directory must be quiet after a change before
 	// it is reloaded (editors and deployments write several files). 0 means
 	// DefaultReloadDebounce.
@@ -63,10 +58,11 @@ type Config struct {
 	// PlanCacheSize bounds the compiled per-caller predicates kept per policy
 	// version. 0 means DefaultPlanCacheSize.
 	PlanCacheSize int
-	// Now is the decision log's clock. nil means time.Now.
+	// Now is the clock of Status's times. nil means time.Now.
 	Now func() time.Time
-	// Candidate is a second policy evaluated in shadow beside this one (candidate.go).
-	Candidate CandidateConfig
+	// Shadow is a second policy decided in shadow beside this one (package
+	// policy/candidate). nil: none.
+	Shadow Shadow
 	// Schema, when set, names the attributes the directory's schema marks
 	// confidential or DN-valued: the property policy treats them as secret, beside
 	// the built-in lists (properties.go). nil means the built-in lists only.
@@ -81,18 +77,12 @@ type Config struct {
 // Validate reports every problem of the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
-	for _, m := range c.DecisionLogMask {
-		if _, err := ParseMask(m); err != nil {
-			errs = append(errs, fmt.Errorf("policy: decision log mask: %w", err))
-		}
-	}
 	if c.ReloadDebounce < 0 {
 		errs = append(errs, errors.New("policy: ReloadDebounce must not be negative"))
 	}
 	if c.PlanCacheSize < 0 {
 		errs = append(errs, errors.New("policy: PlanCacheSize must not be negative"))
 	}
-	errs = append(errs, c.Candidate.validate()...)
 	if c.Dir != "" && c.Files != nil {
 		errs = append(errs, errors.New("policy: a policy directory and delivered files are exclusive"))
 	}
@@ -111,14 +101,14 @@ type Authorizer struct {
 	cfg    Config
 	fsys   fs.FS
 	logger *slog.Logger
-	dlog   *decisionLog
+	dlog   DecisionLog // nil: none
 	now    func() time.Time
 	// metrics are made at Open, against the meter provider installed by then.
 	metrics policyMetrics
 
 	current atomic.Pointer[version]
-	// cand is the candidate policy in shadow; nil without one.
-	cand *candidate
+	// shadow is the candidate policy in shadow; nil without one.
+	shadow Shadow
 
 	// broken is set while the directory does not load (dirgate_policy_broken); an
 	// atomic, so that a scrape never waits for a reload's compilation.
@@ -142,7 +132,7 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Authorizer{cfg: cfg, logger: cfg.Logger, now: cfg.Now, metrics: newPolicyMetrics()}
+	a := &Authorizer{cfg: cfg, logger: cfg.Logger, dlog: cfg.DecisionLog, shadow: cfg.Shadow, now: cfg.Now, metrics: newPolicyMetrics()}
 	if a.logger == nil {
 		a.logger = slog.Default()
 	}
@@ -155,27 +145,12 @@ func Open(ctx context.Context, cfg Config) (*Authorizer, error) {
 	} else if cfg.Files != nil {
 		a.fsys = cfg.Files
 	}
-	if cfg.DecisionLog != nil {
-		var masks []Mask
-		for _, s := range cfg.DecisionLogMask {
-			m, _ := ParseMask(s) // validated above
-			masks = append(masks, m)
-		}
-		a.dlog = newDecisionLog(cfg.DecisionLog, masks, cfg.DecisionLogMaxDenied, a.now, a.logger)
-	}
 	v, err := a.load(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("policy %s: %w", a.source(), err)
 	}
 	a.current.Store(v)
 	a.stateReg = a.metrics.observeState(a)
-	if cfg.Candidate.Dir != "" || cfg.Candidate.Files != nil {
-		maxNamed := 0 // without a decision log, differences are only counted
-		if a.dlog != nil {
-			maxNamed = max(a.dlog.maxDenied, 0)
-		}
-		a.cand = openCandidate(ctx, cfg.Candidate, maxNamed, a.logger, a.now, cfg.PlanCacheSize, PolicyCapabilities(cfg.NetworkBuiltins))
-	}
 	a.logger.Info("policy loaded", "source", a.source(), "revision", v.revision, "modules", v.files,
 		"nondeterministic_builtins", v.nondeterministic)
 	return a, nil
@@ -412,11 +387,15 @@ func (a *Authorizer) decideView(ctx context.Context, v *version, p dirgate.Princ
 	// plan's building included): its comparison belongs in this request's decision
 	// line, and asking it afterwards would need a bound of its own on the
 	// comparisons in flight, which a slow candidate would fill.
-	cand, failed := a.cand.view(ctx, in, objs, allowed, st.decided)
-	// Only the objects the caller sees are counted: that the candidate would show
-	// one the active policy hides is in the decision line alone.
-	a.cand.record(ctx, ActionView, cand.shownOnly(), failed)
-	a.dlog.listing(ctx, listingDecision{revision: v.revision, in: in, objs: objs, allowed: allowed, nAllowed: n, stats: st, elapsed: time.Since(start), candidate: cand, withheld: wh})
+	var cand *CandidateDiff
+	if a.shadow != nil {
+		var failed bool
+		cand, failed = a.shadow.View(ctx, in, objs, allowed, st.decided)
+		// Only the objects the caller sees are counted: that the candidate would show
+		// one the active policy hides is in the decision line alone.
+		a.shadow.Record(ctx, ActionView, cand.shownOnly(), failed)
+	}
+	a.logListing(ctx, v.revision, in, objs, allowed, n, st, start, cand, wh)
 	return allowed, n, st.from, wh, nil
 }
 
@@ -454,8 +433,12 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 		a.logger.Error("policy: evaluation failed; "+action+" denied", "revision", v.revision,
 			"group", group.GUID, "member", member.GUID, "err", err)
 	}
-	cand, candFailed := a.cand.change(ctx, in, val, allowed)
-	a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
+	var cand *CandidateDiff
+	candFailed := false
+	if a.shadow != nil {
+		cand, candFailed = a.shadow.Change(ctx, in, val, allowed)
+	}
+	a.logChange(ctx, v.revision, in, allowed, err, start, cand)
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))
 	// A refusal of a member the caller may not view is answered as an unknown member
@@ -464,77 +447,12 @@ func (a *Authorizer) allowChange(ctx context.Context, action string, p dirgate.P
 	// failures of that request.
 	if allowed || a.mayView(ctx, v, in) {
 		a.metrics.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("action", action), attribute.String("decision", decision)))
-		a.cand.record(ctx, action, cand, candFailed)
+		if a.shadow != nil {
+			a.shadow.Record(ctx, action, cand, candFailed)
+		}
 	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: denial, Err: err}
 	}
 	return nil
-}
-
-// Decision is the outcome of Decide.
-type Decision struct {
-	// Allow is the gateway's decision: true only when the policy's decision is the
-	// boolean true and its evaluation succeeded.
-	Allow bool `json:"allow"`
-	// Result is the value of data.dirgate.authz.allow; absent when undefined.
-	Result any `json:"result,omitempty"`
-	// Defined tells whether the decision was defined.
-	Defined  bool   `json:"defined"`
-	Revision string `json:"revision"`
-	// Error is the evaluation error, which denies.
-	Error string `json:"error,omitempty"`
-	// Properties is, for an allowed view when the policy has the property rule, the
-	// rule's value for the object (sorted): the attributes the caller may read of it
-	// ("*": every one that is neither secret nor DN-valued).
-	Properties []string `json:"properties,omitempty"`
-}
-
-// Decide evaluates data.dirgate.authz.allow for one input document, as
-// `dirgate policy eval` does. A view of an object is also decided the way listings
-// are (residual predicate or batch evaluation); Allow is false if the two ever
-// disagreed, which would be a bug that Decide reports as an error.
-func (a *Authorizer) Decide(ctx context.Context, input Input) (Decision, error) {
-	v := a.current.Load()
-	in := input.normalize()
-	d := Decision{Revision: v.revision}
-	val, _, err := astValue(in)
-	if err != nil {
-		return d, err
-	}
-	out, err := v.decide(ctx, val)
-	if err != nil {
-		d.Error = err.Error()
-		return d, nil
-	}
-	allowed := out.allowed
-	d.Allow, d.Result, d.Defined = out.allowed, out.result, out.defined
-	if in.Action == ActionView && in.Object != nil {
-		listed := make([]bool, 1)
-		base := in
-		base.Object = nil
-		if _, err := v.filterView(ctx, a.logger, base, []dirgate.Object{*in.Object}, listed, 0); err != nil {
-			return d, err
-		}
-		if listed[0] != allowed {
-			return d, fmt.Errorf("policy: the listing engine decided %v where evaluation decided %v", listed[0], allowed)
-		}
-		if allowed && v.hasPropertyRule {
-			objs := []dirgate.Object{*in.Object}
-			evaluated, failed, err := v.propertySetsRego(ctx, a.logger, base, objs, []int{0}, make([]propSet, 1))
-			if err != nil || failed > 0 {
-				d.Error = "the property rule's evaluation failed (see the log); every requested property is withheld"
-				return d, err
-			}
-			listedSets, _, err := v.propertySets(ctx, a.logger, base, objs, []int{0})
-			if err != nil {
-				return d, err
-			}
-			d.Properties = evaluated[0].sorted()
-			if got := listedSets[0].sorted(); !slices.Equal(got, d.Properties) {
-				return d, fmt.Errorf("policy: the listing engine's properties %v differ from evaluation's %v", got, d.Properties)
-			}
-		}
-	}
-	return d, nil
 }

@@ -10,78 +10,15 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
-
-// benchOrg is the benchmark's organisation: the bundled policy with 20 roles that
-// all apply to a caller in 20 groups (the largest residual), and listings of users,
-// computers and groups spread over 20 OUs.
-type benchOrg struct {
-	modules map[string]string
-	data    map[string]any
-	caller  dirgate.Principal
-	group   dirgate.Object
-}
-
-func newBenchOrg() benchOrg {
-	org := benchOrg{group: dirgate.Object{GUID: "11111111-0000-0000-0000-000000000000", DN: "CN=Listed,OU=Groups,DC=corp,DC=example,DC=com", ObjectType: dirgate.TypeGroup}}
-	org.caller = dirgate.Principal{DN: "CN=Caller,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: "22222222-0000-0000-0000-000000000000", SID: "S-1-5-21-1-2-3-500"}
-	var roles []any
-	for i := range 20 {
-		g := dirgate.GroupRef{DN: fmt.Sprintf("CN=Role Group %02d,OU=Groups,DC=corp,DC=example,DC=com", i),
-			GUID: fmt.Sprintf("%08d-0000-0000-0000-000000000000", i), SID: fmt.Sprintf("S-1-5-21-1-2-3-%d", 1100+i)}
-		org.caller.Groups = append(org.caller.Groups, g)
-		role := map[string]any{
-			"name":        fmt.Sprintf("role-%02d", i),
-			"trustees":    []any{[]string{g.DN, g.GUID, g.SID}[i%3]},
-			"permissions": []any{"view", "remove"},
-		}
-		switch i % 4 {
-		case 0, 1:
-			role["scopes"] = []any{map[string]any{"subtree": fmt.Sprintf("OU=Dept%02d,OU=Staff,DC=corp,DC=example,DC=com", i)}}
-			role["objectTypes"] = []any{"user"}
-		case 2:
-			role["scopes"] = []any{
-				map[string]any{"subtree": fmt.Sprintf("OU=Site%02d,OU=Workstations,DC=corp,DC=example,DC=com", i)},
-				map[string]any{"subtree": fmt.Sprintf("OU=Dept%02d,OU=Staff,DC=corp,DC=example,DC=com", i)},
-			}
-			role["objectTypes"] = []any{"user", "computer"}
-		default:
-			role["scopes"] = []any{map[string]any{"membersOf": []any{fmt.Sprintf("CN=Other %d,OU=Groups,DC=corp,DC=example,DC=com", i)}}}
-		}
-		roles = append(roles, role)
-	}
-	org.data = map[string]any{"dirgate": map[string]any{"roles": roles}}
-	return org
-}
-
-func (org benchOrg) objects(n int) []dirgate.Object {
-	objs := make([]dirgate.Object, n)
-	for i := range objs {
-		o := dirgate.Object{GUID: fmt.Sprintf("%08x-1111-2222-3333-444444444444", i), DisplayName: fmt.Sprintf("Object %d", i),
-			DomainName: "corp.example.com", DirectoryType: dirgate.DirectoryTypeActiveDirectory, Properties: map[string][]string{}}
-		switch i % 5 {
-		case 0, 1, 2:
-			o.ObjectType = dirgate.TypeUser
-			o.DN = fmt.Sprintf("CN=User %d,OU=Dept%02d,OU=Staff,DC=corp,DC=example,DC=com", i, i%23)
-		case 3:
-			o.ObjectType = dirgate.TypeComputer
-			o.DN = fmt.Sprintf("CN=WS-%05d,OU=Site%02d,OU=Workstations,DC=corp,DC=example,DC=com", i, i%23)
-		default:
-			o.ObjectType = dirgate.TypeGroup
-			o.DN = fmt.Sprintf("CN=Group %d,OU=Groups,DC=corp,DC=example,DC=com", i)
-		}
-		objs[i] = o
-	}
-	dirgate.SortObjects(objs)
-	return objs
-}
 
 // openBench opens a policy directory as the gateway would run it: decision log on,
 // with the default bound on denied GUIDs, written to a discarding writer.
 func openBench(b *testing.B, modules map[string]string, data map[string]any) *policy.Authorizer {
-	a, _ := openDir(b, modules, data)
+	a, _ := policytest.OpenDir(b, modules, data)
 	dir := a.Status().Source
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: io.Discard})
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(io.Discard)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -93,14 +30,14 @@ func openBench(b *testing.B, modules map[string]string, data map[string]any) *po
 // listing the same cached listing again (decisions reused), "cold" a new caller on
 // every request (partial evaluation and translation included).
 func BenchmarkFilterView(b *testing.B) {
-	org := newBenchOrg()
-	a := openBench(b, bundledModules(b), org.data)
+	org := policytest.NewBenchOrg()
+	a := openBench(b, policytest.BundledModules(b), org.Data)
 	ctx := context.Background()
 	callers := 0 // every cold request is a caller never seen before
 	for _, n := range []int{1000, 10000} {
-		objs := org.objects(n)
+		objs := org.Objects(n)
 		b.Run(fmt.Sprintf("objects=%d/warm", n), func(b *testing.B) {
-			got, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, objs)
+			got, err := a.FilterView(ctx, org.Caller, org.Group, dirgate.ListOptions{}, objs)
 			if err != nil || len(got) == 0 || len(got) == n {
 				b.Fatalf("%d of %d visible, err %v: the benchmark must filter", len(got), n, err)
 			}
@@ -113,7 +50,7 @@ func BenchmarkFilterView(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				if _, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, lists[i%len(lists)]); err != nil {
+				if _, err := a.FilterView(ctx, org.Caller, org.Group, dirgate.ListOptions{}, lists[i%len(lists)]); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -121,17 +58,17 @@ func BenchmarkFilterView(b *testing.B) {
 		b.Run(fmt.Sprintf("objects=%d/repeat", n), func(b *testing.B) {
 			// The same cached listing again: the previous decisions are reused.
 			for b.Loop() {
-				if _, err := a.FilterView(ctx, org.caller, org.group, dirgate.ListOptions{}, objs); err != nil {
+				if _, err := a.FilterView(ctx, org.Caller, org.Group, dirgate.ListOptions{}, objs); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 		b.Run(fmt.Sprintf("objects=%d/cold", n), func(b *testing.B) {
-			caller := org.caller
+			caller := org.Caller
 			for b.Loop() {
 				callers++
 				caller.GUID = fmt.Sprintf("%08d-9999-0000-0000-000000000000", callers)
-				if _, err := a.FilterView(ctx, caller, org.group, dirgate.ListOptions{}, objs); err != nil {
+				if _, err := a.FilterView(ctx, caller, org.Group, dirgate.ListOptions{}, objs); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -145,18 +82,18 @@ func BenchmarkFilterView(b *testing.B) {
 // the whole policy over the listing (the policy calls a non-deterministic builtin,
 // which rules out cached residuals).
 func BenchmarkFilterViewRego(b *testing.B) {
-	org := newBenchOrg()
-	objs := org.objects(1000)
+	org := policytest.NewBenchOrg()
+	objs := org.Objects(1000)
 	for _, bc := range []struct{ name, file, src string }{
 		{"residual", "reviewers.rego", "package dirgate.authz\nallow if \"reviewer\" in input.object.properties.role\n"},
 		{"batch", "clock.rego", "package dirgate.authz\nclock_ok if time.now_ns() > 0\n"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			modules := bundledModules(b)
+			modules := policytest.BundledModules(b)
 			modules[bc.file] = bc.src
-			a := openBench(b, modules, org.data)
+			a := openBench(b, modules, org.Data)
 			for b.Loop() {
-				if _, err := a.FilterView(context.Background(), org.caller, org.group, dirgate.ListOptions{}, objs); err != nil {
+				if _, err := a.FilterView(context.Background(), org.Caller, org.Group, dirgate.ListOptions{}, objs); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -167,12 +104,12 @@ func BenchmarkFilterViewRego(b *testing.B) {
 // BenchmarkPerObjectEval is the meaning the engine keeps, at its naive cost: one
 // evaluation of the prepared decision query per object (1,000 objects).
 func BenchmarkPerObjectEval(b *testing.B) {
-	org := newBenchOrg()
-	ref := newReference(b, bundledModules(b), org.data)
-	objs := org.objects(1000)
+	org := policytest.NewBenchOrg()
+	ref := policytest.NewReference(b, policytest.BundledModules(b), org.Data)
+	objs := org.Objects(1000)
 	for b.Loop() {
 		for i := range objs {
-			ref.allow(b, policy.Input{Action: policy.ActionView, Subject: org.caller, Object: &objs[i], Group: org.group,
+			ref.Allow(b, policy.Input{Action: policy.ActionView, Subject: org.Caller, Object: &objs[i], Group: org.Group,
 				Request: policy.Request{Properties: []string{}}})
 		}
 	}
@@ -181,10 +118,10 @@ func BenchmarkPerObjectEval(b *testing.B) {
 // TestBenchOrgMatchesEvaluation keeps the benchmark honest: on its organisation the
 // engine decides as per-object evaluation does, through the predicate.
 func TestBenchOrgMatchesEvaluation(t *testing.T) {
-	org := newBenchOrg()
-	a, log := openDir(t, bundledModules(t), org.data)
-	compare(t, a, newReference(t, bundledModules(t), org.data), org.caller, org.group, dirgate.ListOptions{}, org.objects(150))
-	if m := modes(t, log); m["predicate"] != 1 {
+	org := policytest.NewBenchOrg()
+	a, log := policytest.OpenDir(t, policytest.BundledModules(t), org.Data)
+	compare(t, a, policytest.NewReference(t, policytest.BundledModules(t), org.Data), org.Caller, org.Group, dirgate.ListOptions{}, org.Objects(150))
+	if m := policytest.Modes(t, log); m["predicate"] != 1 {
 		t.Errorf("engine modes %v, want the predicate", m)
 	}
 }
@@ -199,8 +136,8 @@ func TestBenchOrgMatchesEvaluation(t *testing.T) {
 // does so as MemberService.Select does: SelectView, then FilterView when it answers
 // dirgate.ErrPropertiesWithheld.
 func BenchmarkPropertyListing(b *testing.B) {
-	org := newBenchOrg()
-	withRule := bundledModules(b)
+	org := policytest.NewBenchOrg()
+	withRule := policytest.BundledModules(b)
 	src := withRule["authz.rego"]
 	start := strings.Index(src, "properties contains")
 	end := strings.Index(src, "# granted is the set")
@@ -208,7 +145,7 @@ func BenchmarkPropertyListing(b *testing.B) {
 		b.Fatal("the bundled policy's property rule moved")
 	}
 	noRule := map[string]string{"authz.rego": src[:start] + src[end:]}
-	objs := org.objects(1000)
+	objs := org.Objects(1000)
 	for i := range objs {
 		objs[i].Properties = map[string][]string{"mail": {fmt.Sprintf("o%d@corp.example.com", i)}, "department": {"IT"},
 			"title": {"Engineer"}, "ms-mcs-admpwd": {"secret"}}
@@ -224,7 +161,7 @@ func BenchmarkPropertyListing(b *testing.B) {
 		name    string
 		modules map[string]string
 	}{{"rule", withRule}, {"no-rule", noRule}} {
-		a := openBench(b, pol.modules, org.data)
+		a := openBench(b, pol.modules, org.Data)
 		for _, opts := range []struct {
 			name string
 			opts dirgate.ListOptions
@@ -240,23 +177,23 @@ func BenchmarkPropertyListing(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					i++
-					if _, err := a.FilterView(ctx, org.caller, org.group, opts.opts, lists[i%len(lists)]); err != nil {
+					if _, err := a.FilterView(ctx, org.Caller, org.Group, opts.opts, lists[i%len(lists)]); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 			b.Run(pol.name+"/"+opts.name+"/repeat", func(b *testing.B) {
 				for b.Loop() {
-					if _, err := a.FilterView(ctx, org.caller, org.group, opts.opts, objs); err != nil {
+					if _, err := a.FilterView(ctx, org.Caller, org.Group, opts.opts, objs); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 			b.Run(pol.name+"/"+opts.name+"/repeat-select", func(b *testing.B) {
 				for b.Loop() {
-					_, err := a.SelectView(ctx, org.caller, org.group, opts.opts, objs, opts.opts.SizeLimit)
+					_, err := a.SelectView(ctx, org.Caller, org.Group, opts.opts, objs, opts.opts.SizeLimit)
 					if errors.Is(err, dirgate.ErrPropertiesWithheld) {
-						_, err = a.FilterView(ctx, org.caller, org.group, opts.opts, objs)
+						_, err = a.FilterView(ctx, org.Caller, org.Group, opts.opts, objs)
 					}
 					if err != nil {
 						b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // metricPoint is metricValue that also tells whether the point exists at all.
@@ -57,8 +58,8 @@ func TestPolicyBrokenMetrics(t *testing.T) {
 	reader := newMetricReader(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "authz.rego")
-	writeFile(t, file, allowUsers)
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger()})
+	policytest.WriteFile(t, file, policytest.AllowUsers)
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,13 +82,13 @@ func TestPolicyBrokenMetrics(t *testing.T) {
 	}
 	check("after Open", 0, 0, 0)
 
-	writeFile(t, file, brokenPolicy)
+	policytest.WriteFile(t, file, policytest.BrokenPolicy)
 	if err := a.Reload(context.Background()); err == nil {
 		t.Fatal("a broken policy reloaded")
 	}
 	check("after a failed reload", 1, 0, 1)
 
-	writeFile(t, file, allowUsers+"# fixed\n")
+	policytest.WriteFile(t, file, policytest.AllowUsers+"# fixed\n")
 	if err := a.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -123,4 +124,46 @@ func revisionPoints(t *testing.T, r *sdkmetric.ManualReader) int {
 		}
 	}
 	return n
+}
+
+// newMetricReader installs a meter provider read by hand. The policy makes its
+// instruments at Open, so an Authorizer opened afterwards counts into it.
+func newMetricReader(t *testing.T) *sdkmetric.ManualReader {
+	t.Helper()
+	r := sdkmetric.NewManualReader()
+	otel.SetMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(r)))
+	return r
+}
+
+// metricValue reads the int64 counter or gauge name's point with exactly attrs (0
+// when there is none).
+func metricValue(t *testing.T, r *sdkmetric.ManualReader, name string, attrs ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	want := attribute.NewSet(attrs...)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			var points []metricdata.DataPoint[int64]
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				points = d.DataPoints
+			case metricdata.Gauge[int64]:
+				points = d.DataPoints
+			default:
+				t.Fatalf("%s is a %T", name, m.Data)
+			}
+			for _, p := range points {
+				if p.Attributes.Equals(&want) {
+					return p.Value
+				}
+			}
+		}
+	}
+	return 0
 }

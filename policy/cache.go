@@ -8,6 +8,7 @@ import (
 	"weak"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/translate"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"golang.org/x/sync/singleflight"
 )
@@ -18,7 +19,7 @@ import (
 // partial evaluation failed, or the residual refers to the policy's rules
 // (beyondResidual), the whole policy evaluated in Rego.
 type plan struct {
-	pred *predicate
+	pred *translate.Predicate
 	// residual evaluates, in Rego, a residual the translator refused.
 	residual *rego.PreparedEvalQuery
 	// queries is the residual's size, for the decision log's diagnostics.
@@ -51,34 +52,16 @@ type decided struct {
 	// decisions then does nothing per object (for a listing of 2,000, copying,
 	// counting and selecting were a few µs of every request).
 	sel dirgate.Selection
-	// denied is the decision log's deniedGuids array for these decisions, made by
-	// the first line that names them: every later request of this caller on this
-	// listing writes the same bytes.
-	denied atomic.Pointer[deniedSegment]
+	// memo is what the decision log works out once from these decisions (its
+	// deniedGuids array): every later request of this caller on this listing
+	// reuses it.
+	memo Memo
 	// props is the property rule's outcome over these decisions for the last
 	// requested properties, size limit and confidential attributes it was worked
 	// out for (withholdRemembered): the same plan deciding the same listing leaves
 	// out the same properties, so a caller listing it again does no per-object
 	// property work, and one left nothing out is answered with a shared body.
 	props atomic.Pointer[propOutcome]
-}
-
-type deniedSegment struct {
-	max       int    // the most GUIDs named (DecisionLogMaxDenied)
-	json      []byte // the JSON array of the first max denied GUIDs
-	truncated bool   // more were denied than named
-}
-
-// deniedJSON returns the deniedGuids array of d over objs, the listing d decided,
-// naming at most max GUIDs.
-func (d *decided) deniedJSON(objs []dirgate.Object, max int) *deniedSegment {
-	if s := d.denied.Load(); s != nil && s.max == max {
-		return s
-	}
-	b, truncated := appendDenied(nil, objs, d.allowed, max)
-	s := &deniedSegment{max: max, json: b, truncated: truncated}
-	d.denied.Store(s)
-	return s
 }
 
 // reused returns the remembered decisions of objs, if there are some.

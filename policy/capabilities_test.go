@@ -13,6 +13,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // outsidePolicies call a builtin that reaches outside dirgate: each could carry
@@ -32,30 +34,31 @@ func TestPolicyOutsideBuiltins(t *testing.T) {
 	for name, module := range outsidePolicies {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "authz.rego"), module)
-			_, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: quietLogger()})
+			policytest.WriteFile(t, filepath.Join(dir, "authz.rego"), module)
+			_, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: policytest.QuietLogger()})
 			if err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("a policy directory calling %s: Open = %v, want a compile error naming it", name, err)
 			}
 			files := fstest.MapFS{"authz.rego": {Data: []byte(module)}}
-			if _, err := policy.Open(ctx, policy.Config{Files: files, Source: "bundles", Logger: quietLogger()}); err == nil {
+			if _, err := policy.Open(ctx, policy.Config{Files: files, Source: "bundles", Logger: policytest.QuietLogger()}); err == nil {
 				t.Errorf("delivered files calling %s loaded", name)
 			}
-			a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: quietLogger(), NetworkBuiltins: true})
+			a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: policytest.QuietLogger(), NetworkBuiltins: true})
 			if err != nil {
 				t.Fatalf("with NetworkBuiltins: %v", err)
 			}
 			a.Close()
 
 			good := t.TempDir()
-			writeFile(t, filepath.Join(good, "authz.rego"), allowUsers)
-			a, err = policy.Open(ctx, policy.Config{Dir: good, Logger: quietLogger(),
-				Candidate: policy.CandidateConfig{Files: files, Source: "candidate", Sample: 1}})
+			policytest.WriteFile(t, filepath.Join(good, "authz.rego"), policytest.AllowUsers)
+			cfg, cand := policytest.Shadowed(t, policy.Config{Dir: good, Logger: policytest.QuietLogger()},
+				candidate.Config{Files: files, Source: "candidate", Sample: 1})
+			a, err = policy.Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer a.Close()
-			if st := a.CandidateStatus(); !strings.Contains(st.LastError, name) {
+			if st := cand.Status(); !strings.Contains(st.LastError, name) {
 				t.Errorf("candidate calling %s: status %+v, want its compile error", name, st)
 			}
 		})
@@ -75,14 +78,14 @@ func TestPolicySchemaFetch(t *testing.T) {
 	module = strings.Replace(module, "%s.json", "schema.json", 1)
 	for _, network := range []bool{false, true} {
 		dir := t.TempDir()
-		writeFile(t, filepath.Join(dir, "authz.rego"), module)
-		a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), NetworkBuiltins: network})
+		policytest.WriteFile(t, filepath.Join(dir, "authz.rego"), module)
+		a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), NetworkBuiltins: network})
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := fetched.Load()
 		_, _ = a.FilterView(context.Background(), dirgate.Principal{}, dirgate.Object{}, dirgate.ListOptions{},
-			[]dirgate.Object{reloadUser})
+			[]dirgate.Object{policytest.ReloadUser})
 		if got := fetched.Load() - before; (got > 0) != network {
 			t.Errorf("NetworkBuiltins %v: the schema was fetched %d times", network, got)
 		}

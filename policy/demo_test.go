@@ -6,31 +6,29 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 
 // The demo principals of cmd/dirgate's demo tokens, and groups of the demo directory.
 const (
-	danaDN = "CN=Dana Admin,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
-	hugoDN = "CN=Hugo Helpdesk,OU=IT,OU=Staff,DC=corp,DC=example,DC=com"
+	danaDN = policytest.DanaDN
+	hugoDN = policytest.HugoDN
 	// bellaDN belongs to no group that any demo role names.
-	bellaDN = "CN=Bella Hughes,OU=Sales,OU=Staff,DC=corp,DC=example,DC=com"
+	bellaDN = policytest.BellaDN
 
-	mixedMembers = "CN=Mixed Members,OU=Groups,DC=corp,DC=example,DC=com"
+	mixedMembers = policytest.MixedMembersDN
 	newsletter   = "CN=Newsletter,OU=Groups,DC=corp,DC=example,DC=com"
 	itDepartment = "CN=IT Department,OU=Groups,DC=corp,DC=example,DC=com"
 	financeTeam  = "CN=Finance Team,OU=Groups,DC=corp,DC=example,DC=com"
 )
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // demoService is the memory demo directory behind a MemberService that asks the
 // bundled policy.
@@ -40,20 +38,11 @@ func demoService(t testing.TB, log io.Writer) (*dirgate.MemberService, *policy.A
 	if err != nil {
 		t.Fatal(err)
 	}
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: log})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(log)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &dirgate.MemberService{Dir: dir, Authz: authz}, authz
-}
-
-func principal(t testing.TB, svc *dirgate.MemberService, dn string) dirgate.Principal {
-	t.Helper()
-	p, err := svc.Principal(context.Background(), dirgate.MustParseIdentifier(dn))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 func names(objs []dirgate.Object) []string {
@@ -99,7 +88,7 @@ func TestDemoListings(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := principal(t, svc, tt.caller)
+			p := policytest.Principal(t, svc, tt.caller)
 			got, err := svc.List(ctx, p, dirgate.MustParseIdentifier(tt.group), dirgate.ListOptions{IncludeIndirect: tt.indirect})
 			if tt.want == nil {
 				if dirgate.ErrorCode(err) != dirgate.ENOTFOUND || dirgate.ErrorMessage(err) != "The group was not found." {
@@ -125,7 +114,7 @@ func TestDemoListings(t *testing.T) {
 // so a caller never receives fewer objects than it may see because of hidden ones.
 func TestDemoListingFiltersBeforeSizeLimit(t *testing.T) {
 	svc, _ := demoService(t, nil)
-	p := principal(t, svc, hugoDN)
+	p := policytest.Principal(t, svc, hugoDN)
 	// Mixed Members in listing order: Acme Support (hidden), Daisy Vargas, Directory Admins, ...
 	got, err := svc.List(context.Background(), p, dirgate.MustParseIdentifier(mixedMembers), dirgate.ListOptions{SizeLimit: 2})
 	if err != nil {
@@ -183,7 +172,7 @@ func TestDemoRemovals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var log bytes.Buffer
 			svc, _ := demoService(t, &log)
-			p := principal(t, svc, tt.caller)
+			p := policytest.Principal(t, svc, tt.caller)
 			_, err := svc.Remove(context.Background(), p, dirgate.MustParseIdentifier(tt.group), dirgate.MustParseIdentifier(tt.member))
 			if got := dirgate.ErrorCode(err); got != tt.want {
 				t.Fatalf("error code %q (%v), want %q", got, err, tt.want)
@@ -254,7 +243,7 @@ func TestDemoAdditions(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var log bytes.Buffer
 			svc, _ := demoService(t, &log)
-			p := principal(t, svc, tt.caller)
+			p := policytest.Principal(t, svc, tt.caller)
 			res, err := svc.Add(context.Background(), p, dirgate.MustParseIdentifier(tt.group), dirgate.MustParseIdentifier(tt.member))
 			if got := dirgate.ErrorCode(err); got != tt.want {
 				t.Fatalf("error code %q (%v), want %q", got, err, tt.want)
@@ -295,7 +284,7 @@ func TestDemoAdditions(t *testing.T) {
 // listing: a caller who sees some of a listing's objects and not others.
 func helpdeskOnMixed(t *testing.T, svc *dirgate.MemberService) (dirgate.Principal, dirgate.Object, []dirgate.Object) {
 	t.Helper()
-	p := principal(t, svc, fixture.DemoHelpdeskDN)
+	p := policytest.Principal(t, svc, fixture.DemoHelpdeskDN)
 	group, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(fixture.MixedDN), nil)
 	if err != nil {
 		t.Fatal(err)

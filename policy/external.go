@@ -33,30 +33,3 @@ func (a *Authorizer) Refuse(ctx context.Context, err error) {
 	defer a.mu.Unlock()
 	a.failed(ctx, a.current.Load(), fmt.Errorf("refused: %w", err))
 }
-
-// ReplaceCandidate loads fsys as the candidate policy (CandidateConfig.Files).
-func (a *Authorizer) ReplaceCandidate(ctx context.Context, fsys fs.FS) error {
-	c := a.cand
-	if c == nil || c.cfg.Files == nil {
-		return errors.New("policy: ReplaceCandidate needs a candidate configured with Files")
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.fsys = fsys
-	c.reloadLocked(ctx)
-	if c.lastErr != nil {
-		return fmt.Errorf("reload candidate policy: %w", c.lastErr)
-	}
-	return nil
-}
-
-// RefuseCandidate is Refuse for the candidate policy.
-func (a *Authorizer) RefuseCandidate(ctx context.Context, err error) {
-	c := a.cand
-	if c == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.failedLoad(ctx, fmt.Errorf("refused: %w", err))
-}

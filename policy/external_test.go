@@ -8,6 +8,7 @@ import (
 	"testing/fstest"
 
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 func filesOf(module string) fstest.MapFS {
@@ -20,7 +21,7 @@ func filesOf(module string) fstest.MapFS {
 // good delivery. A directory policy cannot be replaced.
 func TestDeliveredFiles(t *testing.T) {
 	ctx := context.Background()
-	a, err := policy.Open(ctx, policy.Config{Files: filesOf(allowUsers), Source: "bundles [authz]", Logger: quietLogger()})
+	a, err := policy.Open(ctx, policy.Config{Files: filesOf(policytest.AllowUsers), Source: "bundles [authz]", Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,15 +54,15 @@ func TestDeliveredFiles(t *testing.T) {
 		t.Errorf("after Refuse: %+v", st)
 	}
 
-	d, err := policy.Open(ctx, policy.Config{Logger: quietLogger()})
+	d, err := policy.Open(ctx, policy.Config{Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer d.Close()
-	if err := d.Replace(ctx, filesOf(allowUsers)); err == nil {
+	if err := d.Replace(ctx, filesOf(policytest.AllowUsers)); err == nil {
 		t.Error("the bundled policy was replaced")
 	}
-	if _, err := policy.Open(ctx, policy.Config{Dir: t.TempDir(), Files: filesOf(allowUsers)}); err == nil {
+	if _, err := policy.Open(ctx, policy.Config{Dir: t.TempDir(), Files: filesOf(policytest.AllowUsers)}); err == nil {
 		t.Error("Dir and Files together were accepted")
 	}
 }

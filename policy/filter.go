@@ -11,6 +11,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/translate"
 )
 
 // Modes of deciding a listing, as the decision log reports them.
@@ -120,10 +121,10 @@ func (v *version) decideListing(ctx context.Context, logger *slog.Logger, in Inp
 		return filterStats{mode: modePredicate, cached: cached, reused: true, from: d}, nil
 	}
 	allowed := made()
-	e := p.pred.newEnv()
+	e := p.pred.NewEnv()
 	n := 0
 	for i := range objs {
-		if allowed[i] = p.pred.allow(e, &objs[i]); allowed[i] {
+		if allowed[i] = p.pred.Allow(e, &objs[i]); allowed[i] {
 			if n++; n == limit && i+1 < len(objs) {
 				// Enough for the size limit: the rest cannot be shown.
 				return filterStats{mode: modePredicate, cached: cached, decided: i + 1}, nil
@@ -148,7 +149,7 @@ func (v *version) planFor(ctx context.Context, logger *slog.Logger, in Input) (*
 		}
 		// Built in planContext. A build that runs out of a candidate's budget is an error, not a plan
 		// (buildPlan), so it is never kept as one; the failure is remembered for
-		// candidatePlanRetry (planCache.retryAfter), so that a permanently slow plan
+		// LoadOptions.PlanRetry (planCache.retryAfter; 30 s for a candidate, policy/candidate), so that a permanently slow plan
 		// costs one listing its budget every 30 s rather than every listing, while a
 		// build that was only slow for a moment (a busy CPU, a garbage collection)
 		// is tried again soon.
@@ -182,7 +183,7 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 		logger.Debug("policy: residual evaluated in full", "revision", v.revision, "reason", why)
 		return p, nil
 	}
-	pred, err := translate(pq.Queries)
+	pred, err := translate.Residual(pq.Queries)
 	if err == nil {
 		p.pred = pred
 		return p, nil

@@ -9,6 +9,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // TestMetricsCountWhatTheCallerIsTold: dirgate_policy_decisions and the candidate's
@@ -26,8 +28,9 @@ allow if {
 `}
 	cand := map[string]string{"authz.rego": "package dirgate.authz\n\nallow := true\n"}
 	reader := newMetricReader(t)
-	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, active, nil), Logger: quietLogger(),
-		DecisionLog: io.Discard, Candidate: policy.CandidateConfig{Dir: writeDir(t, cand, nil)}})
+	cfg, _ := policytest.Shadowed(t, policy.Config{Dir: policytest.WriteDir(t, active, nil), Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(io.Discard)},
+		candidate.Config{Dir: policytest.WriteDir(t, cand, nil)})
+	a, err := policy.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // TestPlanKeyFollowsWhatThePolicyReads: listings that differ only in input members
@@ -29,8 +30,8 @@ func TestPlanKeyFollowsWhatThePolicyReads(t *testing.T) {
 	user := []dirgate.Object{{GUID: "u", DN: "CN=u,DC=x", ObjectType: dirgate.TypeUser}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a, log := openDir(t, map[string]string{"p.rego": "package dirgate.authz\n" + tt.policy}, map[string]any{})
-			ref := newReference(t, map[string]string{"p.rego": "package dirgate.authz\n" + tt.policy}, map[string]any{})
+			a, log := policytest.OpenDir(t, map[string]string{"p.rego": "package dirgate.authz\n" + tt.policy}, map[string]any{})
+			ref := policytest.NewReference(t, map[string]string{"p.rego": "package dirgate.authz\n" + tt.policy}, map[string]any{})
 			for _, size := range []int{0, 5} {
 				compare(t, a, ref, dirgate.Principal{DN: "CN=Caller"}, dirgate.Object{DN: "CN=G"}, dirgate.ListOptions{SizeLimit: size}, user)
 			}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // TestPoliciesMatchEvaluation: policies other than the bundled one, each written to
@@ -120,8 +121,8 @@ allow if input.object.objectType == "group"
 allow if { input.object.objectType == "user"; x == 1 }`},
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	groups := randGroups(r, 6)
-	objs := randObjects(r, 40)
+	groups := policytest.RandGroups(r, 6)
+	objs := policytest.RandObjects(r, 40)
 	for i := range objs {
 		objs[i].ObjectTypeCode = r.IntN(6)
 		objs[i].DisplayName = []string{"Ann", "bob", "x"}[r.IntN(3)]
@@ -134,16 +135,16 @@ allow if { input.object.objectType == "user"; x == 1 }`},
 			if data == nil {
 				data = map[string]any{}
 			}
-			a, log := openDir(t, modules, data)
-			ref := newReference(t, modules, data)
+			a, log := policytest.OpenDir(t, modules, data)
+			ref := policytest.NewReference(t, modules, data)
 			for range 3 {
-				p := randSubject(r, groups)
+				p := policytest.RandSubject(r, groups)
 				g := groups[r.IntN(len(groups))]
-				group := dirgate.Object{GUID: g.guid, DN: g.dn, ObjectType: dirgate.TypeGroup}
+				group := dirgate.Object{GUID: g.GUID, DN: g.DN, ObjectType: dirgate.TypeGroup}
 				compare(t, a, ref, p, group, dirgate.ListOptions{}, objs)
 				compareViews(t, a, ref, p, group, objs)
 			}
-			if m := modes(t, log); m[tt.mode] != 3 {
+			if m := policytest.Modes(t, log); m[tt.mode] != 3 {
 				t.Errorf("engine modes %v, want %s for every listing", m, tt.mode)
 			}
 		})

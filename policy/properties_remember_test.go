@@ -13,6 +13,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // swapSchema is a schema whose confidential attributes are read again (replaced).
@@ -58,8 +59,8 @@ properties contains "mail" if input.object.objectType != "user"
 	var log bytes.Buffer
 	schema := &swapSchema{}
 	schema.m.Store(&map[string]bool{})
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, module), Logger: quietLogger(),
-		DecisionLog: &log, Schema: schema})
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, module), Logger: policytest.QuietLogger(),
+		DecisionLog: policytest.LineLog(&log), Schema: schema})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +189,7 @@ allow if {
 
 properties contains "*"
 `
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, module), Logger: quietLogger()})
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, module), Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

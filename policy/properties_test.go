@@ -16,34 +16,9 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/adattr"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/upstream/memory"
 )
-
-const (
-	ws0001   = "CN=WS-0001,OU=Workstations,DC=corp,DC=example,DC=com"
-	lapsPass = "Laps-Secret-0001"
-)
-
-// lapsDemo is the demo directory with a legacy LAPS password on WS-0001, as the
-// ms-Mcs-AdmPwd schema extension stores it.
-func lapsDemo(t testing.TB) *memory.Directory {
-	t.Helper()
-	demo, err := os.ReadFile("../upstream/memory/demo.ldif")
-	if err != nil {
-		t.Fatal(err)
-	}
-	anchor := "dn: " + ws0001 + "\n"
-	if !bytes.Contains(demo, []byte(anchor)) {
-		t.Fatal("the demo changed: no WS-0001")
-	}
-	ldif := strings.Replace(string(demo), anchor, anchor+"ms-Mcs-AdmPwd: "+lapsPass+"\n", 1)
-	d, err := memory.Load("laps.ldif", []byte(ldif))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
-}
 
 func findDN(objs []dirgate.Object, dn string) *dirgate.Object {
 	for i := range objs {
@@ -60,20 +35,20 @@ func findDN(objs []dirgate.Object, dn string) *dirgate.Object {
 // names ms-Mcs-AdmPwd and gets it.
 func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: &log})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &dirgate.MemberService{Dir: lapsDemo(t), Authz: authz}
+	svc := &dirgate.MemberService{Dir: policytest.LAPSDemo(t), Authz: authz}
 	opts := dirgate.ListOptions{Properties: []string{"description", "ms-mcs-admpwd"}}
 	group := dirgate.MustParseIdentifier(mixedMembers)
 
-	hugo := principal(t, svc, hugoDN)
+	hugo := policytest.Principal(t, svc, hugoDN)
 	objs, err := svc.List(context.Background(), hugo, group, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ws := findDN(objs, ws0001)
+	ws := findDN(objs, policytest.WS0001)
 	if ws == nil {
 		t.Fatalf("the help desk does not see WS-0001: %v", names(objs))
 	}
@@ -100,16 +75,16 @@ func TestLAPSWithheldOnMemoryUpstream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(string(b.JSON()), lapsPass) {
+	if strings.Contains(string(b.JSON()), policytest.LAPSPass) {
 		t.Errorf("the help desk's body holds the LAPS password: %s", b.JSON())
 	}
 
-	dana := principal(t, svc, danaDN)
+	dana := policytest.Principal(t, svc, danaDN)
 	objs, err = svc.List(context.Background(), dana, group, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ws := findDN(objs, ws0001); ws == nil || !slices.Equal(ws.Properties["ms-mcs-admpwd"], []string{lapsPass}) {
+	if ws := findDN(objs, policytest.WS0001); ws == nil || !slices.Equal(ws.Properties["ms-mcs-admpwd"], []string{policytest.LAPSPass}) {
 		t.Errorf("the directory admins' role names ms-Mcs-AdmPwd but does not read it: %+v", ws)
 	}
 }
@@ -161,7 +136,7 @@ var allPropNames = []string{"department", "mail", "ms-mcs-admpwd", "msds-keycred
 func TestSecretsWithheldWithoutRule(t *testing.T) {
 	dir := writePolicy(t, "package dirgate.authz\n\nallow if input.action == \"view\"\n")
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log,
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log),
 		Schema: fakeSchema{"department": true}})
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +216,7 @@ properties := {"department"} if input.object.objectType != "group"
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, allowAll+tt.rule), Logger: quietLogger()})
+			authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t, allowAll+tt.rule), Logger: policytest.QuietLogger()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -268,7 +243,7 @@ properties := {"department"} if input.object.objectType != "group"
 // sizeLimit allowed ones, all filtered.
 func TestPropertyRuleSizeLimit(t *testing.T) {
 	authz, err := policy.Open(context.Background(), policy.Config{Dir: writePolicy(t,
-		"package dirgate.authz\n\nallow if input.object.objectType != \"user\"\n"), Logger: quietLogger()})
+		"package dirgate.authz\n\nallow if input.object.objectType != \"user\"\n"), Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,12 +260,12 @@ func TestPropertyRuleSizeLimit(t *testing.T) {
 // TestDecideProperties: `dirgate policy eval` shows the property rule's value for an
 // allowed view, computed both by evaluation and the way listings compute it.
 func TestDecideProperties(t *testing.T) {
-	authz, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger()})
+	authz, err := policy.Open(context.Background(), policy.Config{Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc := &dirgate.MemberService{Dir: lapsDemo(t), Authz: authz}
-	ws, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(ws0001), []string{"ms-mcs-admpwd"})
+	svc := &dirgate.MemberService{Dir: policytest.LAPSDemo(t), Authz: authz}
+	ws, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(policytest.WS0001), []string{"ms-mcs-admpwd"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +274,7 @@ func TestDecideProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	for who, want := range map[string][]string{hugoDN: {"*"}, danaDN: {"*", "directreports", "managedby", "managedobjects", "manager", "member", "memberof", "ms-ds-creatorsid", "ms-mcs-admpwd", "mslaps-password", "primarygroupid"}} {
-		d, err := authz.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: principal(t, svc, who), Object: &ws, Group: group,
+		d, err := authz.Decide(context.Background(), policy.Input{Action: policy.ActionView, Subject: policytest.Principal(t, svc, who), Object: &ws, Group: group,
 			Request: policy.Request{Properties: []string{"ms-mcs-admpwd"}}})
 		if err != nil || !d.Allow || !slices.Equal(d.Properties, want) {
 			t.Errorf("%s: %+v, %v; want allowed with properties %v", who, d, err, want)
@@ -322,8 +297,8 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 		}
 	}()
 	for round := range 6 {
-		groups := randGroups(r, 12)
-		roles := randRoles(r, groups, 1+r.IntN(8))
+		groups := policytest.RandGroups(r, 12)
+		roles := policytest.RandRoles(r, groups, 1+r.IntN(8))
 		for _, role := range roles {
 			if r.IntN(4) == 0 {
 				continue // the default, ["*"]
@@ -336,8 +311,8 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 			}
 			role.(map[string]any)["properties"] = ps
 		}
-		a, _ := openDir(t, bundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
-		objs := randObjects(r, 30)
+		a, _ := policytest.OpenDir(t, policytest.BundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
+		objs := policytest.RandObjects(r, 30)
 		for i := range objs {
 			objs[i].Properties = map[string][]string{}
 			for _, p := range props {
@@ -345,9 +320,9 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 			}
 		}
 		for range 3 {
-			p := randSubject(r, groups)
+			p := policytest.RandSubject(r, groups)
 			g := groups[r.IntN(len(groups))]
-			group := dirgate.Object{GUID: g.guid, DN: g.dn, ObjectType: dirgate.TypeGroup, DisplayName: "g"}
+			group := dirgate.Object{GUID: g.GUID, DN: g.DN, ObjectType: dirgate.TypeGroup, DisplayName: "g"}
 			opts := dirgate.ListOptions{Properties: props}
 			got, err := a.FilterView(context.Background(), p, group, opts, objs)
 			if err != nil {
@@ -400,7 +375,7 @@ func TestPolicyTestQueriesThePropertyRule(t *testing.T) {
 	}{{`{"ms-mcs-admpwd"}`, true}, {`{"*"}`, false}} {
 		test := "package dirgate.authz_test\n\nimport data.dirgate.authz\n\n" +
 			"test_computers if authz.properties == " + tc.want + " with input as {\"action\": \"view\", \"object\": {\"objectType\": \"computer\"}}\n"
-		dir := writeDir(t, map[string]string{"authz.rego": rule, "authz_test.rego": test}, nil)
+		dir := policytest.WriteDir(t, map[string]string{"authz.rego": rule, "authz_test.rego": test}, nil)
 		var out bytes.Buffer
 		sum, err := policy.RunTests(context.Background(), dir, policy.TestOptions{}, &out)
 		if err != nil {

@@ -10,61 +10,29 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
-
-const (
-	allowUsers     = "package dirgate.authz\nallow if input.object.objectType == \"user\"\n"
-	allowComputers = "package dirgate.authz\nallow if input.object.objectType == \"computer\"\n"
-	brokenPolicy   = "package dirgate.authz\nallow if {\n" // does not parse
-)
-
-var (
-	reloadUser     = dirgate.Object{GUID: "u", DN: "CN=u,DC=x", ObjectType: dirgate.TypeUser}
-	reloadComputer = dirgate.Object{GUID: "c", DN: "CN=c,DC=x", ObjectType: dirgate.TypeComputer}
-)
-
-// visible lists the GUIDs of the test objects the policy in force lets anybody see.
-func visible(t *testing.T, a *policy.Authorizer) string {
-	t.Helper()
-	got, err := a.FilterView(context.Background(), dirgate.Principal{}, dirgate.Object{}, dirgate.ListOptions{},
-		[]dirgate.Object{reloadUser, reloadComputer})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids []string
-	for _, o := range got {
-		ids = append(ids, o.GUID)
-	}
-	return strings.Join(ids, ",")
-}
-
-func writeFile(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // TestReloadKeepsLastGoodPolicy: an edit takes effect on reload; a broken edit
 // keeps the last good version and shows in Status and Ready until it is fixed.
 func TestReloadKeepsLastGoodPolicy(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "authz.rego")
-	writeFile(t, file, allowUsers)
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger()})
+	policytest.WriteFile(t, file, policytest.AllowUsers)
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rev1 := a.Revision()
-	if got := visible(t, a); got != "u" {
+	if got := policytest.Visible(t, a); got != "u" {
 		t.Fatalf("initial policy shows %q", got)
 	}
 
-	writeFile(t, file, allowComputers)
+	policytest.WriteFile(t, file, policytest.AllowComputers)
 	if err := a.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(t, a); got != "c" {
+	if got := policytest.Visible(t, a); got != "c" {
 		t.Errorf("after an edit the listing shows %q, want c", got)
 	}
 	rev2 := a.Revision()
@@ -72,11 +40,11 @@ func TestReloadKeepsLastGoodPolicy(t *testing.T) {
 		t.Errorf("revision did not change: %s", rev2)
 	}
 
-	writeFile(t, file, brokenPolicy)
+	policytest.WriteFile(t, file, policytest.BrokenPolicy)
 	if err := a.Reload(context.Background()); err == nil {
 		t.Fatal("a broken policy reloaded without error")
 	}
-	if got := visible(t, a); got != "c" {
+	if got := policytest.Visible(t, a); got != "c" {
 		t.Errorf("after a broken edit the listing shows %q, want the last good policy's c", got)
 	}
 	if st := a.Status(); st.Revision != rev2 || st.LastError == "" {
@@ -86,7 +54,7 @@ func TestReloadKeepsLastGoodPolicy(t *testing.T) {
 		t.Errorf("Ready() = %v, want an error naming the revision still enforced", err)
 	}
 
-	writeFile(t, file, allowUsers)
+	policytest.WriteFile(t, file, policytest.AllowUsers)
 	if err := a.Reload(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -106,23 +74,23 @@ func TestOpenRefusesBrokenPolicy(t *testing.T) {
 		want  string
 	}{
 		// A syntax error.
-		{name: "parse error", files: map[string]string{"a.rego": brokenPolicy}, want: "rego_parse_error"},
+		{name: "parse error", files: map[string]string{"a.rego": policytest.BrokenPolicy}, want: "rego_parse_error"},
 		// A type error.
 		{name: "compile error", files: map[string]string{"a.rego": "package dirgate.authz\nallow if lower(1)\n"}, want: "rego_type_error"},
 		// No decision at all: probably the wrong directory.
 		{name: "no decision", files: map[string]string{"a.rego": "package other\nallow := true\n"}, want: "no rule defines data.dirgate.authz.allow"},
 		// Data that collides with a rule.
-		{name: "data conflict", files: map[string]string{"a.rego": allowUsers, "data.json": `{"dirgate": {"authz": {"allow": 1}}}`}, want: "conflict"},
+		{name: "data conflict", files: map[string]string{"a.rego": policytest.AllowUsers, "data.json": `{"dirgate": {"authz": {"allow": 1}}}`}, want: "conflict"},
 		// Malformed data.
-		{name: "bad data", files: map[string]string{"a.rego": allowUsers, "data.json": `{"dirgate": `}, want: "data.json"},
+		{name: "bad data", files: map[string]string{"a.rego": policytest.AllowUsers, "data.json": `{"dirgate": `}, want: "data.json"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for name, content := range tt.files {
-				writeFile(t, filepath.Join(dir, name), content)
+				policytest.WriteFile(t, filepath.Join(dir, name), content)
 			}
-			_, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger()})
+			_, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger()})
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("Open: %v, want an error containing %q", err, tt.want)
 			}
@@ -140,19 +108,19 @@ func TestLoaderFollowsBundleConventions(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, ".git"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(dir, "authz.rego"), "package dirgate.authz\nallow if input.object.objectType in data.dirgate.types.visible\nallow if input.object.guid in data.extra\n")
-	writeFile(t, filepath.Join(dir, "dirgate", "types", "data.yaml"), "visible: [user]\n")
-	writeFile(t, filepath.Join(dir, "data.json"), `{"extra": ["c"]}`)
+	policytest.WriteFile(t, filepath.Join(dir, "authz.rego"), "package dirgate.authz\nallow if input.object.objectType in data.dirgate.types.visible\nallow if input.object.guid in data.extra\n")
+	policytest.WriteFile(t, filepath.Join(dir, "dirgate", "types", "data.yaml"), "visible: [user]\n")
+	policytest.WriteFile(t, filepath.Join(dir, "data.json"), `{"extra": ["c"]}`)
 	// A test file that does not even compile against the policy: the gateway skips it.
-	writeFile(t, filepath.Join(dir, "authz_test.rego"), "package dirgate.authz\nallow := 42\n")
+	policytest.WriteFile(t, filepath.Join(dir, "authz_test.rego"), "package dirgate.authz\nallow := 42\n")
 	// Editor and VCS files are ignored.
-	writeFile(t, filepath.Join(dir, ".#authz.rego"), "not rego")
-	writeFile(t, filepath.Join(dir, ".git", "x.rego"), "not rego")
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger()})
+	policytest.WriteFile(t, filepath.Join(dir, ".#authz.rego"), "not rego")
+	policytest.WriteFile(t, filepath.Join(dir, ".git", "x.rego"), "not rego")
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(t, a); got != "u,c" {
+	if got := policytest.Visible(t, a); got != "u,c" {
 		t.Errorf("listing shows %q, want u,c", got)
 	}
 }
@@ -162,10 +130,10 @@ func TestLoaderFollowsBundleConventions(t *testing.T) {
 func TestWatchReloadsOnChange(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "authz.rego")
-	writeFile(t, file, allowUsers)
+	policytest.WriteFile(t, file, policytest.AllowUsers)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: quietLogger(), ReloadDebounce: 20 * time.Millisecond})
+	a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: policytest.QuietLogger(), ReloadDebounce: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,37 +142,24 @@ func TestWatchReloadsOnChange(t *testing.T) {
 	}
 	defer a.Close()
 
-	writeFile(t, file, allowComputers)
-	waitFor(t, "the edit to take effect", func() bool { return visible(t, a) == "c" })
+	policytest.WriteFile(t, file, policytest.AllowComputers)
+	policytest.WaitFor(t, "the edit to take effect", func() bool { return policytest.Visible(t, a) == "c" })
 
-	writeFile(t, file, brokenPolicy)
-	waitFor(t, "the broken edit to be reported", func() bool { return a.Ready() != nil })
-	if got := visible(t, a); got != "c" {
+	policytest.WriteFile(t, file, policytest.BrokenPolicy)
+	policytest.WaitFor(t, "the broken edit to be reported", func() bool { return a.Ready() != nil })
+	if got := policytest.Visible(t, a); got != "c" {
 		t.Errorf("after a broken edit the listing shows %q, want c", got)
 	}
 
 	// A new file in a new subdirectory is picked up too.
-	writeFile(t, file, allowComputers)
+	policytest.WriteFile(t, file, policytest.AllowComputers)
 	sub := filepath.Join(dir, "more")
 	if err := os.Mkdir(sub, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the fix to be loaded", func() bool { return a.Ready() == nil })
-	writeFile(t, filepath.Join(sub, "users.rego"), "package dirgate.authz\nallow if input.object.objectType == \"user\"\n")
-	waitFor(t, "the new file to take effect", func() bool { return visible(t, a) == "u,c" })
-}
-
-// waitFor polls cond: file system notification is asynchronous. The deadline only
-// bounds a failing test; it asserts nothing about speed.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	policytest.WaitFor(t, "the fix to be loaded", func() bool { return a.Ready() == nil })
+	policytest.WriteFile(t, filepath.Join(sub, "users.rego"), "package dirgate.authz\nallow if input.object.objectType == \"user\"\n")
+	policytest.WaitFor(t, "the new file to take effect", func() bool { return policytest.Visible(t, a) == "u,c" })
 }
 
 // TestWatchConfigMapVolume: Kubernetes mounts a ConfigMap as symlinks into a hidden
@@ -216,9 +171,9 @@ func TestWatchConfigMapVolume(t *testing.T) {
 		if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		writeFile(t, filepath.Join(dir, name, "authz.rego"), content)
+		policytest.WriteFile(t, filepath.Join(dir, name, "authz.rego"), content)
 	}
-	version("..2025_01_01_v1", allowUsers)
+	version("..2025_01_01_v1", policytest.AllowUsers)
 	if err := os.Symlink("..2025_01_01_v1", filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
@@ -227,11 +182,11 @@ func TestWatchConfigMapVolume(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: quietLogger(), ReloadDebounce: 20 * time.Millisecond})
+	a, err := policy.Open(ctx, policy.Config{Dir: dir, Logger: policytest.QuietLogger(), ReloadDebounce: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := visible(t, a); got != "u" {
+	if got := policytest.Visible(t, a); got != "u" {
 		t.Fatalf("initial policy shows %q (the hidden directory must not be loaded twice)", got)
 	}
 	if err := a.Watch(ctx); err != nil {
@@ -239,14 +194,14 @@ func TestWatchConfigMapVolume(t *testing.T) {
 	}
 	defer a.Close()
 
-	version("..2025_01_02_v2", allowComputers)
+	version("..2025_01_02_v2", policytest.AllowComputers)
 	if err := os.Symlink("..2025_01_02_v2", filepath.Join(dir, "..data_tmp")); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the swapped ConfigMap to take effect", func() bool { return visible(t, a) == "c" })
+	policytest.WaitFor(t, "the swapped ConfigMap to take effect", func() bool { return policytest.Visible(t, a) == "c" })
 }
 
 // TestConcurrentListingsAndReloads: listings share cached plans and the policy is
@@ -254,8 +209,8 @@ func TestWatchConfigMapVolume(t *testing.T) {
 func TestConcurrentListingsAndReloads(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "authz.rego")
-	writeFile(t, file, allowUsers)
-	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger()})
+	policytest.WriteFile(t, file, policytest.AllowUsers)
+	a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +226,7 @@ func TestConcurrentListingsAndReloads(t *testing.T) {
 				default:
 				}
 				caller := dirgate.Principal{DN: "CN=c" + strings.Repeat("x", (w+i)%3)}
-				got, err := a.FilterView(context.Background(), caller, dirgate.Object{}, dirgate.ListOptions{}, []dirgate.Object{reloadUser, reloadComputer})
+				got, err := a.FilterView(context.Background(), caller, dirgate.Object{}, dirgate.ListOptions{}, []dirgate.Object{policytest.ReloadUser, policytest.ReloadComputer})
 				if err != nil || len(got) != 1 {
 					errs <- "a listing did not see exactly one version's single object"
 					return
@@ -280,7 +235,7 @@ func TestConcurrentListingsAndReloads(t *testing.T) {
 		}()
 	}
 	for i := range 20 {
-		writeFile(t, file, []string{allowComputers, allowUsers}[i%2])
+		policytest.WriteFile(t, file, []string{policytest.AllowComputers, policytest.AllowUsers}[i%2])
 		if err := a.Reload(context.Background()); err != nil {
 			t.Error(err)
 		}

@@ -3,13 +3,11 @@ package policy
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dirgate/dirgate"
 )
@@ -63,9 +61,9 @@ func (a *Authorizer) AllowSignIn(ctx context.Context, p dirgate.Principal) error
 		allowed = false
 		a.logger.Error("policy: sign-in rule evaluation failed; sign-in denied", "revision", v.revision, "subject", p.GUID, "err", err)
 	}
-	if a.dlog != nil && a.dlog.w != nil {
-		a.dlog.write(&line{revision: v.revision, in: in, elapsed: time.Since(start), span: trace.SpanContextFromContext(ctx),
-			path: strings.ReplaceAll(strings.TrimPrefix(signInPath, "data."), ".", "/"), change: &changeResult{allowed: allowed, failed: err != nil, defined: &defined}})
+	if a.dlog != nil {
+		a.dlog.Change(ctx, ChangeDecision{Revision: v.revision, Input: in, Elapsed: time.Since(start), Path: signInLogPath,
+			Allowed: allowed, Failed: err != nil, Defined: &defined})
 	}
 	decision := map[bool]string{true: "allow", false: "deny"}[allowed]
 	span.SetAttributes(attribute.String("dirgate.policy.revision", v.revision), attribute.String("dirgate.policy.decision", decision))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 func TestAllowSignIn(t *testing.T) {
@@ -28,9 +29,9 @@ func TestAllowSignIn(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
-			writeFile(t, filepath.Join(dir, "authz.rego"), base+c.rule)
+			policytest.WriteFile(t, filepath.Join(dir, "authz.rego"), base+c.rule)
 			var log bytes.Buffer
-			a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log})
+			a, err := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)})
 			if err != nil {
 				t.Fatal(err)
 			}

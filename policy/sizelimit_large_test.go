@@ -13,6 +13,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // TestSizeLimitStopsEarlyOnLargeListings: on a listing of 100,000 objects decided
@@ -28,7 +29,7 @@ func TestSizeLimitStopsEarlyOnLargeListings(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DecisionLog: &log})
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), DecisionLog: policytest.LineLog(&log)})
 	if err != nil {
 		t.Fatal(err)
 	}

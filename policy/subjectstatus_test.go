@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // TestSubjectAccountStatus: input.subject.accountStatus carries the caller's account
@@ -16,9 +17,9 @@ func TestSubjectAccountStatus(t *testing.T) {
 allow if not input.subject.accountStatus.isLocked
 allow if input.subject.accountStatus.expirationDate == "2030-01-02T03:04:05.0000000Z"
 `
-	a, _ := openDir(t, map[string]string{"p.rego": src}, map[string]any{})
+	a, _ := policytest.OpenDir(t, map[string]string{"p.rego": src}, map[string]any{})
 	defer a.Close()
-	ref := newReference(t, map[string]string{"p.rego": src}, map[string]any{})
+	ref := policytest.NewReference(t, map[string]string{"p.rego": src}, map[string]any{})
 	objs := []dirgate.Object{{GUID: "u", DN: "CN=u,DC=x", ObjectType: dirgate.TypeUser}}
 	group := dirgate.Object{DN: "CN=G,DC=x", GUID: "g", ObjectType: dirgate.TypeGroup}
 	exp := dirgate.NewTimestamp(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))

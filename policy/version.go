@@ -36,7 +36,7 @@ type version struct {
 	compiler *ast.Compiler
 	store    storage.Store
 	modules  map[string]*ast.Module // as parsed, to compile residuals beside them
-	data     map[string]any         // as read, for drafts compiled beside the modules (explain.go)
+	data     map[string]any         // as read, for drafts compiled beside the modules (Compiled.Draft, compare.go)
 
 	// allow evaluates the decision for one complete input.
 	allow rego.PreparedEvalQuery
@@ -71,10 +71,10 @@ type version struct {
 	propQueryOnce sync.Once
 	propQuery     *rego.PreparedEvalQuery
 	propQueryErr  error
-	// draft marks a draft tried through the decisions API (explain.go).
+	// draft marks a draft tried through the decisions API (Compiled.Draft, compare.go).
 	draft bool
 	// planBudget, when positive, bounds the building of each listing plan: a
-	// candidate's budget (candidate.go), so that a candidate whose partial
+	// candidate's budget (policy/candidate, LoadOptions.PlanBudget), so that a candidate whose partial
 	// evaluation is slow or loops cannot delay the listings it shadows.
 	planBudget time.Duration
 }

@@ -38,15 +38,19 @@ func (a *Authorizer) AllowView(ctx context.Context, p dirgate.Principal, group, 
 	// A denial ends the request, so its line is the request's one line; an allowed
 	// view is followed by the request's own decision (its listing, removal or
 	// addition), whose line names the same group and object.
-	cand, candFailed := a.cand.viewOne(ctx, in, allowed)
+	var cand *CandidateDiff
+	candFailed := false
+	if a.shadow != nil {
+		cand, candFailed = a.shadow.ViewOne(ctx, in, allowed)
+	}
 	if !allowed || cand.differs() {
-		a.dlog.change(ctx, v.revision, in, allowed, err, time.Since(start), cand)
+		a.logChange(ctx, v.revision, in, allowed, err, start, cand)
 	}
 	// Not counted in dirgate_policy_decisions: an allowed view is followed by the
 	// request's own decision, which is; a denied one is answered as an unknown object,
 	// about which nothing is counted, so neither is it, nor the candidate's view of it.
-	if allowed {
-		a.cand.record(ctx, ActionView, cand, candFailed)
+	if allowed && a.shadow != nil {
+		a.shadow.Record(ctx, ActionView, cand, candFailed)
 	}
 	if !allowed {
 		return &dirgate.Error{Code: dirgate.EFORBIDDEN, Message: "You are not allowed to view this object.", Err: err}
@@ -81,35 +85,6 @@ func (v *version) decideOne(ctx context.Context, logger *slog.Logger, in Input) 
 	return allowed[0], err
 }
 
-// viewOne decides one view under the candidate, as AllowView does under the active
-// policy, and compares the two; failed tells that the evaluation failed. Nothing is
-// counted here (candidate.record).
-func (c *candidate) viewOne(ctx context.Context, in Input, allowed bool) (d *candidateDiff, failed bool) {
-	v := c.sampled()
-	if v == nil {
-		return nil, false
-	}
-	ctx, cancel := c.budget(ctx)
-	defer cancel()
-	defer c.isolate(ActionView, v, &d, &failed)
-	candidateTestHook(ActionView)
-	got, err := v.decideOne(ctx, c.logger, in)
-	if err != nil {
-		if ctx.Err() != nil {
-			c.failed(ActionView, v, err)
-			return nil, true
-		}
-		failed = true
-		c.logger.Error("candidate policy: evaluation failed; view would be denied", "revision", v.revision, "err", err)
-		got = false
-	}
-	d = &candidateDiff{revision: v.revision, max: c.maxNamed}
-	if got != allowed {
-		d.add(in.Object.GUID, got)
-	}
-	return d, failed
-}
-
 // mayView tells whether in's subject may view in's object (its member) under v: a
 // refused change is told to the caller only then (MemberService.refusal). An
 // evaluation error is a denial, as in AllowView.
@@ -121,20 +96,20 @@ func (a *Authorizer) mayView(ctx context.Context, v *version, in Input) bool {
 
 // shownOnly is d without the objects the active policy hid (those the candidate
 // would newly allow): what may be counted of a listing's comparison.
-func (d *candidateDiff) shownOnly() *candidateDiff {
-	if d == nil || d.nAllowed == 0 {
+func (d *CandidateDiff) shownOnly() *CandidateDiff {
+	if d == nil || d.NAllowed == 0 {
 		return d
 	}
 	c := *d
-	c.nAllowed = 0
+	c.NAllowed = 0
 	return &c
 }
 
 // differs reports whether the candidate decided differently (false without one).
-func (d *candidateDiff) differs() bool { return d != nil && d.nAllowed+d.nDenied > 0 }
+func (d *CandidateDiff) differs() bool { return d != nil && d.NAllowed+d.NDenied > 0 }
 
 // viewedObject is a predicate's decision on one object, known by every member the
-// predicate can read (objectFields in translate.go): a listing's plan is asked about
+// predicate can read (objectFields in translate/value.go): a listing's plan is asked about
 // the same group by every request of its caller.
 type viewedObject struct {
 	guid, dn, displayName, objectType, domainName string
@@ -155,7 +130,7 @@ func (p *plan) allowOne(o *dirgate.Object) bool {
 			return last.allowed
 		}
 	}
-	key.allowed = p.pred.allow(p.pred.newEnv(), o)
+	key.allowed = p.pred.Allow(p.pred.NewEnv(), o)
 	p.viewed.Store(&key)
 	return key.allowed
 }

@@ -10,13 +10,15 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // compareViews asks AllowView about each object, named with group, and checks each
 // answer against the reference's evaluation of the same view (the request's
 // parameters at their zero values): whatever the engine mode the policy takes, an
 // object's visibility is its listing decision.
-func compareViews(t *testing.T, a *policy.Authorizer, ref *reference, p dirgate.Principal, group dirgate.Object, objs []dirgate.Object) {
+func compareViews(t *testing.T, a *policy.Authorizer, ref *policytest.Reference, p dirgate.Principal, group dirgate.Object, objs []dirgate.Object) {
 	t.Helper()
 	for i := range objs {
 		err := a.AllowView(context.Background(), p, group, objs[i])
@@ -25,7 +27,7 @@ func compareViews(t *testing.T, a *policy.Authorizer, ref *reference, p dirgate.
 		}
 		in := policy.Input{Action: policy.ActionView, Subject: p, Object: &objs[i], Group: group,
 			Request: policy.Request{Properties: []string{}}}
-		if want := ref.allow(t, in); (err == nil) != want {
+		if want := ref.Allow(t, in); (err == nil) != want {
 			t.Errorf("subject %s, group %s, object %s (%s): AllowView allowed %v, evaluation %v",
 				p.DN, group.DN, objs[i].DN, objs[i].ObjectType, err == nil, want)
 		}
@@ -36,7 +38,7 @@ func compareViews(t *testing.T, a *policy.Authorizer, ref *reference, p dirgate.
 // path: the caller's plan found by its key, and the decision it remembers.
 func BenchmarkAllowView(b *testing.B) {
 	svc, authz := demoService(b, io.Discard)
-	p := principal(b, svc, hugoDN)
+	p := policytest.Principal(b, svc, hugoDN)
 	group, err := svc.Dir.Lookup(context.Background(), dirgate.MustParseIdentifier(mixedMembers), nil)
 	if err != nil {
 		b.Fatal(err)
@@ -90,7 +92,7 @@ func TestAllowViewLogged(t *testing.T) {
 		}
 		return o
 	}
-	hugo, bella := principal(t, svc, hugoDN), principal(t, svc, bellaDN)
+	hugo, bella := policytest.Principal(t, svc, hugoDN), policytest.Principal(t, svc, bellaDN)
 	mixed := lookup(mixedMembers)
 	if err := authz.AllowView(ctx, hugo, mixed, mixed); err != nil {
 		t.Fatal(err)
@@ -109,8 +111,9 @@ func TestAllowViewLogged(t *testing.T) {
 	}
 
 	// A candidate that denies every view: the allowed view is logged, with the difference.
-	cand := writeDir(t, map[string]string{"p.rego": "package dirgate.authz\n\nallow if input.action == \"remove\"\n"}, nil)
-	withCand, err := policy.Open(ctx, policy.Config{Logger: quietLogger(), DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: cand}})
+	cand := policytest.WriteDir(t, map[string]string{"p.rego": "package dirgate.authz\n\nallow if input.action == \"remove\"\n"}, nil)
+	cfg, _ := policytest.Shadowed(t, policy.Config{Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)}, candidate.Config{Dir: cand})
+	withCand, err := policy.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

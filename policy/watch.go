@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,55 +14,52 @@ import (
 )
 
 // Watch reloads the policy whenever its directory changes, once the directory has
-// been quiet for the debounce interval, until ctx ends or Close is called; the
-// candidate policy's directory likewise. The bundled policy cannot change, so Watch
-// does not watch it. fsnotify watches directories, not files: every directory of
-// the policy is watched, which also catches the symlink swap by which Kubernetes
-// updates a ConfigMap volume.
+// been quiet for the debounce interval, until ctx ends or Close is called. The
+// bundled policy cannot change, so Watch does not watch it.
 func (a *Authorizer) Watch(ctx context.Context) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.watchCancel != nil {
 		return errors.New("policy: already watching")
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var dones []chan struct{}
-	start := func(dir string, reload func(context.Context)) error {
-		w, err := fsnotify.NewWatcher()
-		if err != nil {
-			return fmt.Errorf("policy: watch %s: %w", dir, err)
-		}
-		if err := addDirs(w, dir); err != nil {
-			w.Close()
-			return fmt.Errorf("policy: watch %s: %w", dir, err)
-		}
-		done := make(chan struct{})
-		dones = append(dones, done)
-		go a.watch(ctx, dir, w, reload, done)
-		return nil
-	}
-	stop := func() {
-		cancel()
-		for _, d := range dones {
-			<-d
-		}
-	}
+	stop := func() {}
 	if a.cfg.Dir != "" {
 		// Reload logs and records its own failure.
-		if err := start(a.cfg.Dir, func(ctx context.Context) { _ = a.Reload(ctx) }); err != nil {
-			stop()
-			return err
-		}
-	}
-	if a.cand != nil && a.cand.cfg.Dir != "" {
-		if err := start(a.cand.cfg.Dir, a.cand.reload); err != nil {
-			stop()
+		var err error
+		stop, err = WatchDir(ctx, a.cfg.Dir, a.cfg.ReloadDebounce, a.logger, func(ctx context.Context) { _ = a.Reload(ctx) })
+		if err != nil {
 			return err
 		}
 	}
 	a.watchCancel, a.watchDone = stop, make(chan struct{})
 	close(a.watchDone)
 	return nil
+}
+
+// WatchDir calls reload whenever the policy directory dir changes, once it has
+// been quiet for debounce (0: DefaultReloadDebounce), until ctx ends or stop is
+// called, which returns once the watching has ended. fsnotify watches
+// directories, not files: every directory of the policy is watched, which also
+// catches the symlink swap by which Kubernetes updates a ConfigMap volume.
+func WatchDir(ctx context.Context, dir string, debounce time.Duration, logger *slog.Logger, reload func(context.Context)) (stop func(), err error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("policy: watch %s: %w", dir, err)
+	}
+	if err := addDirs(w, dir); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("policy: watch %s: %w", dir, err)
+	}
+	if debounce == 0 {
+		debounce = DefaultReloadDebounce
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go watch(ctx, dir, w, debounce, logger, reload, done)
+	return func() {
+		cancel()
+		<-done
+	}, nil
 }
 
 // addDirs watches root and its subdirectories, skipping hidden ones (their
@@ -81,13 +79,10 @@ func addDirs(w *fsnotify.Watcher, root string) error {
 	})
 }
 
-func (a *Authorizer) watch(ctx context.Context, dir string, w *fsnotify.Watcher, reload func(context.Context), done chan struct{}) {
+func watch(ctx context.Context, dir string, w *fsnotify.Watcher, debounce time.Duration, logger *slog.Logger,
+	reload func(context.Context), done chan struct{}) {
 	defer close(done)
 	defer w.Close()
-	debounce := a.cfg.ReloadDebounce
-	if debounce == 0 {
-		debounce = DefaultReloadDebounce
-	}
 	timer := time.NewTimer(debounce)
 	timer.Stop()
 	for {
@@ -108,7 +103,7 @@ func (a *Authorizer) watch(ctx context.Context, dir string, w *fsnotify.Watcher,
 			if !ok {
 				return
 			}
-			a.logger.Warn("policy: watching the directory", "dir", dir, "err", err)
+			logger.Warn("policy: watching the directory", "dir", dir, "err", err)
 			timer.Reset(debounce)
 		case <-timer.C:
 			reload(ctx)

@@ -13,6 +13,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
@@ -92,7 +93,7 @@ func halfCallerPolicy(tb testing.TB) *policy.Authorizer {
 	tb.Helper()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	authz, err := policy.Open(context.Background(), policy.Config{Dir: policyWithRole(tb, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU),
-		Logger: quiet, DecisionLog: io.Discard})
+		Logger: quiet, DecisionLog: discardedLines(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -135,4 +136,14 @@ func BenchmarkCachedListing(b *testing.B) {
 			}
 		}
 	}
+}
+
+// discardedLines is a decision log encoding every line, as dirgate does, to
+// io.Discard.
+func discardedLines(tb testing.TB) policy.DecisionLog {
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: io.Discard})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return dlog
 }

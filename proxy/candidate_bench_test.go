@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/redistest"
@@ -35,10 +36,18 @@ func BenchmarkCachedListingCandidate(b *testing.B) {
 	redis := redistest.Start(b)
 	dir := largeDirectory(b, 2000)
 	active := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.HROU)
-	candidate := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.SalesOU)
-	for _, tc := range []struct{ name, candidate string }{{"none", ""}, {"sample1", candidate}} {
-		authz, err := policy.Open(ctx, policy.Config{Dir: active, Logger: quiet, DecisionLog: io.Discard,
-			Candidate: policy.CandidateConfig{Dir: tc.candidate}})
+	candDir := policyWithRole(b, fixture.FutureExpiryDN, fixture.FinanceOU, fixture.SalesOU)
+	for _, tc := range []struct{ name, candidate string }{{"none", ""}, {"sample1", candDir}} {
+		dlog := discardedLines(b)
+		pcfg := policy.Config{Dir: active, Logger: quiet, DecisionLog: dlog}
+		if tc.candidate != "" {
+			cand, err := candidate.Open(ctx, candidate.Config{Dir: tc.candidate, Logger: quiet, MaxNamed: dlog.MaxNamed()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pcfg.Shadow = cand
+		}
+		authz, err := policy.Open(ctx, pcfg)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -27,15 +27,7 @@ type Decisions interface {
 }
 
 // DecisionsQuery is a validated decisions query.
-type DecisionsQuery struct {
-	// Subject is the explored principal, by DN, GUID or SID.
-	Subject dirgate.Identifier
-	Group   dirgate.Identifier
-	// Options are the listing's includeIndirect and properties.
-	Options dirgate.ListOptions
-	// Draft is a POST's Rego module ("" for a GET).
-	Draft string
-}
+type DecisionsQuery = dirgate.DecisionsQuery
 
 const paramSubject = "subject"
 

@@ -106,7 +106,7 @@ func allowAllAuthorizer(tb testing.TB) *policy.Authorizer {
 		tb.Fatal(err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: quiet, DecisionLog: io.Discard})
+	authz, err := policy.Open(context.Background(), policy.Config{Dir: d, Logger: quiet, DecisionLog: discardedLines(tb)})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
-	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/explain"
 	bundled "github.com/dirgate/dirgate/rego"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/sambatest"
@@ -166,7 +166,7 @@ func TestCandidateLDAP(t *testing.T) {
 			Subject map[string]any `json:"subject"`
 			Group   map[string]any `json:"group"`
 		}
-		var ex policy.Explanation
+		var ex explain.Explanation
 		if r.status != 200 || json.Unmarshal(r.body, &raw) != nil || json.Unmarshal(r.body, &ex) != nil {
 			t.Fatalf("decisions for %s: %d %s", tok, r.status, r.body)
 		}

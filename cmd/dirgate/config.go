@@ -17,7 +17,7 @@ import (
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/opaconfig"
-	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"gopkg.in/yaml.v3"
@@ -207,7 +207,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.BoolVar(&c.PolicyNetworkBuiltins, "policy-network-builtins", false, "let policies (directory, bundles, candidate) call http.send, net.lookup_ip_addr and opa.runtime and fetch remote JSON schemas; off, a policy calling them does not load")
 	fs.StringVar(&c.DecisionLog, "decision-log", "stdout", "where authorization decisions are logged, one JSON line each: stdout, stderr, a file path (appended to), or off")
 	fs.StringVar(&c.DecisionLogMask, "decision-log-mask", "", "comma-separated JSON pointers erased from every decision log line, e.g. /input/subject/dn")
-	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", policy.DefaultMaxDeniedLogged, "denied objects named by GUID per listing line of the decision log (0: none)")
+	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", decisionlog.DefaultMaxDenied, "denied objects named by GUID per listing line of the decision log (0: none)")
 
 	fs.IntVar(&c.BreakerFailures, "breaker-failures", 5, "consecutive upstream failures that open the circuit breaker")
 	fs.DurationVar(&c.BreakerOpenTimeout, "breaker-open-timeout", 30*time.Second, "how long the breaker stays open before a trial request")
@@ -395,7 +395,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for _, m := range c.decisionLogMasks() {
-		if _, err := policy.ParseMask(m); err != nil {
+		if _, err := decisionlog.ParseMask(m); err != nil {
 			bad("decision-log-mask", "%v", err)
 		}
 	}

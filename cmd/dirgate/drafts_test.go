@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net/url"
 	"testing"
@@ -35,16 +34,5 @@ func TestDraftsOffByDefault(t *testing.T) {
 		if g := call(t, "GET", root+"/restApi/api/policy/decisions?"+query.Encode(), adminTok); g.status != 200 {
 			t.Errorf("GET without drafts: %d %s", g.status, g.body)
 		}
-	}
-}
-
-// TestDraftsOneAtATime: while a draft holds the slot, another is refused with
-// tooManyRequests before any work.
-func TestDraftsOneAtATime(t *testing.T) {
-	d := decisions{drafts: true, draftSlot: make(chan struct{}, 1)}
-	d.draftSlot <- struct{}{}
-	_, err := d.Decisions(context.Background(), dirgate.Principal{}, proxy.DecisionsQuery{Draft: "package x"})
-	if dirgate.ErrorCode(err) != dirgate.ETOOMANY {
-		t.Fatalf("second draft: %v, want %s", err, dirgate.ETOOMANY)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/dirgate/dirgate/explorer"
-	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/explain"
 	bundled "github.com/dirgate/dirgate/rego"
 	"github.com/dirgate/dirgate/test/ci"
 )
@@ -128,13 +128,13 @@ var explorerQuery = url.Values{"subject": {hugo}, "group": {"CN=Mixed Members,OU
 
 // explanation is the decisions API's own answer for explorerQuery, asked with
 // token, to compare the page with.
-func explanation(t *testing.T, root, token string) policy.Explanation {
+func explanation(t *testing.T, root, token string) explain.Explanation {
 	t.Helper()
 	r := call(t, "GET", root+"/restApi/api/policy/decisions?"+explorerQuery.Encode(), token)
 	if r.status != 200 {
 		t.Fatalf("decisions API: %d %s", r.status, r.body)
 	}
-	var want policy.Explanation
+	var want explain.Explanation
 	if err := json.Unmarshal(r.body, &want); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +182,7 @@ func TestExplorerInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wantDraft policy.Explanation
+	var wantDraft explain.Explanation
 	if err := json.NewDecoder(res.Body).Decode(&wantDraft); err != nil || res.StatusCode != 200 {
 		t.Fatalf("draft: %d %v", res.StatusCode, err)
 	}
@@ -444,7 +444,7 @@ func until(expr string) chromedp.Action[chromedp.Void] {
 }
 
 // checkRows compares the page's table with the API's answer, row by row.
-func checkRows(t *testing.T, what string, rows []shownRow, want policy.Explanation) {
+func checkRows(t *testing.T, what string, rows []shownRow, want explain.Explanation) {
 	t.Helper()
 	if len(rows) != len(want.Objects) {
 		t.Fatalf("%s: %d rows, the API answered %d objects", what, len(rows), len(want.Objects))
@@ -496,18 +496,18 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 func TestExplorerManyRows(t *testing.T) {
 	ctx := browser(t)
 	const n = 2000
-	objs := make([]policy.ObjectExplanation, n)
+	objs := make([]explain.ObjectExplanation, n)
 	diffs := 0
 	for i := range objs {
-		cand := policy.Decisions{View: i%3 == 0, Remove: false}
+		cand := explain.Decisions{View: i%3 == 0, Remove: false}
 		if cand.View != (i%2 == 0) {
 			diffs++
 		}
-		objs[i] = policy.ObjectExplanation{GUID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), DN: fmt.Sprintf("CN=User %d,OU=Staff,DC=x", i),
-			DisplayName: fmt.Sprintf("User %d", i), ObjectType: "user", Active: policy.Decisions{View: i%2 == 0},
-			Candidate: &cand, Reasons: policy.ActionReasons{View: []string{"role r, scope {\"all\":true}"}, Remove: []string{}}}
+		objs[i] = explain.ObjectExplanation{GUID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), DN: fmt.Sprintf("CN=User %d,OU=Staff,DC=x", i),
+			DisplayName: fmt.Sprintf("User %d", i), ObjectType: "user", Active: explain.Decisions{View: i%2 == 0},
+			Candidate: &cand, Reasons: explain.ActionReasons{View: []string{"role r, scope {\"all\":true}"}, Remove: []string{}}}
 	}
-	answer, _ := json.Marshal(policy.Explanation{ActiveRevision: "a", CandidateRevision: "b", CandidateSource: "candidate", Objects: objs})
+	answer, _ := json.Marshal(explain.Explanation{ActiveRevision: "a", CandidateRevision: "b", CandidateSource: "candidate", Objects: objs})
 	mounts, err := explorer.Mounts(explorer.Config{DecisionsURL: "/api/policy/decisions"})
 	if err != nil {
 		t.Fatal(err)

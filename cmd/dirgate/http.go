@@ -29,7 +29,7 @@ func (m *Main) handler(auth dirgate.Authenticator, svc proxy.Service, bodies pro
 		"/healthz": healthz,
 		"/readyz":  m.ready,
 	}
-	dec := decisionsFor(svc, m.Config.PolicyDrafts)
+	dec := m.decisions
 	if dec != nil {
 		if err := addExplorer(mounts, basePath, signIn != nil); err != nil {
 			return nil, err

@@ -12,6 +12,8 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 )
 
 // opaCloseWait bounds the sending of the decisions still buffered at shutdown.
@@ -19,10 +21,10 @@ const opaCloseWait = 5 * time.Second
 
 // openBundles starts OPA's plugins when DIRGATE_OPA_CONFIG_FILE is set: the policy
 // (and the candidate named by DIRGATE_POLICY_CANDIDATE_BUNDLE) come from its
-// bundles, and the decision lines also go to its decision-log service, and to
-// stdout when decision_logs.console asks for it. Without the file it does nothing
-// and returns nil.
-func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, dlog *io.Writer) (*opaconfig.Runtime, error) {
+// bundles, and the decisions also go to its decision-log service, and their lines
+// to stdout when decision_logs.console asks for it. Without the file it does
+// nothing and returns nil.
+func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, ccfg *candidate.Config, dcfg *decisionlog.Config) (*opaconfig.Runtime, error) {
 	if m.Config.OPAConfigFile == "" {
 		return nil, nil
 	}
@@ -41,27 +43,19 @@ func (m *Main) openBundles(ctx context.Context, pcfg *policy.Config, dlog *io.Wr
 	})
 	pcfg.Files, pcfg.Source = rt.Files(), rt.Source()
 	if m.Config.PolicyCandidateBundle != "" {
-		pcfg.Candidate.Files, pcfg.Candidate.Source = rt.CandidateFiles(), rt.CandidateSource()
+		ccfg.Files, ccfg.Source = rt.CandidateFiles(), rt.CandidateSource()
 	}
-	var dests []io.Writer
-	if w := rt.DecisionLog(); w != nil {
-		dests = append(dests, w) // first: it never fails, so MultiWriter never skips it
-	}
-	if *dlog != nil {
-		dests = append(dests, *dlog)
+	if s := rt.DecisionSink(); s != nil {
+		dcfg.Sink = s
 	}
 	if rt.Console() && m.Config.DecisionLog != "stdout" {
 		lw := m.lines(m.stdout)
 		m.closers = append(m.closers, lw.Close)
-		dests = append(dests, lw)
-	}
-	switch len(dests) {
-	case 0:
-		*dlog = nil
-	case 1:
-		*dlog = dests[0]
-	default:
-		*dlog = io.MultiWriter(dests...)
+		if dcfg.Writer != nil {
+			dcfg.Writer = io.MultiWriter(dcfg.Writer, lw)
+		} else {
+			dcfg.Writer = lw
+		}
 	}
 	reg, err := observeDropped(rt)
 	if err != nil {

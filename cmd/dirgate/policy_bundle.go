@@ -6,6 +6,7 @@ import (
 
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
 )
 
 // policyArg reads a DIR argument of the policy commands: a policy directory, or a
@@ -29,7 +30,7 @@ func policyConfigOf(arg string) (policy.Config, error) {
 }
 
 // candidateConfigOf is the candidate configuration of a DIR argument.
-func candidateConfigOf(arg string) (policy.CandidateConfig, error) {
+func candidateConfigOf(arg string) (candidate.Config, error) {
 	dir, files, err := policyArg(arg)
-	return policy.CandidateConfig{Dir: dir, Files: files, Source: arg}, err
+	return candidate.Config{Dir: dir, Files: files, Source: arg}, err
 }

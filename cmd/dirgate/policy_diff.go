@@ -11,6 +11,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/explain"
 )
 
 // policyDiff serves `dirgate policy diff`: the decisions API's comparison from the
@@ -58,16 +60,22 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	if pcfg.Candidate, err = candidateConfigOf(fs.Arg(1)); err != nil {
-		return fmt.Errorf("policy diff: %w", err)
-	}
-	pcfg.Logger, pcfg.Candidate.Sample, pcfg.Schema = m.Logger, -1, m.schema
-	authz, err := policy.Open(ctx, pcfg)
+	ccfg, err := candidateConfigOf(fs.Arg(1))
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	if err := authz.CandidateReady(); err != nil || authz.CandidateStatus().Revision == "" {
-		return fmt.Errorf("policy diff: %s does not load: %s", fs.Arg(1), authz.CandidateStatus().LastError)
+	ccfg.Logger, ccfg.Sample = m.Logger, -1
+	cand, err := candidate.Open(ctx, ccfg)
+	if err != nil {
+		return fmt.Errorf("policy diff: %w", err)
+	}
+	if err := cand.Ready(); err != nil || cand.Status().Revision == "" {
+		return fmt.Errorf("policy diff: %s does not load: %s", fs.Arg(1), cand.Status().LastError)
+	}
+	pcfg.Logger, pcfg.Shadow, pcfg.Schema = m.Logger, cand, m.schema
+	authz, err := policy.Open(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("policy diff: %w", err)
 	}
 	p, err := svc.Principal(ctx, subjectID)
 	if err != nil {
@@ -78,7 +86,7 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	ex, err := authz.Compare(ctx, policy.ExplainQuery{Subject: p, Group: g, Options: opts, Objects: objs})
+	ex, err := explain.NewExplainer(authz, m.Logger).Compare(ctx, explain.Query{Subject: p, Group: g, Options: opts, Objects: objs})
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
@@ -91,7 +99,7 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 
 // printDiff prints one line per decision that differs (or the JSON answer) and
 // returns how many differ.
-func printDiff(w io.Writer, ex policy.Explanation, asJSON bool) int {
+func printDiff(w io.Writer, ex explain.Explanation, asJSON bool) int {
 	n := 0
 	var lines []string
 	for _, o := range ex.Objects {

@@ -20,6 +20,7 @@ import (
 	"github.com/dirgate/dirgate/auth/tokenfile"
 	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/internal/heapreturn"
+	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
 	"github.com/redis/go-redis/v9"
@@ -69,6 +70,8 @@ type Main struct {
 	checker dirgate.CredentialChecker
 	// signInPolicy is the policy's optional sign-in rule (set by openPolicy).
 	signInPolicy session.SignInPolicy
+	// decisions is the decisions API over the policy (set by openPolicy).
+	decisions proxy.Decisions
 	// schema names the directory's confidential and DN-valued attributes, for the property
 	// policy (set by openDirectory: the LDAP upstream reads its schema, the memory
 	// upstream finds the attributes naming its entries).

@@ -13,6 +13,9 @@ import (
 	"github.com/dirgate/dirgate/changefeed"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/decisionlog"
+	"github.com/dirgate/dirgate/policy/explain"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/breaker"
@@ -193,7 +196,7 @@ func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
 // openPolicy loads the Rego policy that decides what each caller may view and
 // remove, watches it for edits, and opens the decision log.
 func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error {
-	dlog, closeDlog, err := policy.OpenDecisionLog(m.Config.DecisionLog, m.stdout, m.stderr)
+	dlog, closeDlog, err := decisionlog.Open(m.Config.DecisionLog, m.stdout, m.stderr)
 	if err != nil {
 		return fmt.Errorf("decision log: %w", err)
 	}
@@ -216,18 +219,39 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	if sample == 0 {
 		sample = -1 // the setting's 0 names none; the package's 0 is its default
 	}
-	pcfg := policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger,
-		DecisionLogMask: m.Config.decisionLogMasks(), DecisionLogMaxDenied: maxDenied,
-		Candidate: policy.CandidateConfig{Dir: m.Config.PolicyCandidateDir, Sample: sample}, Schema: m.schema,
+	pcfg := policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger, Schema: m.schema,
+		NetworkBuiltins: m.Config.PolicyNetworkBuiltins}
+	ccfg := candidate.Config{Dir: m.Config.PolicyCandidateDir, Sample: sample, Logger: m.Logger,
 		NetworkBuiltins: m.Config.PolicyNetworkBuiltins}
 	if m.Config.PolicyNetworkBuiltins {
 		m.Logger.Warn("policy: INSECURE: policies may call http.send, net.lookup_ip_addr and opa.runtime (DIRGATE_POLICY_NETWORK_BUILTINS is set): a policy can send what it reads anywhere")
 	}
-	rt, err := m.openBundles(ctx, &pcfg, &dlog)
+	dcfg := decisionlog.Config{Writer: dlog, Mask: m.Config.decisionLogMasks(), MaxDenied: maxDenied, Logger: m.Logger}
+	rt, err := m.openBundles(ctx, &pcfg, &ccfg, &dcfg)
 	if err != nil {
 		return err
 	}
-	pcfg.DecisionLog = dlog
+	if dcfg.Writer != nil || dcfg.Sink != nil {
+		d, err := decisionlog.New(dcfg)
+		if err != nil {
+			return fmt.Errorf("decision log: %w", err)
+		}
+		pcfg.DecisionLog = d
+	}
+	var cand *candidate.Candidate
+	if ccfg.Dir != "" || ccfg.Files != nil {
+		if pcfg.DecisionLog != nil {
+			ccfg.MaxNamed = pcfg.DecisionLog.MaxNamed() // without a decision log, differences are only counted
+		}
+		if cand, err = candidate.Open(ctx, ccfg); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		m.closers = append(m.closers, cand.Close)
+		if err := cand.Watch(ctx); err != nil {
+			return fmt.Errorf("policy: %w", err)
+		}
+		pcfg.Shadow = cand
+	}
 	authz, err := policy.Open(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("policy: %w", err)
@@ -237,21 +261,22 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 		return fmt.Errorf("policy: %w", err)
 	}
 	if rt != nil {
-		var cand opaconfig.Policy
+		var fed opaconfig.Policy // a nil *Candidate must stay a nil interface
 		if m.Config.PolicyCandidateBundle != "" {
-			cand = opaconfig.CandidateOf(authz)
+			fed = cand
 		}
-		if err := rt.Attach(ctx, authz, cand); err != nil {
+		if err := rt.Attach(ctx, authz, fed); err != nil {
 			return fmt.Errorf("policy: %w", err)
 		}
 	}
 	svc.Authz = authz
 	m.signInPolicy = authz
+	m.decisions = explain.New(svc, authz, m.Config.PolicyDrafts, m.Logger)
 	// Reported, not gating: every replica reads the same policy, and a failed reload
 	// keeps the last good version serving.
 	m.ready.add("policy", func(context.Context) error { return authz.Ready() })
-	if m.Config.PolicyCandidateDir != "" || m.Config.PolicyCandidateBundle != "" {
-		m.ready.add("policyCandidate", func(context.Context) error { return authz.CandidateReady() })
+	if cand != nil {
+		m.ready.add("policyCandidate", func(context.Context) error { return cand.Ready() })
 	}
 	return nil
 }

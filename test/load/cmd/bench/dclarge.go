@@ -221,7 +221,7 @@ func dcExpect(ctx context.Context, lc load.LDAPConfig, policyDir string, w load.
 		return nil, fmt.Errorf("reference: %w", err)
 	}
 	defer d.Close()
-	authz, err := policy.Open(ctx, policy.Config{Dir: policyDir, Logger: quiet, DecisionLog: io.Discard})
+	authz, err := policy.Open(ctx, policy.Config{Dir: policyDir, Logger: quiet, DecisionLog: discardedLines()})
 	if err != nil {
 		return nil, fmt.Errorf("reference: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 	"github.com/dirgate/dirgate/test/fixture"
 	"github.com/dirgate/dirgate/test/load"
 	"github.com/dirgate/dirgate/upstream/memory"
@@ -273,7 +274,7 @@ func expectMemory(ctx context.Context, export []byte, policyDir string, w load.W
 		return nil, fmt.Errorf("reference: %w", err)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	authz, err := policy.Open(ctx, policy.Config{Dir: policyDir, Logger: quiet, DecisionLog: io.Discard})
+	authz, err := policy.Open(ctx, policy.Config{Dir: policyDir, Logger: quiet, DecisionLog: discardedLines()})
 	if err != nil {
 		return nil, fmt.Errorf("reference: %w", err)
 	}
@@ -297,4 +298,14 @@ func parseMembers(spec string) ([]int, error) {
 		out = append(out, n*mult)
 	}
 	return out, nil
+}
+
+// discardedLines is a decision log encoding every line, as dirgate does, to
+// io.Discard.
+func discardedLines() policy.DecisionLog {
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: io.Discard})
+	if err != nil {
+		panic(err) // a Config without masks is always valid
+	}
+	return dlog
 }

@@ -1,4 +1,4 @@
-package policy_test
+package candidate_test
 
 import (
 	"bytes"
@@ -18,6 +18,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/candidate"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // newMetricReader installs a meter provider read by hand. The policy makes its
@@ -89,7 +91,7 @@ allow if {
 	// The bound allows for a loaded machine and the race detector; the slow
 	// candidates take many times longer.
 	const bound = budget + 1500*time.Millisecond
-	objs := randObjects(rand.New(rand.NewPCG(1, 1)), 20)
+	objs := policytest.RandObjects(rand.New(rand.NewPCG(1, 1)), 20)
 	for _, tc := range []struct {
 		name string
 		cand map[string]string
@@ -97,12 +99,13 @@ allow if {
 		t.Run(tc.name, func(t *testing.T) {
 			reader := newMetricReader(t)
 			var log bytes.Buffer
-			a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, allowAll, nil), Logger: quietLogger(),
-				DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, tc.cand, nil), Budget: budget}})
+			cfg, shadow := policytest.Shadowed(t, policy.Config{Dir: policytest.WriteDir(t, allowAll, nil), Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)},
+				candidate.Config{Dir: policytest.WriteDir(t, tc.cand, nil), Budget: budget})
+			a, err := policy.Open(context.Background(), cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.CandidateStatus().Revision == "" {
+			if shadow.Status().Revision == "" {
 				t.Fatal("the candidate did not load")
 			}
 			list := func() {
@@ -175,12 +178,13 @@ allow if {
 `}
 	reader := newMetricReader(t)
 	var log bytes.Buffer
-	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, active, nil), Logger: quietLogger(),
-		DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: writeDir(t, cand, nil)}})
+	cfg, shadow := policytest.Shadowed(t, policy.Config{Dir: policytest.WriteDir(t, active, nil), Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)},
+		candidate.Config{Dir: policytest.WriteDir(t, cand, nil)})
+	a, err := policy.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rev := a.CandidateStatus().Revision
+	rev := shadow.Status().Revision
 	if rev == "" {
 		t.Fatal("the candidate did not load")
 	}
@@ -278,7 +282,7 @@ type changeLine struct {
 
 func changeLines(t *testing.T, log *bytes.Buffer) []changeLine {
 	t.Helper()
-	return decodeLines[changeLine](t, log)
+	return policytest.DecodeLines[changeLine](t, log)
 }
 
 // TestBrokenCandidateMetrics: a candidate that does not load is reported by the
@@ -288,9 +292,10 @@ func changeLines(t *testing.T, log *bytes.Buffer) []changeLine {
 func TestBrokenCandidateMetrics(t *testing.T) {
 	reader := newMetricReader(t)
 	var log bytes.Buffer
-	candDir := writeDir(t, map[string]string{"authz.rego": brokenPolicy}, nil)
-	a, err := policy.Open(context.Background(), policy.Config{Dir: writeDir(t, map[string]string{"authz.rego": allowUsers}, nil),
-		Logger: quietLogger(), DecisionLog: &log, Candidate: policy.CandidateConfig{Dir: candDir}})
+	candDir := policytest.WriteDir(t, map[string]string{"authz.rego": policytest.BrokenPolicy}, nil)
+	cfg, shadow := policytest.Shadowed(t, policy.Config{Dir: policytest.WriteDir(t, map[string]string{"authz.rego": policytest.AllowUsers}, nil), Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log)},
+		candidate.Config{Dir: candDir})
+	a, err := policy.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("a broken candidate stopped the policy: %v", err)
 	}
@@ -300,7 +305,7 @@ func TestBrokenCandidateMetrics(t *testing.T) {
 	if n := metricValue(t, reader, "dirgate_policy_candidate_reloads", attribute.String("outcome", "failed")); n != 1 {
 		t.Errorf("dirgate_policy_candidate_reloads{outcome=failed} = %d, want 1", n)
 	}
-	if got := visible(t, a); got != "u" {
+	if got := policytest.Visible(t, a); got != "u" {
 		t.Errorf("listing with a broken candidate shows %q", got)
 	}
 	for _, l := range candidateLines(t, &log) {
@@ -308,13 +313,13 @@ func TestBrokenCandidateMetrics(t *testing.T) {
 			t.Errorf("a broken candidate was compared: %+v", l.Candidate)
 		}
 	}
-	writeFile(t, filepath.Join(candDir, "authz.rego"), allowComputers)
-	if err := a.Watch(context.Background()); err != nil {
+	policytest.WriteFile(t, filepath.Join(candDir, "authz.rego"), policytest.AllowComputers)
+	if err := shadow.Watch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	writeFile(t, filepath.Join(candDir, "authz.rego"), allowComputers+"# edited\n")
-	waitFor(t, "the candidate to load", func() bool { return a.CandidateStatus().Revision != "" })
+	policytest.WriteFile(t, filepath.Join(candDir, "authz.rego"), policytest.AllowComputers+"# edited\n")
+	policytest.WaitFor(t, "the candidate to load", func() bool { return shadow.Status().Revision != "" })
 	if n := metricValue(t, reader, "dirgate_policy_candidate_broken"); n != 0 {
 		t.Errorf("dirgate_policy_candidate_broken = %d after the candidate loaded, want 0", n)
 	}

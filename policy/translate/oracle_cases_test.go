@@ -1,4 +1,4 @@
-package policy_test
+package translate_test
 
 import (
 	"testing"

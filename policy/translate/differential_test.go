@@ -1,4 +1,4 @@
-package policy_test
+package translate_test
 
 import (
 	"bytes"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
+	bundled "github.com/dirgate/dirgate/rego"
 )
 
 // The differential check: random Rego v1 policies over the documented input
@@ -23,7 +25,7 @@ import (
 // per object (oracle_test.go). Each case is made from its seed alone: a failure
 // names the seed and prints the policy and the object, and
 //
-//	DIRGATE_POLICY_DIFF_SEED=<seed> DIRGATE_POLICY_DIFF_N=1 go test -run TestDifferentialOPA ./policy/
+//	DIRGATE_POLICY_DIFF_SEED=<seed> DIRGATE_POLICY_DIFF_N=1 go test -run TestDifferentialOPA ./policy/translate/
 //
 // decides that case again. DIRGATE_POLICY_DIFF_N sets how many decisions to
 // compare; without it, the short run of TestDifferentialOPA.
@@ -513,7 +515,7 @@ func diffGroupsPool(r *rand.Rand) []dirgate.Object {
 	gs := make([]dirgate.Object, 5)
 	for i := range gs {
 		cn := diffCNs[r.IntN(len(diffCNs))]
-		gs[i] = dirgate.Object{GUID: randGUID(r), DN: fmt.Sprintf("CN=%s%d,OU=Groups,DC=corp,DC=example,DC=com", cn, i),
+		gs[i] = dirgate.Object{GUID: policytest.RandGUID(r), DN: fmt.Sprintf("CN=%s%d,OU=Groups,DC=corp,DC=example,DC=com", cn, i),
 			DisplayName: cn, ObjectType: dirgate.TypeGroup, ObjectTypeCode: 3, DomainName: "corp.example.com", DirectoryType: 1}
 	}
 	return gs
@@ -538,11 +540,11 @@ func diffAccount(r *rand.Rand) *dirgate.AccountStatus {
 func diffObjects(r *rand.Rand, groups []dirgate.Object, props []string, n int) []dirgate.Object {
 	objs := make([]dirgate.Object, 0, n+len(groups))
 	for range n {
-		dn := "CN=" + diffCNs[r.IntN(len(diffCNs))] + "," + randOUs[r.IntN(len(randOUs))]
+		dn := "CN=" + diffCNs[r.IntN(len(diffCNs))] + "," + policytest.RandOUs[r.IntN(len(policytest.RandOUs))]
 		if r.IntN(4) == 0 {
 			dn = strings.ToUpper(dn)
 		}
-		o := dirgate.Object{GUID: randGUID(r), DN: dn, DisplayName: diffCNs[r.IntN(len(diffCNs))],
+		o := dirgate.Object{GUID: policytest.RandGUID(r), DN: dn, DisplayName: diffCNs[r.IntN(len(diffCNs))],
 			ObjectType:     []string{dirgate.TypeUser, dirgate.TypeComputer, dirgate.TypeGroup, dirgate.TypeContact, dirgate.TypeForeignPrincipal, "organizationalUnit"}[r.IntN(6)],
 			ObjectTypeCode: r.IntN(5), DomainName: []string{"corp.example.com", "", "CORP.example.com"}[r.IntN(3)], DirectoryType: r.IntN(2)}
 		if o.ObjectType == dirgate.TypeUser || o.ObjectType == dirgate.TypeComputer {
@@ -565,7 +567,7 @@ func diffObjects(r *rand.Rand, groups []dirgate.Object, props []string, n int) [
 func diffSubjects(r *rand.Rand, groups []dirgate.Object, objs []dirgate.Object) []dirgate.Principal {
 	ps := make([]dirgate.Principal, 1+r.IntN(3))
 	for i := range ps {
-		p := dirgate.Principal{DN: "CN=Caller" + strconv.Itoa(i) + ",OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: randGUID(r),
+		p := dirgate.Principal{DN: "CN=Caller" + strconv.Itoa(i) + ",OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: policytest.RandGUID(r),
 			SID: "S-1-5-21-1-2-3-" + strconv.Itoa(900+i), DisplayName: "Caller", AccountStatus: diffAccount(r), Groups: []dirgate.GroupRef{}}
 		for j, g := range groups {
 			if r.IntN(2) == 0 {
@@ -600,16 +602,16 @@ func diffWorld(seed uint64) world {
 	w := world{subjects: diffSubjects(r, groups, objs), objs: objs, data: map[string]any{}, props: props}
 	w.groups = []dirgate.Object{groups[r.IntN(len(groups))], groups[r.IntN(len(groups))]}[:1+r.IntN(2)]
 	if r.IntN(4) == 0 {
-		src, err := os.ReadFile(filepath.Join("..", "rego", "authz.rego"))
+		src, err := bundled.FS.ReadFile("authz.rego")
 		if err != nil {
 			panic(err)
 		}
 		w.modules = map[string]string{"authz.rego": string(src)}
-		rg := make([]randGroup, len(groups))
+		rg := make([]policytest.RandGroup, len(groups))
 		for i, g := range groups {
-			rg[i] = randGroup{dn: g.DN, guid: g.GUID, sid: "S-1-5-21-1-2-3-" + strconv.Itoa(1000+i)}
+			rg[i] = policytest.RandGroup{DN: g.DN, GUID: g.GUID, SID: "S-1-5-21-1-2-3-" + strconv.Itoa(1000+i)}
 		}
-		roles := randRoles(r, rg, 1+r.IntN(5))
+		roles := policytest.RandRoles(r, rg, 1+r.IntN(5))
 		for _, role := range roles {
 			m := role.(map[string]any)
 			m["permissions"] = [][]any{{"view"}, {"remove"}, {"view", "remove", "add"}, {"add"}}[r.IntN(4)]
@@ -652,7 +654,7 @@ func diffCase(t *testing.T, seed uint64) (st compareStats, skipped, differs bool
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	a, aErr := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: quietLogger(), DecisionLog: &log, DecisionLogMaxDenied: -1})
+	a, aErr := policy.Open(context.Background(), policy.Config{Dir: dir, Logger: policytest.QuietLogger(), DecisionLog: policytest.LineLog(&log, -1)})
 	o, oErr := newOracle(w.modules, w.data)
 	switch {
 	case aErr != nil && oErr != nil:
@@ -671,7 +673,7 @@ func diffCase(t *testing.T, seed uint64) (st compareStats, skipped, differs bool
 	}
 	defer a.Close()
 	diffs, st := compareWorld(a, o, w)
-	st.modes = modes(t, &log)
+	st.modes = policytest.Modes(t, &log)
 	for _, d := range diffs {
 		t.Errorf("seed %d: %s", seed, d)
 	}

@@ -1,4 +1,4 @@
-package policy
+package translate
 
 import (
 	"encoding/json"
@@ -49,7 +49,7 @@ func FuzzEnvLower(f *testing.F) {
 		f.Add(s, "OTHER")
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
-		e := (&predicate{scratch: 2}).newEnv()
+		e := (&Predicate{scratch: 2}).NewEnv()
 		got := e.lower(0, a)
 		want := strings.ToLower(a)
 		_ = e.lower(1, b)

@@ -1,10 +1,12 @@
-package policy_test
+package decisionlog_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +15,10 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/decisionlog"
 )
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func TestParseMask(t *testing.T) {
 	tests := []struct {
@@ -35,11 +40,11 @@ func TestParseMask(t *testing.T) {
 		{name: "bad escape", in: "/input/a~2", wantErr: true},
 		{name: "trailing tilde", in: "/input/a~", wantErr: true},
 		// Masks come from configuration, but are still bounded.
-		{name: "too long", in: "/" + strings.Repeat("a", policy.MaxMaskLength), wantErr: true},
+		{name: "too long", in: "/" + strings.Repeat("a", decisionlog.MaxMaskLength), wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := policy.ParseMask(tt.in)
+			m, err := decisionlog.ParseMask(tt.in)
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("ParseMask(%q) = %v, want error %v", tt.in, err, tt.wantErr)
 			}
@@ -55,11 +60,11 @@ func FuzzParseMask(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		m, err := policy.ParseMask(s)
+		m, err := decisionlog.ParseMask(s)
 		if err != nil {
 			return
 		}
-		if m.String() != s || !strings.HasPrefix(s, "/") || len(s) > policy.MaxMaskLength {
+		if m.String() != s || !strings.HasPrefix(s, "/") || len(s) > decisionlog.MaxMaskLength {
 			t.Fatalf("accepted %q as %q", s, m.String())
 		}
 	})
@@ -101,10 +106,12 @@ func parseLines(t *testing.T, b []byte) []logLine {
 func TestDecisionLog(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	a, err := policy.Open(context.Background(), policy.Config{
-		Logger: quietLogger(), DecisionLog: &buf, DecisionLogMaxDenied: 2, Now: func() time.Time { return now },
-		DecisionLogMask: []string{"/input/subject/dn", "/input/request/properties", "/input/not/there"},
-	})
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: &buf, MaxDenied: 2, Now: func() time.Time { return now },
+		Mask: []string{"/input/subject/dn", "/input/request/properties", "/input/not/there"}, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := policy.Open(context.Background(), policy.Config{Logger: quietLogger(), DecisionLog: dlog})
 	if err != nil {
 		t.Fatal(err)
 	}

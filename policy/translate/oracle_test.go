@@ -1,4 +1,4 @@
-package policy_test
+package translate_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
+	"github.com/dirgate/dirgate/policy/internal/policytest"
 )
 
 // oracle is OPA evaluating the policy once per object with the complete input,
@@ -266,7 +267,7 @@ func checkWorld(t *testing.T, w world) int {
 	if data == nil {
 		data = map[string]any{}
 	}
-	a, _ := openDir(t, w.modules, data)
+	a, _ := policytest.OpenDir(t, w.modules, data)
 	o, err := newOracle(w.modules, data)
 	if err != nil {
 		t.Fatal(err)

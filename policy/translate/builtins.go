@@ -1,4 +1,4 @@
-package policy
+package translate
 
 // The builtins the translator implements, each with the semantics of its
 // implementation in OPA's topdown package.
@@ -30,7 +30,7 @@ func (t *translator) builtin(name string, args []*ast.Term) (node, error) {
 		ns[i] = n
 	}
 	str1 := func(f func(string) value) node {
-		return func(e *env) value {
+		return func(e *Env) value {
 			a := ns[0](e)
 			if a.kind != kString {
 				return value{}
@@ -39,7 +39,7 @@ func (t *translator) builtin(name string, args []*ast.Term) (node, error) {
 		}
 	}
 	str2 := func(f func(a, b string) value) node {
-		return func(e *env) value {
+		return func(e *Env) value {
 			a, b := ns[0](e), ns[1](e)
 			if a.kind != kString || b.kind != kString {
 				return value{}
@@ -51,7 +51,7 @@ func (t *translator) builtin(name string, args []*ast.Term) (node, error) {
 	case name == "lower" && len(ns) == 1:
 		slot := t.p.scratch
 		t.p.scratch++
-		return func(e *env) value {
+		return func(e *Env) value {
 			a := ns[0](e)
 			if a.kind != kString {
 				return value{}
@@ -72,7 +72,7 @@ func (t *translator) builtin(name string, args []*ast.Term) (node, error) {
 		return str2(func(a, b string) value { return value{kind: kString, s: strings.TrimPrefix(a, b)} }), nil
 	case (name == "equal" || name == "neq") && len(ns) == 2:
 		want := name == "equal"
-		return func(e *env) value {
+		return func(e *Env) value {
 			a, b := ns[0](e), ns[1](e)
 			if !a.defined() || !b.defined() {
 				return value{}
@@ -105,7 +105,7 @@ func (t *translator) regexMatch(args []*ast.Term) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(e *env) value {
+	return func(e *Env) value {
 		s := n(e)
 		if s.kind != kString {
 			return value{}
@@ -151,7 +151,7 @@ func (t *translator) member(args []*ast.Term) (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(e *env) value {
+		return func(e *Env) value {
 			if !n(e).defined() {
 				return value{}
 			}
@@ -179,7 +179,7 @@ func (t *translator) member(args []*ast.Term) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(e *env) value {
+	return func(e *Env) value {
 		x := n(e)
 		switch x.kind {
 		case undefined:
@@ -214,7 +214,7 @@ func (t *translator) directCond(name string, args []*ast.Term) (c cond, ok bool,
 		}
 		k := string(lit)
 		test := map[string]func(string, string) bool{"endswith": strings.HasSuffix, "startswith": strings.HasPrefix, "contains": strings.Contains}[name]
-		return func(e *env) bool {
+		return func(e *Env) bool {
 			a := n(e)
 			return a.kind == kString && test(a.s, k)
 		}, true, nil
@@ -223,7 +223,7 @@ func (t *translator) directCond(name string, args []*ast.Term) (c cond, ok bool,
 		if err != nil {
 			return nil, true, err
 		}
-		return func(e *env) bool {
+		return func(e *Env) bool {
 			v := n(e)
 			return v.kind == kBool && v.b
 		}, true, nil

@@ -1,4 +1,4 @@
-package policy
+package decisionlog
 
 import (
 	"encoding/hex"
@@ -13,46 +13,65 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/policy"
 )
 
-// line is one decision log line (docs/policy.md, "Decision log"). appendLine writes
-// it by appending, field by field, the bytes encoding/json would give for the same
-// line built as nested maps (sorted keys, HTML-safe strings): the line's content is
-// the contract, and building maps and encoding them by reflection cost a listing
-// about 25 µs. A new field is a member here and a call in appendLine (in its sorted
-// place); the reference test checks the two stay equal.
+// line is one decision log line (docs/policy.md, "Decision log"): a listing's or
+// a change's record, stamped. appendLine writes it by appending, field by field,
+// the bytes encoding/json would give for the same line built as nested maps
+// (sorted keys, HTML-safe strings): the line's content is the contract, and
+// building maps and encoding them by reflection cost a listing about 25 µs. A
+// new field is a member here and a call in appendLine (in its sorted place), and
+// a member of the event (event.go); the reference test checks the three agree.
 type line struct {
-	time     time.Time
-	id       uuid.UUID
-	span     trace.SpanContext // written when valid
-	revision string
-	in       Input
-	elapsed  time.Duration
-	path     string // the rule decided, when not decisionLogPath (the sign-in rule)
+	time time.Time
+	id   uuid.UUID
+	span trace.SpanContext // written when valid
 
-	listing *listingResult // a listing's result and engine, or
-	change  *changeResult  // a removal's or addition's result
-
-	candidate *candidateDiff // what a candidate policy decided differently (nil: none ran)
-	// withheld is a listing's property rule's outcome, when properties were at stake.
-	withheld *withheld
-}
-
-// listingResult is what a listing's line reports: counts, the first maxDenied
-// denied GUIDs (read from the decisions, not copied), and how it was decided.
-type listingResult struct {
-	objs      []dirgate.Object
-	allowed   []bool
-	nAllowed  int // of allowed[:stats.decided]
+	// A listing's decisions (isListing) or a change's decision, held by value:
+	// a line is made on the stack of the request that logs it, and a pointer to
+	// a decision held here would make the decision escape to the heap (every
+	// listing would allocate its ListingDecision).
+	listing   policy.ListingDecision
+	change    policy.ChangeDecision
+	isListing bool
+	// maxDenied bounds a listing's deniedGuids.
 	maxDenied int
-	stats     filterStats
 }
 
-type changeResult struct {
-	allowed bool
-	failed  bool // evaluation failed (the detail is in the application log)
-	// defined, for the sign-in rule's line only: whether the rule was defined.
-	defined *bool
+func (l *line) revision() string {
+	if l.isListing {
+		return l.listing.Revision
+	}
+	return l.change.Revision
+}
+
+func (l *line) input() *policy.Input {
+	if l.isListing {
+		return &l.listing.Input
+	}
+	return &l.change.Input
+}
+
+func (l *line) elapsed() time.Duration {
+	if l.isListing {
+		return l.listing.Elapsed
+	}
+	return l.change.Elapsed
+}
+
+func (l *line) path() string {
+	if l.isListing {
+		return l.listing.Path
+	}
+	return l.change.Path
+}
+
+func (l *line) candidate() *policy.CandidateDiff {
+	if l.isListing {
+		return l.listing.Candidate
+	}
+	return l.change.Candidate
 }
 
 // lineMasks is the decision log's masks, prepared for appendLine.
@@ -165,27 +184,23 @@ func appendLine(b []byte, l *line, masks *lineMasks) []byte {
 	w.b = append(w.b, '{')
 	var top obj
 	var scratch [40]byte
-	w.candidate(&top, l.candidate)
+	w.candidate(&top, l.candidate())
 	w.plain(&top, "/decision_id", "decision_id", appendUUID(scratch[:0], l.id))
 	mark := w.member(&top, "duration_ms")
-	w.b = appendJSONFloat(w.b, float64(l.elapsed.Microseconds())/1000)
+	w.b = appendJSONFloat(w.b, float64(l.elapsed().Microseconds())/1000)
 	w.end(&top, mark, "/duration_ms")
-	if r := l.listing; r != nil {
+	if r := &l.listing; l.isListing {
 		mark, e := w.open(&top, "engine")
-		w.bool(&e, "/engine/cachedPlan", "cachedPlan", r.stats.cached)
-		w.str(&e, "/engine/mode", "mode", r.stats.mode)
-		w.bool(&e, "/engine/reusedDecisions", "reusedDecisions", r.stats.reused)
+		w.bool(&e, "/engine/cachedPlan", "cachedPlan", r.CachedPlan)
+		w.str(&e, "/engine/mode", "mode", r.Mode)
+		w.bool(&e, "/engine/reusedDecisions", "reusedDecisions", r.Reused)
 		w.close(&top, mark, "/engine")
 	}
 	erasedAt, erasedN := len(w.b)-start, top.n // "erased" goes here once known
-	w.input(&top, l.in)
-	path := decisionLogPath
-	if l.path != "" {
-		path = l.path
-	}
-	w.str(&top, "/path", "path", path)
+	w.input(&top, l.input())
+	w.str(&top, "/path", "path", l.path())
 	w.result(&top, l)
-	w.str(&top, "/revision", "revision", l.revision)
+	w.str(&top, "/revision", "revision", l.revision())
 	if l.span.IsValid() {
 		id := l.span.SpanID()
 		w.plain(&top, "/span_id", "span_id", hex.AppendEncode(scratch[:0], id[:]))
@@ -226,7 +241,7 @@ func appendLine(b []byte, l *line, masks *lineMasks) []byte {
 
 // input writes the "input" member: the caller's identity (groups counted, not
 // listed), the group, the object of a change, and the request.
-func (w *lineWriter) input(top *obj, in Input) {
+func (w *lineWriter) input(top *obj, in *policy.Input) {
 	mark, o := w.open(top, "input")
 	w.str(&o, "/input/action", "action", in.Action)
 	gm, g := w.open(&o, "group")
@@ -268,21 +283,20 @@ func (w *lineWriter) input(top *obj, in Input) {
 	w.close(top, mark, "/input")
 }
 
-// result writes the "result" member of a listing or of a change.
 // candidate writes the "candidate" member (members in encoding/json's order). The
 // GUIDs it names are bounded like deniedGuids, by the same setting, for both lists
 // together (newly allowed first); the counts are always complete.
-func (w *lineWriter) candidate(top *obj, d *candidateDiff) {
+func (w *lineWriter) candidate(top *obj, d *policy.CandidateDiff) {
 	if d == nil {
 		return
 	}
 	mark, o := w.open(top, "candidate")
-	w.int(&o, "/candidate/newlyAllowed", "newlyAllowed", d.nAllowed)
-	w.int(&o, "/candidate/newlyDenied", "newlyDenied", d.nDenied)
-	w.guids(&o, "/candidate/newly_allowed", "newly_allowed", d.newlyAllowed)
-	w.guids(&o, "/candidate/newly_denied", "newly_denied", d.newlyDenied)
-	w.str(&o, "/candidate/revision", "revision", d.revision)
-	w.bool(&o, "/candidate/truncated", "truncated", len(d.newlyAllowed)+len(d.newlyDenied) < d.nAllowed+d.nDenied)
+	w.int(&o, "/candidate/newlyAllowed", "newlyAllowed", d.NAllowed)
+	w.int(&o, "/candidate/newlyDenied", "newlyDenied", d.NDenied)
+	w.guids(&o, "/candidate/newly_allowed", "newly_allowed", d.NewlyAllowed)
+	w.guids(&o, "/candidate/newly_denied", "newly_denied", d.NewlyDenied)
+	w.str(&o, "/candidate/revision", "revision", d.Revision)
+	w.bool(&o, "/candidate/truncated", "truncated", truncatedDiff(d))
 	w.close(top, mark, "/candidate")
 }
 
@@ -299,46 +313,52 @@ func (w *lineWriter) guids(o *obj, ptr, key string, gs []string) {
 	w.end(o, mark, ptr)
 }
 
+// truncatedDiff tells whether d's lists name fewer objects than it counts.
+func truncatedDiff(d *policy.CandidateDiff) bool {
+	return len(d.NewlyAllowed)+len(d.NewlyDenied) < d.NAllowed+d.NDenied
+}
+
+// result writes the "result" member of a listing or of a change.
 func (w *lineWriter) result(top *obj, l *line) {
 	mark, o := w.open(top, "result")
-	if c := l.change; c != nil {
-		w.bool(&o, "/result/allowed", "allowed", c.allowed)
-		if c.defined != nil {
-			w.bool(&o, "/result/defined", "defined", *c.defined)
+	if c := &l.change; !l.isListing {
+		w.bool(&o, "/result/allowed", "allowed", c.Allowed)
+		if c.Defined != nil {
+			w.bool(&o, "/result/defined", "defined", *c.Defined)
 		}
-		if c.failed {
+		if c.Failed {
 			w.str(&o, "/result/error", "error", "evaluation failed")
 		}
 		w.close(top, mark, "/result")
 		return
 	}
-	r := l.listing
-	decided := r.stats.decided
-	nAllowed := r.nAllowed
+	r := &l.listing
+	decided := r.Decided
+	nAllowed := r.NAllowed
 	w.int(&o, "/result/allowed", "allowed", nAllowed)
 	w.int(&o, "/result/denied", "denied", decided-nAllowed)
 	dm := w.member(&o, "deniedGuids")
 	var truncated bool
-	if d := r.stats.from; d != nil && decided == d.n {
-		seg := d.deniedJSON(r.objs, r.maxDenied)
+	if r.Memo != nil && decided == len(r.Objects) {
+		seg := deniedOf(r, l.maxDenied, true, true)
 		w.b, truncated = append(w.b, seg.json...), seg.truncated
 	} else {
-		w.b, truncated = appendDenied(w.b, r.objs, r.allowed[:decided], r.maxDenied)
+		w.b, truncated = appendDenied(w.b, r.Objects, r.Allowed[:decided], l.maxDenied)
 	}
 	w.end(&o, dm, "/result/deniedGuids")
 	w.bool(&o, "/result/deniedTruncated", "deniedTruncated", truncated)
-	if r.stats.errors > 0 {
-		w.int(&o, "/result/errors", "errors", r.stats.errors)
+	if r.Errors > 0 {
+		w.int(&o, "/result/errors", "errors", r.Errors)
 	}
-	if u := len(r.allowed) - decided; u > 0 {
+	if u := len(r.Allowed) - decided; u > 0 {
 		// The size limit was reached before them: they were not decided, and are not shown.
 		w.int(&o, "/result/undecided", "undecided", u)
 	}
-	if wh := l.withheld; wh != nil && wh.count+wh.errors > 0 {
-		w.int(&o, "/result/withheldObjects", "withheldObjects", wh.count)
+	if r.WithheldObjects+r.WithheldFailures > 0 {
+		w.int(&o, "/result/withheldObjects", "withheldObjects", r.WithheldObjects)
 		m := w.member(&o, "withheldProperties")
 		w.b = append(w.b, '[')
-		for i, n := range wh.names {
+		for i, n := range r.WithheldProperties {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
@@ -348,6 +368,57 @@ func (w *lineWriter) result(top *obj, l *line) {
 		w.end(&o, m, "/result/withheldProperties")
 	}
 	w.close(top, mark, "/result")
+}
+
+// deniedSegment is a listing's deniedGuids array, as JSON for the line and as
+// GUIDs for the sink's event, worked out from decisions a plan remembers and kept
+// in their policy.Memo: every later request of the same caller on the same
+// listing writes the same bytes and hands on the same GUIDs.
+type deniedSegment struct {
+	max       int      // the most GUIDs named (Config.MaxDenied)
+	json      []byte   // the JSON array of the first max denied GUIDs
+	guids     []string // the same GUIDs; never modified: shared
+	truncated bool     // more were denied than named
+}
+
+// deniedOf returns r's deniedGuids naming at most max GUIDs: from r's memo, or
+// made and kept there, when the plan remembers r's decisions; made for this
+// line otherwise (json only when withJSON, guids only when withGUIDs).
+func deniedOf(r *policy.ListingDecision, max int, withJSON, withGUIDs bool) *deniedSegment {
+	if r.Memo != nil && r.Decided == len(r.Objects) {
+		if s, _ := r.Memo.Load().(*deniedSegment); s != nil && s.max == max {
+			return s
+		}
+		s := makeDenied(r.Objects, r.Allowed, max, true, true)
+		r.Memo.Store(s)
+		return s
+	}
+	return makeDenied(r.Objects, r.Allowed[:r.Decided], max, withJSON, withGUIDs)
+}
+
+// makeDenied works out the denied GUIDs of objs that allowed denies, the first
+// limit of them.
+func makeDenied(objs []dirgate.Object, allowed []bool, limit int, withJSON, withGUIDs bool) *deniedSegment {
+	s := &deniedSegment{max: limit}
+	if withJSON {
+		s.json, s.truncated = appendDenied(nil, objs, allowed, limit)
+	}
+	if withGUIDs {
+		n := 0
+		for _, ok := range allowed {
+			if !ok {
+				n++
+			}
+		}
+		s.guids = make([]string, 0, min(n, max(limit, 0)))
+		for i, ok := range allowed {
+			if !ok && len(s.guids) < limit {
+				s.guids = append(s.guids, objs[i].GUID)
+			}
+		}
+		s.truncated = n > len(s.guids)
+	}
+	return s
 }
 
 // appendDenied appends the JSON array of the GUIDs of the first max objects of objs

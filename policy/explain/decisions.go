@@ -1,24 +1,50 @@
-package main
+// Package explain answers the decisions API (docs/policy.md, "The decisions
+// API"): for one principal, every decision of the active policy and of the
+// candidate or a draft on a group's unfiltered listing, with the reasons the
+// policy gives, after the policy has allowed the caller to explain that
+// principal in that group. proxy serves it over HTTP (proxy.Decisions); package
+// policy decides, `dirgate policy diff` compares (Explainer.Compare).
+package explain
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
-	"strings"
+
+	"log/slog"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/explorer"
 	"github.com/dirgate/dirgate/policy"
-	"github.com/dirgate/dirgate/proxy"
 )
 
-// decisions implements the decisions API (proxy.Decisions) over the member
-// service, which resolves the explored principal and lists the group unfiltered,
-// and the policy, which decides.
-type decisions struct {
-	svc   *dirgate.MemberService
-	authz *policy.Authorizer
+// Directory is what the decisions API reads of the directory
+// (dirgate.MemberService): the group, the explored principal, and the group's
+// unfiltered listing.
+type Directory interface {
+	Group(ctx context.Context, groupID dirgate.Identifier) (dirgate.Object, error)
+	Principal(ctx context.Context, id dirgate.Identifier) (dirgate.Principal, error)
+	UnfilteredOf(ctx context.Context, group dirgate.Object, opts dirgate.ListOptions) ([]dirgate.Object, error)
+}
+
+// Policy is what the decisions API asks of the policy (policy.Authorizer): may
+// the caller explain the subject, and everything an Explainer asks.
+type Policy interface {
+	Engine
+	AllowExplainNamed(ctx context.Context, caller, subject dirgate.Principal, group dirgate.Object) error
+}
+
+var (
+	_ Directory = (*dirgate.MemberService)(nil)
+	_ Policy    = (*policy.Authorizer)(nil)
+)
+
+// API implements the decisions API over the directory, which resolves the
+// explored principal and lists the group unfiltered, and the policy, which
+// decides.
+type API struct {
+	dir     Directory
+	policy  Policy
+	explain *Explainer
 	// drafts tells whether a POST may try a draft (--policy-drafts). OPA cannot
 	// bound a draft's memory, so they are off unless the operator accepts that any
 	// caller allowed to explain can exhaust the gateway's memory.
@@ -28,7 +54,14 @@ type decisions struct {
 	draftSlot chan struct{}
 }
 
-func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q proxy.DecisionsQuery) (any, error) {
+// New returns the decisions API over dir and p; drafts lets a POST try a draft
+// policy; logger receives evaluation errors (nil: slog.Default()).
+func New(dir Directory, p Policy, drafts bool, logger *slog.Logger) *API {
+	return &API{dir: dir, policy: p, explain: NewExplainer(p, logger), drafts: drafts, draftSlot: make(chan struct{}, 1)}
+}
+
+// Decisions answers one query of the decisions API for caller (proxy.Decisions).
+func (d *API) Decisions(ctx context.Context, caller dirgate.Principal, q dirgate.DecisionsQuery) (any, error) {
 	if q.Draft != "" {
 		if !d.drafts {
 			return nil, &dirgate.Error{Code: dirgate.EFORBIDDEN, Param: "module",
@@ -50,7 +83,7 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 	// memberOf read per group): a caller refused there causes no read about the
 	// subject and cannot time whether it exists. The group is resolved first, as a
 	// listing resolves it before deciding on it.
-	group, groupErr := d.svc.Group(ctx, q.Group)
+	group, groupErr := d.dir.Group(ctx, q.Group)
 	if groupErr != nil {
 		if c := dirgate.ErrorCode(groupErr); c != dirgate.ENOTFOUND && c != dirgate.EINVALID {
 			return nil, groupErr
@@ -58,17 +91,17 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 		p := standIn(q.Group)
 		group = dirgate.Object{DN: p.DN, GUID: p.GUID, SID: p.SID}
 	}
-	eq := policy.ExplainQuery{Caller: caller, Subject: standIn(q.Subject), Group: group, Options: q.Options, Draft: q.Draft}
-	if err := d.authz.AllowExplainNamed(ctx, eq); err != nil {
+	eq := Query{Caller: caller, Subject: standIn(q.Subject), Group: group, Options: q.Options, Draft: q.Draft}
+	if err := d.policy.AllowExplainNamed(ctx, eq.Caller, eq.Subject, eq.Group); err != nil {
 		return nil, fmt.Errorf("explain: %w", err)
 	}
-	subject, err := d.svc.Principal(ctx, q.Subject)
+	subject, err := d.dir.Principal(ctx, q.Subject)
 	if err != nil {
 		if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
 			return nil, err
 		}
 		// The decision on the subject as typed is the request's: logged, then 404.
-		if err := d.authz.AllowExplain(ctx, eq); err != nil {
+		if err := d.policy.AllowExplain(ctx, eq.Caller, eq.Subject, eq.Group); err != nil {
 			return nil, fmt.Errorf("explain: %w", err)
 		}
 		return nil, unknownSubject(err)
@@ -79,7 +112,7 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 	// subject as named, and a 403 would tell it that a subject it may not explain
 	// exists (docs/policy.md, "The decisions API").
 	eq.Subject = subject
-	if err := d.authz.AllowExplain(ctx, eq); err != nil {
+	if err := d.policy.AllowExplain(ctx, eq.Caller, eq.Subject, eq.Group); err != nil {
 		if dirgate.ErrorCode(err) == dirgate.EFORBIDDEN {
 			return nil, unknownSubject(err)
 		}
@@ -88,13 +121,13 @@ func (d decisions) Decisions(ctx context.Context, caller dirgate.Principal, q pr
 	if groupErr != nil {
 		return nil, groupErr
 	}
-	objs, err := d.svc.UnfilteredOf(ctx, group, q.Options)
+	objs, err := d.dir.UnfilteredOf(ctx, group, q.Options)
 	if err != nil {
 		return nil, err
 	}
 	eq.Objects = objs
-	ex, err := d.authz.Compare(ctx, eq)
-	var de *policy.DraftError
+	ex, err := d.explain.Compare(ctx, eq)
+	var de *DraftError
 	if errors.As(err, &de) {
 		return nil, &dirgate.Error{Code: dirgate.EINVALID, Param: "module", Message: de.Error(), Err: err}
 	}
@@ -119,37 +152,4 @@ func standIn(id dirgate.Identifier) dirgate.Principal {
 		return dirgate.Principal{SID: id.Canonical()}
 	}
 	return dirgate.Principal{DN: id.String()}
-}
-
-// decisionsFor returns the decisions API over svc when its authorizer is a policy.
-// drafts enables POSTed drafts (--policy-drafts).
-func decisionsFor(svc any, drafts bool) proxy.Decisions {
-	ms, ok := svc.(*dirgate.MemberService)
-	if !ok {
-		return nil
-	}
-	authz, ok := ms.Authz.(*policy.Authorizer)
-	if !ok {
-		return nil
-	}
-	return decisions{svc: ms, authz: authz, drafts: drafts, draftSlot: make(chan struct{}, 1)}
-}
-
-// addExplorer mounts the explorer page, which calls the decisions API below
-// basePath ("/" for none) and, when signIn (the sign-in flow is served), offers
-// sign-in.
-func addExplorer(mounts map[string]http.Handler, basePath string, signIn bool) error {
-	base := strings.TrimSuffix(basePath, "/")
-	c := explorer.Config{DecisionsURL: base + proxy.DecisionsPath}
-	if signIn {
-		c.SessionURL, c.AuthURL = base+proxy.SessionCreatePath, base+proxy.AuthPath
-	}
-	page, err := explorer.Mounts(c)
-	if err != nil {
-		return fmt.Errorf("explorer: %w", err)
-	}
-	for p, h := range page {
-		mounts[p] = h
-	}
-	return nil
 }

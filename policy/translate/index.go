@@ -1,4 +1,4 @@
-package policy
+package translate
 
 // How a translated residual is laid out for speed: conditions ordered by cost, and
 // queries indexed by the object types they require.
@@ -68,7 +68,7 @@ func bodyHasVars(b ast.Body) bool {
 
 // indexTypes fills byType and untyped from the types each query requires (nil:
 // any type).
-func (p *predicate) indexTypes(types []map[string]bool) {
+func (p *Predicate) indexTypes(types []map[string]bool) {
 	mentioned := map[string]bool{}
 	for _, ts := range types {
 		for ty := range ts {

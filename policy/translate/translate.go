@@ -1,8 +1,13 @@
-package policy
+// Package translate turns the residual of a partially evaluated policy decision
+// into a Go predicate over one dirgate.Object: the fast path by which package
+// policy decides a listing's objects (docs/policy.md, "Performance").
+// It translates only what it can evaluate exactly as OPA's evaluator does, and
+// refuses the rest, which policy then evaluates in Rego. The differential test of
+// package policy (policy/differential_test.go) compares the two on random policies.
+package translate
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 	"unsafe"
@@ -12,14 +17,14 @@ import (
 	"github.com/dirgate/dirgate"
 )
 
-// A predicate decides one object of a listing in Go. It is the residual of partially
+// Predicate decides one object of a listing in Go. It is the residual of partially
 // evaluating data.dirgate.authz.allow with input.object unknown: a disjunction of
-// queries, each a conjunction of expressions over input.object's fields. translate
+// queries, each a conjunction of expressions over input.object's fields. Residual
 // accepts only residuals whose every expression it can evaluate with exactly the
 // semantics of OPA's evaluator (same builtins, same undefined-on-type-error rule of
 // non-strict builtin errors); anything else is refused and the caller evaluates Rego
 // instead.
-type predicate struct {
+type Predicate struct {
 	queries [][]cond
 	// byType lists, for each object type some query requires, the queries that can
 	// hold for an object of that type; untyped lists them for any other type. A
@@ -33,14 +38,14 @@ type predicate struct {
 }
 
 // cond is one expression of a query: true when it succeeds.
-type cond func(*env) bool
+type cond func(*Env) bool
 
 // node computes a term's value for the current object.
-type node func(*env) value
+type node func(*Env) value
 
-// env is the per-listing evaluation state: the object being decided, its memoised
+// Env is the per-listing evaluation state: the object being decided, its memoised
 // sub-expressions (valid for the current generation) and local variables.
-type env struct {
+type Env struct {
 	obj     *dirgate.Object
 	gen     uint32
 	memoGen []uint32
@@ -49,8 +54,10 @@ type env struct {
 	scratch [][]byte
 }
 
-func (p *predicate) newEnv() *env {
-	return &env{memoGen: make([]uint32, p.memos), memo: make([]value, p.memos), vars: make([]value, p.vars),
+// NewEnv makes the state in which p decides the objects of one listing, one after
+// the other: an Env is used by one goroutine at a time.
+func (p *Predicate) NewEnv() *Env {
+	return &Env{memoGen: make([]uint32, p.memos), memo: make([]value, p.memos), vars: make([]value, p.vars),
 		scratch: make([][]byte, p.scratch)}
 }
 
@@ -60,7 +67,7 @@ func (p *predicate) newEnv() *env {
 // and runs at most once per object, its memo and variables are read only while that
 // object is decided, and no translated value outlives the decision; so no live
 // value is overwritten.
-func (e *env) lower(slot int, s string) string {
+func (e *Env) lower(slot int, s string) string {
 	upper := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
@@ -84,8 +91,8 @@ func (e *env) lower(slot int, s string) string {
 	return unsafe.String(unsafe.SliceData(buf), len(buf))
 }
 
-// allow decides one object.
-func (p *predicate) allow(e *env, o *dirgate.Object) bool {
+// Allow decides one object.
+func (p *Predicate) Allow(e *Env, o *dirgate.Object) bool {
 	e.obj = o
 	e.gen++
 	if e.gen == 0 { // wrapped: stale memo generations could collide
@@ -112,99 +119,6 @@ func (p *predicate) allow(e *env, o *dirgate.Object) bool {
 	return false
 }
 
-// value is a Rego value: strings and booleans natively (the common case, without
-// allocation), anything else as an ast.Value. The zero value is undefined.
-type value struct {
-	kind kind
-	s    string
-	b    bool
-	v    ast.Value
-}
-
-type kind uint8
-
-const (
-	undefined kind = iota
-	kString
-	kBool
-	kAST
-)
-
-func (v value) defined() bool { return v.kind != undefined }
-
-// truthy is how OPA treats an expression's value: it succeeds unless it is undefined
-// or false.
-func (v value) truthy() bool { return v.kind != undefined && !(v.kind == kBool && !v.b) }
-
-func (v value) ast() ast.Value {
-	switch v.kind {
-	case kString:
-		return ast.String(v.s)
-	case kBool:
-		return ast.Boolean(v.b)
-	}
-	return v.v
-}
-
-func fromAST(x ast.Value) value {
-	switch x := x.(type) {
-	case ast.String:
-		return value{kind: kString, s: string(x)}
-	case ast.Boolean:
-		return value{kind: kBool, b: bool(x)}
-	}
-	return value{kind: kAST, v: x}
-}
-
-func boolean(b bool) value { return value{kind: kBool, b: b} }
-
-// equal is OPA's equality of two defined values (Term.Equal: numbers numerically,
-// composites structurally, different types never equal). Strings and booleans are
-// never held as ast.Values (fromAST), so a mixed pair is unequal.
-func equal(a, b value) bool {
-	switch {
-	case a.kind == kString && b.kind == kString:
-		return a.s == b.s
-	case a.kind == kBool && b.kind == kBool:
-		return a.b == b.b
-	case a.kind == kAST && b.kind == kAST:
-		return ast.NewTerm(a.v).Equal(ast.NewTerm(b.v))
-	}
-	return false
-}
-
-// objectFields are the members of input.object the translator reads: those every
-// rendered Object has, with their JSON types. Other members (properties,
-// accountStatus, passwordStatus) send the residual to Rego evaluation.
-var objectFields = map[string]func(*dirgate.Object) value{
-	"guid":           func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.GUID)} },
-	"dn":             func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.DN)} },
-	"displayName":    func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.DisplayName)} },
-	"objectType":     func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.ObjectType)} },
-	"domainName":     func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.DomainName)} },
-	"objectTypeCode": func(o *dirgate.Object) value { return value{kind: kAST, v: ast.Number(strconv.Itoa(o.ObjectTypeCode))} },
-	"directoryType":  func(o *dirgate.Object) value { return value{kind: kAST, v: ast.Number(strconv.Itoa(o.DirectoryType))} },
-}
-
-// asJSON returns s as a client (and a policy) receives it: encoding/json replaces
-// each byte that is not valid UTF-8 with U+FFFD.
-func asJSON(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString("\uFFFD")
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
-}
-
 // errUntranslatable reports a residual the translator does not handle.
 type errUntranslatable struct{ what string }
 
@@ -216,13 +130,15 @@ func refuse(format string, args ...any) error {
 
 // translator turns residual queries into a predicate.
 type translator struct {
-	p     *predicate
+	p     *Predicate
 	memo  map[string]int // sub-expression text -> memo slot
 	scope map[ast.Var]int
 }
 
-func translate(queries []ast.Body) (*predicate, error) {
-	t := &translator{p: &predicate{}, memo: map[string]int{}}
+// Residual translates the queries of a residual (a disjunction) into a predicate,
+// or refuses them with an error saying what it does not handle.
+func Residual(queries []ast.Body) (*Predicate, error) {
+	t := &translator{p: &Predicate{}, memo: map[string]int{}}
 	types := make([]map[string]bool, len(queries))
 	for i, q := range queries {
 		// A query's conditions on the object type are decided by the type index
@@ -302,9 +218,9 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 			return nil, err
 		}
 		if len(hoisted) == 0 {
-			return func(e *env) bool { return !c(e) }, nil
+			return func(e *Env) bool { return !c(e) }, nil
 		}
-		return func(e *env) bool {
+		return func(e *Env) bool {
 			for _, n := range hoisted {
 				if !n(e).defined() {
 					return false
@@ -319,14 +235,14 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(e *env) bool { return n(e).truthy() }, nil
+		return func(e *Env) bool { return n(e).truthy() }, nil
 	case *ast.Not:
 		c, err := t.scoped(func() (cond, error) {
 			conds, err := t.body(terms.Body)
 			if err != nil {
 				return nil, err
 			}
-			return func(e *env) bool {
+			return func(e *Env) bool {
 				for _, c := range conds {
 					if !c(e) {
 						return false
@@ -338,7 +254,7 @@ func (t *translator) expr(expr *ast.Expr) (cond, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(e *env) bool { return !c(e) }, nil
+		return func(e *Env) bool { return !c(e) }, nil
 	case []*ast.Term:
 		return t.call(expr, terms)
 	}
@@ -380,7 +296,7 @@ func (t *translator) call(expr *ast.Expr, terms []*ast.Term) (cond, error) {
 		if err != nil {
 			return nil, err
 		}
-		return func(e *env) bool { return n(e).truthy() }, nil
+		return func(e *Env) bool { return n(e).truthy() }, nil
 	case arity + 1:
 		n, err := t.builtin(name, args[:arity])
 		if err != nil {
@@ -412,7 +328,7 @@ func (t *translator) unify(a, b *ast.Term) (cond, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(e *env) bool {
+	return func(e *Env) bool {
 		x, y := na(e), nb(e)
 		return x.defined() && y.defined() && equal(x, y)
 	}, nil
@@ -424,12 +340,12 @@ func (t *translator) bindOrCompare(out *ast.Term, n node) (cond, error) {
 	if v, ok := out.Value.(ast.Var); ok {
 		if _, bound := t.scope[v]; !bound {
 			if v.IsWildcard() {
-				return func(e *env) bool { return n(e).defined() }, nil
+				return func(e *Env) bool { return n(e).defined() }, nil
 			}
 			slot := t.p.vars
 			t.p.vars++
 			t.scope[v] = slot
-			return func(e *env) bool {
+			return func(e *Env) bool {
 				x := n(e)
 				e.vars[slot] = x
 				return x.defined()
@@ -440,7 +356,7 @@ func (t *translator) bindOrCompare(out *ast.Term, n node) (cond, error) {
 	if err != nil {
 		return nil, err
 	}
-	return func(e *env) bool {
+	return func(e *Env) bool {
 		x, y := n(e), o(e)
 		return x.defined() && y.defined() && equal(x, y)
 	}, nil
@@ -455,7 +371,7 @@ func (t *translator) term(term *ast.Term) (node, error) {
 		if !ok {
 			return nil, refuse("unbound variable %v", x)
 		}
-		return func(e *env) value { return e.vars[slot] }, nil
+		return func(e *Env) value { return e.vars[slot] }, nil
 	case ast.Ref:
 		return t.ref(x)
 	case ast.Call:
@@ -465,7 +381,7 @@ func (t *translator) term(term *ast.Term) (node, error) {
 		return nil, refuse("non-constant term %v", term)
 	}
 	v := fromAST(term.Value)
-	return func(*env) value { return v }, nil
+	return func(*Env) value { return v }, nil
 }
 
 func (t *translator) ref(r ast.Ref) (node, error) {
@@ -480,7 +396,7 @@ func (t *translator) ref(r ast.Ref) (node, error) {
 	if !ok {
 		return nil, refuse("reference %v", r)
 	}
-	return func(e *env) value { return field(e.obj) }, nil
+	return func(e *Env) value { return field(e.obj) }, nil
 }
 
 // memoised caches a call's value per object when it depends on nothing but the
@@ -500,7 +416,7 @@ func (t *translator) memoised(term *ast.Term, build func() (node, error)) (node,
 		t.p.memos++
 		t.memo[key] = slot
 	}
-	return func(e *env) value {
+	return func(e *Env) value {
 		if e.memoGen[slot] == e.gen {
 			return e.memo[slot]
 		}
@@ -508,106 +424,4 @@ func (t *translator) memoised(term *ast.Term, build func() (node, error)) (node,
 		e.memo[slot], e.memoGen[slot] = v, e.gen
 		return v
 	}, nil
-}
-
-// hasVars reports whether x mentions a variable, not counting the heads of
-// references (input, or a builtin's name).
-func hasVars(x ast.Value) bool {
-	switch x := x.(type) {
-	case ast.Var:
-		return true
-	case ast.Ref:
-		for _, t := range x[1:] {
-			if hasVars(t.Value) {
-				return true
-			}
-		}
-	case ast.Call:
-		for _, t := range x[1:] {
-			if hasVars(t.Value) {
-				return true
-			}
-		}
-	case *ast.Array, ast.Set, ast.Object:
-		return !ast.IsConstant(x)
-	}
-	return false
-}
-
-// nestedCalls returns the outermost calls among the operands of a call
-// expression (or inside the term of a term expression): those OPA evaluates
-// before the expression itself. An undefined inner call makes its outer one
-// undefined, so the outermost ones tell.
-func nestedCalls(expr *ast.Expr) []*ast.Term {
-	var out []*ast.Term
-	visit := func(x *ast.Term) {
-		ast.WalkTerms(x, func(t *ast.Term) bool {
-			if _, ok := t.Value.(ast.Call); ok {
-				out = append(out, t)
-				return true
-			}
-			return false
-		})
-	}
-	switch terms := expr.Terms.(type) {
-	case *ast.Term:
-		visit(terms)
-	case []*ast.Term:
-		for _, a := range terms[1:] {
-			visit(a)
-		}
-	}
-	return out
-}
-
-// staticKind returns the kind a term's value always has and whether it is always
-// defined (total), from its form alone: constants, input.object's fields (every
-// rendered Object has them, with these JSON types) and the string builtins of
-// translate_builtins.go applied to strings. Anything else is not known total.
-func staticKind(term *ast.Term) (kind, bool) {
-	switch x := term.Value.(type) {
-	case ast.String:
-		return kString, true
-	case ast.Boolean:
-		return kBool, true
-	case ast.Ref:
-		if len(x) == 3 && x[0].Equal(ast.InputRootDocument) && x[1].Equal(ast.InternedTerm("object")) {
-			if name, ok := x[2].Value.(ast.String); ok {
-				switch string(name) {
-				case "objectTypeCode", "directoryType":
-					return kAST, true
-				}
-				if _, ok := objectFields[string(name)]; ok {
-					return kString, true
-				}
-			}
-		}
-		return undefined, false
-	case ast.Call:
-		args := x[1:]
-		strs := func(n int) bool {
-			if len(args) != n {
-				return false
-			}
-			for _, a := range args {
-				if k, total := staticKind(a); !total || k != kString {
-					return false
-				}
-			}
-			return true
-		}
-		switch x[0].String() {
-		case "lower", "upper":
-			return kString, strs(1)
-		case "trim_prefix", "trim_suffix":
-			return kString, strs(2)
-		case "startswith", "endswith", "contains":
-			return kBool, strs(2)
-		}
-		return undefined, false
-	}
-	if ast.IsConstant(term.Value) {
-		return kAST, true
-	}
-	return undefined, false
 }
