@@ -21,9 +21,13 @@ import (
 // the upstream's telemetry-only wrapper (Settings.TelemetryOnly) does, once per call
 // whatever the servers tried.
 type Server struct {
-	cb     *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// cb is replaced by a closed one when the server passes a health check (Reset).
+	cb     atomic.Pointer[gobreaker.TwoStepCircuitBreaker[struct{}]]
+	gs     gobreaker.Settings
 	name   string
 	server string
+	// changed reports state changes, Reset's included.
+	changed func(from, to State)
 
 	closeOnce sync.Once
 	reg       metric.Registration
@@ -35,19 +39,20 @@ type Server struct {
 // server=server until Close.
 func NewServer(s Settings, server string) *Server {
 	gs := gobreakerSettings(s)
+	var changed func(from, to State)
 	switch {
 	case s.OnServerStateChange != nil:
 		hook := s.OnServerStateChange
-		gs.OnStateChange = func(name string, from, to gobreaker.State) {
-			hook(name, server, fromGobreaker(from), fromGobreaker(to))
-		}
+		changed = func(from, to State) { hook(gs.Name, server, from, to) }
 	case s.OnStateChange != nil:
 		hook := s.OnStateChange
-		gs.OnStateChange = func(name string, from, to gobreaker.State) {
-			hook(name+" "+server, fromGobreaker(from), fromGobreaker(to))
-		}
+		changed = func(from, to State) { hook(gs.Name+" "+server, from, to) }
 	}
-	b := &Server{cb: gobreaker.NewTwoStepCircuitBreaker[struct{}](gs), name: s.Name, server: server}
+	if changed != nil {
+		gs.OnStateChange = func(_ string, from, to gobreaker.State) { changed(fromGobreaker(from), fromGobreaker(to)) }
+	}
+	b := &Server{gs: gs, name: s.Name, server: server, changed: changed}
+	b.cb.Store(gobreaker.NewTwoStepCircuitBreaker[struct{}](gs))
 	// A meter that cannot take the callback costs the series, never the breaker.
 	b.reg, _ = registerServer(b)
 	return b
@@ -62,7 +67,7 @@ func NewServer(s Settings, server string) *Server {
 // called holds its half-open probe for good: the caller must call it even when the
 // call panics.
 func (b *Server) Allow() (done func(err error), err error) {
-	report, err := b.cb.Allow()
+	report, err := b.cb.Load().Allow()
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable; try again later.",
 			fmt.Errorf("breaker: %s %s: %w", b.name, b.server, err))
@@ -81,7 +86,19 @@ func (b *Server) Open() bool { return b.State() == StateOpen }
 
 // State returns the breaker's state; an open breaker whose OpenTimeout has passed
 // turns half-open here.
-func (b *Server) State() State { return fromGobreaker(b.cb.State()) }
+func (b *Server) State() State { return fromGobreaker(b.cb.Load().State()) }
+
+// Reset closes the breaker: the upstream calls it when the server passed a health
+// check of its own (a new connection, a bind, a read), which says more of the server
+// now than the failures that opened the breaker. Without it a DC back from an outage
+// stays out of rotation until OpenTimeout has passed and a trial call succeeded, and
+// with every other DC's breaker open too, every call is refused meanwhile.
+func (b *Server) Reset() {
+	old := b.cb.Swap(gobreaker.NewTwoStepCircuitBreaker[struct{}](b.gs))
+	if from := fromGobreaker(old.State()); from != StateClosed && b.changed != nil {
+		b.changed(from, StateClosed)
+	}
+}
 
 // Server returns the server the breaker guards.
 func (b *Server) Server() string { return b.server }

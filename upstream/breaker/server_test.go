@@ -507,3 +507,35 @@ func TestNotFoundCountsAsAnAnswer(t *testing.T) {
 		t.Errorf("span attributes %q, want dirgate.not_found on the second look-up's only", got)
 	}
 }
+
+// TestServerReset: Reset closes an open breaker at once and reports the change.
+func TestServerReset(t *testing.T) {
+	var changes []string
+	b := NewServer(Settings{Name: "ldap", FailureThreshold: 1, OpenTimeout: time.Hour,
+		OnServerStateChange: func(name, server string, from, to State) {
+			changes = append(changes, fmt.Sprintf("%s %s %v->%v", name, server, from, to))
+		}}, "ldaps://dc1:636")
+	defer b.Close()
+	done, err := b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done(dirgate.WrapError(dirgate.EUPSTREAM, "", errors.New("connection reset")))
+	if !b.Open() {
+		t.Fatal("one failure did not open a breaker of Failures 1")
+	}
+	b.Reset()
+	if b.Open() || b.State() != StateClosed {
+		t.Fatalf("state after Reset: %v", b.State())
+	}
+	if _, err := b.Allow(); err != nil {
+		t.Errorf("Allow after Reset: %v", err)
+	}
+	if len(changes) != 2 || changes[1] != "ldap ldaps://dc1:636 open->closed" {
+		t.Errorf("state changes %q", changes)
+	}
+	b.Reset() // closed already: nothing to report
+	if len(changes) != 2 {
+		t.Errorf("a Reset of a closed breaker reported %q", changes[2:])
+	}
+}

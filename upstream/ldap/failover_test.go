@@ -188,6 +188,7 @@ type fakeBreaker struct {
 	mu       sync.Mutex
 	open     bool
 	outcomes []error
+	resets   int
 }
 
 func (b *fakeBreaker) Allow() (func(error), error) {
@@ -200,6 +201,8 @@ func (b *fakeBreaker) Allow() (func(error), error) {
 }
 
 func (b *fakeBreaker) Open() bool { b.mu.Lock(); defer b.mu.Unlock(); return b.open }
+
+func (b *fakeBreaker) Reset() { b.mu.Lock(); defer b.mu.Unlock(); b.open = false; b.resets++ }
 
 // TestBreakerPerDC: an open breaker takes its DC out of the candidates; with every
 // breaker open a call fails at once with EUNAVAILABLE; a server's failure reaches its
@@ -484,5 +487,33 @@ func TestSilentPooledConnectionRetriedFresh(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("the read took %v; AttemptTimeout is 150ms", took)
+	}
+}
+
+// TestHealthCheckClosesBreaker: a DC whose breaker opened while it was down takes
+// calls again once it passes its health check, without waiting out the breaker's open
+// timeout: with the other DC's breaker open too, every call was refused meanwhile.
+func TestHealthCheckClosesBreaker(t *testing.T) {
+	brks := map[string]*fakeBreaker{}
+	var mu sync.Mutex
+	d, o1, _ := twoDCs(t, Config{}, func(s string) Breaker {
+		mu.Lock()
+		defer mu.Unlock()
+		brks[s] = &fakeBreaker{}
+		return brks[s]
+	})
+	g1 := byGUID(t, d, o1.g1.guid)
+	s1 := d.servers()[0]
+	d.markDown(s1, errors.New("killed"))
+	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	d.probe(context.Background(), s1)
+	if st := d.Servers()[0]; !st.Up || st.BreakerOpen {
+		t.Fatalf("DC1 after passing its health check: %+v", st)
+	}
+	if _, err := d.Members(context.Background(), g1, nil); err != nil {
+		t.Errorf("a listing after DC1 passed its health check: %v", err)
+	}
+	if brks["ldaps://dc1:636"].resets != 1 || brks["ldaps://dc2:636"].resets != 0 {
+		t.Errorf("resets: DC1 %d (want 1), DC2 %d (want 0)", brks["ldaps://dc1:636"].resets, brks["ldaps://dc2:636"].resets)
 	}
 }

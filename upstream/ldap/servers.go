@@ -34,6 +34,8 @@ type Breaker interface {
 	Allow() (done func(err error), err error)
 	// Open reports whether the breaker refuses calls right now.
 	Open() bool
+	// Reset closes the breaker: the server passed a health check.
+	Reset()
 }
 
 // minBackoff is the first wait before a server marked down is probed again.
@@ -171,8 +173,13 @@ func (d *Directory) markDown(s *server, cause error) {
 	}
 }
 
-// markUp puts s back into rotation after a successful probe.
+// markUp puts s back into rotation after a successful probe, its breaker closed: a
+// health check of its own says more of the DC now than the failures that opened it
+// (upstream/breaker's Reset).
 func (d *Directory) markUp(s *server) {
+	if s.brk != nil && s.brk.Open() {
+		s.brk.Reset()
+	}
 	s.mu.Lock()
 	was := s.down
 	s.down, s.reason, s.backoff, s.catchUp = false, "", 0, nil
