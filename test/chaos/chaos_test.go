@@ -133,8 +133,8 @@ func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode str
 			t.Errorf("plot the timeline: %v", err)
 		}
 		c := checkConfig(f)
-		t.Logf("timeline: %s; judge again with: go run ./test/chaos/cmd/chaoscheck -staleness %v -converge %v -settle %v -disable-bound %v -initial %s %s",
-			plot, c.Staleness, c.Converge, c.Settle, c.DisableBound, filepath.Join(out, "initial.json"), filepath.Join(out, "history.jsonl"))
+		t.Logf("timeline: %s; judge again with: go run ./test/chaos/cmd/chaoscheck -staleness %v -converge %v -settle %v -disable-bound %v -max-request %v -initial %s %s",
+			plot, c.Staleness, c.Converge, c.Settle, c.DisableBound, c.MaxRequest, filepath.Join(out, "initial.json"), filepath.Join(out, "history.jsonl"))
 	}
 	for _, a := range rep.Anomalies {
 		t.Errorf("anomaly %s at op %d (causes %v): %s", a.Kind, a.Op, a.Causes, a.Detail)
@@ -145,7 +145,8 @@ func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode str
 // checkConfig is what the checker assumes of a run (docs/chaos.md).
 func checkConfig(f *fixture) history.Config {
 	return history.Config{Initial: f.Initial, Staleness: 5 * time.Second,
-		Converge: 3 * time.Second, DisableBound: principalTTL + 5*time.Second, Settle: 3 * time.Second}
+		Converge: 3 * time.Second, DisableBound: principalTTL + 5*time.Second, Settle: 3 * time.Second,
+		MaxRequest: requestTimeout}
 }
 
 // writeJSON writes v to path, indented.

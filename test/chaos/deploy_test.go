@@ -27,10 +27,15 @@ const masterName = "dirgate-chaos"
 // feed misses it (docs/auth.md, "How a token is checked").
 const principalTTL = 15 * time.Second
 
-// requestTimeout bounds each request of the suite's clients; dirgate's own bound
-// (DIRGATE_REQUEST_TIMEOUT) stays at its default of 30 s, so a timeout here is a
-// request that took over 10 s.
-const requestTimeout = 10 * time.Second
+// dirgateTimeout is DIRGATE_REQUEST_TIMEOUT: dirgate answers every request within it
+// (504 at the latest), and a write whose answer was lost took effect, if at all,
+// within it (history.Config.MaxRequest).
+const dirgateTimeout = 8 * time.Second
+
+// requestTimeout bounds each request of the suite's clients: longer than
+// dirgateTimeout, so that a request left without an answer is dirgate's failure to
+// keep its own deadline, not the client's impatience.
+const requestTimeout = dirgateTimeout + 2*time.Second
 
 // replicaNames are the dirgate replicas, in the order the workload picks them.
 var replicaNames = []string{"A", "B"}
@@ -99,6 +104,7 @@ func startDeployment(t *testing.T, pair sambatest.Pair, ou string, trustees []st
 		"DIRGATE_POLICY_DIR":           policyDir,
 		"DIRGATE_DECISION_LOG":         "off",
 		"DIRGATE_PRINCIPAL_TTL":        principalTTL.String(),
+		"DIRGATE_REQUEST_TIMEOUT":      dirgateTimeout.String(),
 		// The suite uses revoked tokens on purpose; the failure throttle would turn
 		// their 401 into 429 after ten, which says nothing about revocation (10000 is
 		// the largest it takes).

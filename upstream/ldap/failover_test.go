@@ -452,13 +452,23 @@ func TestUnreadableJournalFailsClosed(t *testing.T) {
 	}
 }
 
-// TestUnsharedWriteRecordedLater: a write Redis did not take is shared once it does.
+// TestUnsharedWriteRecordedLater: a write waits for Redis to take it; one Redis does
+// not take within shareWait answers unavailable (applied, but other replicas could
+// contradict it) and is shared once Redis takes writes again.
 func TestUnsharedWriteRecordedLater(t *testing.T) {
+	wait := shareWait
+	shareWait = 300 * time.Millisecond
+	t.Cleanup(func() { shareWait = wait })
 	j := &failingJournal{}
 	d, o1, _ := twoDCs(t, Config{Journal: j}, nil)
 	d.now = time.Now
-	if err := d.RemoveMember(context.Background(), byGUID(t, d, o1.g1.guid), byGUID(t, d, o1.alice.guid)); err != nil {
-		t.Fatal(err)
+	g1, alice, bob := byGUID(t, d, o1.g1.guid), byGUID(t, d, o1.alice.guid), byGUID(t, d, o1.bob.guid)
+	err := d.RemoveMember(context.Background(), g1, alice)
+	if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Fatalf("a removal Redis did not take = %v, want unavailable", err)
+	}
+	if indexFold(o1.g1.member, o1.alice.dn) >= 0 {
+		t.Fatal("the removal was not applied")
 	}
 	j.ok.Store(true)
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -468,6 +478,15 @@ func TestUnsharedWriteRecordedLater(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the write was not shared once Redis took writes again (%d attempts)", j.records.Load())
 		}
+	}
+	// Redis back within the wait: the write is answered once it is shared.
+	j.ok.Store(false)
+	go func() { time.Sleep(100 * time.Millisecond); j.ok.Store(true) }()
+	if err := d.AddMember(context.Background(), g1, bob); err != nil {
+		t.Fatalf("an addition Redis took within the wait: %v", err)
+	}
+	if ws, _ := j.Recent(context.Background(), o1.g1.guid); len(ws) != 2 {
+		t.Errorf("the journal holds %d writes, want 2", len(ws))
 	}
 }
 

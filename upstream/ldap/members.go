@@ -73,7 +73,7 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	pending, complete := d.pendingWrites(ctx, group)
 	var states sync.Map // server URL -> replState, the latest attempt's
 	objs, served, err := d.readServed(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
-		if anyStamped(pending) {
+		if anyStamped(pending) || !complete {
 			st, ok, err := d.readReplState(ctx, c)
 			if err != nil {
 				return err
@@ -98,13 +98,13 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if err != nil {
 		return nil, wrap("members", err)
 	}
-	if !complete && !d.firstServer(served) {
-		return nil, errWritesUnknown
-	}
 	var st *replState
 	if v, ok := states.Load(served); ok {
 		s := v.(replState)
 		st = &s
+	}
+	if !complete && !d.holdsOthers(ctx, group, served, st) {
+		return nil, errWritesUnknown
 	}
 	return d.overlay(ctx, group, served, st, pending, dedupe(objs, ""), props), nil
 }
@@ -149,15 +149,14 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 	req.Delete("member", []string{member.DN})
 	retried, server, stamp, err := d.modifyMember(ctx, req)
 	if err == nil {
-		d.remember(ctx, group, member, false, server, stamp)
+		return d.remember(ctx, group, member, false, server, stamp)
 	}
 	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultUnwillingToPerform {
 		if d.isPrimaryGroup(group, member) {
 			return fmt.Errorf("ldap: remove member: %w", dirgate.ErrPrimaryGroup)
 		}
 		if retried {
-			d.remember(ctx, group, member, false, server, stamp)
-			return nil
+			return d.remember(ctx, group, member, false, server, stamp)
 		}
 		return fmt.Errorf("ldap: remove member: %w (%v)", dirgate.ErrNotMember, err)
 	}
@@ -180,7 +179,7 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 	req.Add("member", []string{member.DN})
 	retried, server, stamp, err := d.modifyMember(ctx, req)
 	if err == nil {
-		d.remember(ctx, group, member, true, server, stamp)
+		return d.remember(ctx, group, member, true, server, stamp)
 	}
 	rc, ok := resultCode(err)
 	switch {
@@ -192,8 +191,7 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 		if retried {
 			// Most likely the first attempt's own write; a member that was there
 			// before it is indistinguishable, and is then reported as a change too.
-			d.remember(ctx, group, member, true, server, stamp)
-			return nil
+			return d.remember(ctx, group, member, true, server, stamp)
 		}
 		return fmt.Errorf("ldap: add member: %w (%v)", dirgate.ErrAlreadyMember, err)
 	case rc == goldap.LDAPResultUnwillingToPerform:

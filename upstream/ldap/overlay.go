@@ -3,10 +3,13 @@ package ldap
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dirgate/dirgate"
+	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // Writes laid over listings (docs/directory.md, "Several domain controllers").
@@ -59,21 +62,58 @@ const maxRememberedGroups = 10000
 func (d *Directory) multiDC() bool { return len(d.servers()) > 1 || d.cfg.Domain != "" }
 
 // remember records a write that server took, with its stamp.
-func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, added bool, server string, st writeStamp) {
+//
+// The write is answered only once the other replicas can lay it over their listings:
+// Redis is retried for up to shareWait within the request. A write Redis did not take
+// by then answers 503 (errWriteUnshared): it was applied, but a listing another replica
+// reads from a DC that lacks it would contradict it, so the caller is told the outcome
+// is unknown (a retry answers noChanges) rather than that it is done. It is shared in
+// the background once Redis takes it.
+func (d *Directory) remember(ctx context.Context, group, member dirgate.Object, added bool, server string, st writeStamp) error {
 	if !d.multiDC() || group.GUID == "" || member.GUID == "" {
-		return
+		return nil
 	}
 	w := dirgate.MembershipWrite{Group: group.GUID, Member: member.GUID, Added: added, Server: server, At: d.now(),
 		Origin: st.origin, USN: st.usn}
 	d.local.add(w, d.cfg.WriteOverlay, d.now())
-	if j := d.cfg.Journal; j != nil {
-		if err := j.Record(ctx, w, d.cfg.WriteOverlay); err != nil {
-			d.log().Warn("ldap: could not share a membership write with the other replicas yet; retrying in the background",
+	j := d.cfg.Journal
+	if j == nil {
+		return nil
+	}
+	err := j.Record(ctx, w, d.cfg.WriteOverlay)
+	if err == nil {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, shareWait)
+	defer cancel()
+	tick := time.NewTicker(shareRetry)
+	defer tick.Stop()
+	for err != nil {
+		select {
+		case <-wctx.Done():
+			d.log().Warn("ldap: could not share a membership write with the other replicas; answered as unavailable, retrying in the background",
 				"group", group.GUID, "error", err)
 			go d.recordLater(j, w)
+			return fmt.Errorf("%w: %w", errWriteUnshared, err)
+		case <-tick.C:
+			err = j.Record(wctx, w, d.cfg.WriteOverlay)
 		}
 	}
+	return nil
 }
+
+// shareWait bounds how long a write waits for Redis to take it (a Sentinel failover
+// with fast timings takes a second or two); shareRetry is how often it asks. Variables
+// for the tests.
+var (
+	shareWait  = 5 * time.Second
+	shareRetry = 200 * time.Millisecond
+)
+
+// errWriteUnshared answers a write that was applied but that Redis did not take in
+// time (remember).
+var errWriteUnshared = dirgate.WrapError(dirgate.EUNAVAILABLE, "",
+	errors.New("ldap: the membership write was applied but could not be shared with the other replicas"))
 
 // recordLater shares a write that Redis did not take, every second until it does,
 // the window ends or the adapter closes: until then, listings other replicas read from
@@ -170,9 +210,73 @@ func (d *Directory) pendingWrites(ctx context.Context, group dirgate.Object) (pe
 	return pending, complete
 }
 
-// errWritesUnknown answers a listing read from a DC other than the first in order of
-// preference while the other replicas' writes cannot be read (Redis unreachable): that
-// DC may lack a write another replica made through the first, and nothing says which.
+// holdsOthers reports whether the DC at served, whose replication state is st, holds
+// every change the other DCs made to group: for each other DC, its copy of the group
+// was last changed at a USN that served's up-to-dateness vector has reached (a
+// membership change raises the group's uSNChanged: docs/directory.md, "Changes and
+// uSNChanged"). A DC that cannot be asked (down, cut off) might hold a write served
+// lacks: false. Only asked while the other replicas' writes cannot be read.
+func (d *Directory) holdsOthers(ctx context.Context, group dirgate.Object, served string, st *replState) bool {
+	if st == nil {
+		// No vector to compare with: the first DC, where writes go while it is up,
+		// is served; any other may lack a write.
+		return d.firstServer(served)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.DialTimeout+d.cfg.AttemptTimeout)
+	defer cancel()
+	for _, s := range d.servers() {
+		if s.t.url == served {
+			continue
+		}
+		if s.brk != nil && s.brk.Open() {
+			return false
+		}
+		pc, err := s.pool.get(ctx, false)
+		if err != nil {
+			return false
+		}
+		id, usn, err := d.groupUSN(ctx, pc, s.t.url, group.DN)
+		if err != nil {
+			s.pool.discard(pc)
+			return false
+		}
+		s.pool.put(pc)
+		if id != st.self && usn > st.cursors[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// groupUSN reads, on the DC at url behind c, its invocation ID and the uSNChanged of
+// its copy of group (0 when it has none yet).
+func (d *Directory) groupUSN(ctx context.Context, c conn, url, group string) (string, int64, error) {
+	id, err := d.invocationAt(ctx, c, url)
+	if err != nil {
+		return "", 0, err
+	}
+	var text string
+	err = search(ctx, c, query{base: group, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"uSNChanged"}}, func(e *goldap.Entry) error {
+		text = e.GetAttributeValue("uSNChanged")
+		return nil
+	})
+	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultNoSuchObject {
+		return id, 0, nil
+	}
+	if err != nil {
+		return "", 0, err
+	}
+	usn, err := strconv.ParseInt(text, 10, 64)
+	if err != nil {
+		return "", 0, fmt.Errorf("uSNChanged %q of %s: %w", text, group, err)
+	}
+	return id, usn, nil
+}
+
+// errWritesUnknown answers a listing while the other replicas' writes cannot be read
+// (Redis unreachable), when the DC that answered it may lack a change another DC holds
+// (holdsOthers): another replica may have made a write there, and nothing says which.
 // dirgate answers 503 rather than a listing that may contradict an acknowledged write
 // (docs/directory.md, "Writes laid over listings").
 var errWritesUnknown = dirgate.WrapError(dirgate.EUNAVAILABLE, "",

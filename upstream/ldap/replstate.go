@@ -61,8 +61,8 @@ func (d *Directory) invocationAt(ctx context.Context, c conn, url string) (strin
 	if ok {
 		return id, nil
 	}
-	_, _, _, id, err := readServer(ctx, c)
-	if err != nil {
+	id, err := readInvocation(ctx, c)
+	if err != nil || id == "" {
 		return "", err
 	}
 	d.invocations.mu.Lock()
@@ -72,6 +72,32 @@ func (d *Directory) invocationAt(ctx context.Context, c conn, url string) (strin
 	d.invocations.ids[url] = id
 	d.invocations.mu.Unlock()
 	return id, nil
+}
+
+// readInvocation reads the invocation ID of the NTDS Settings object the rootDSE's
+// dsServiceName names; "" without an error when the server shows none (not an AD DC,
+// or hidden from the service account).
+func readInvocation(ctx context.Context, c conn) (string, error) {
+	var server, id string
+	err := search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"dsServiceName"}}, func(e *goldap.Entry) error {
+		server = e.GetAttributeValue("dsServiceName")
+		return nil
+	})
+	if err != nil || server == "" {
+		return "", err
+	}
+	err = search(ctx, c, query{base: server, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"invocationId"}}, func(e *goldap.Entry) error {
+		if raw := e.GetRawAttributeValue("invocationId"); len(raw) == 16 {
+			id = ldapentry.GUIDFromBytes(raw)
+		}
+		return nil
+	})
+	if rc, ok := resultCode(err); ok && rc == goldap.LDAPResultNoSuchObject {
+		return "", nil
+	}
+	return id, err
 }
 
 // readReplState reads the replication state of the DC behind c. ok is false when the
@@ -87,7 +113,7 @@ func (d *Directory) readReplStateAt(ctx context.Context, c conn, url string) (st
 		return replState{}, false, nil
 	}
 	self, err := d.invocationAt(ctx, c, url)
-	if err != nil {
+	if err != nil || self == "" {
 		return replState{}, false, err
 	}
 	var raw []byte

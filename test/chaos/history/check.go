@@ -25,6 +25,10 @@ type Config struct {
 	DisableBound time.Duration
 	// Settle is how long after a fault heals availability is not yet required.
 	Settle time.Duration
+	// MaxRequest is how long after its start a write whose outcome is unknown (no
+	// answer, a 5xx) may still take effect: dirgate's request timeout, or the
+	// direct change's. 0: it may take effect at any time, and is never superseded.
+	MaxRequest time.Duration
 }
 
 // Anomaly is one breach of a promise.
@@ -450,10 +454,11 @@ func (c *checker) availability(ops []Op) {
 			dc1Down, dc2Down := c.f.dcDown["dc1"].overlaps(a, b), c.f.dcDown["dc2"].overlaps(a, b)
 			primaryDown := c.f.redis["redis-primary"].overlaps(a, b)
 			redisUp := !primaryDown || !c.f.redis["redis-replica"].overlaps(a, b)
-			// A DC down while the Redis primary is: the other replicas' writes cannot
-			// be read, and a listing read from another DC answers 503 rather than
-			// contradict one of them (docs/directory.md, "Writes laid over listings").
-			writesKnown := !primaryDown || !dc1Down && !dc2Down
+			// A DC fault (or its last Converge) while the Redis primary is gone: the
+			// other replicas' writes cannot be read, a DC may lack one of them, and
+			// a listing then answers 503 rather than contradict it (docs/directory.md,
+			// "Writes laid over listings").
+			writesKnown := !primaryDown || !c.f.dc.overlaps(a-int64(c.cfg.Converge), b)
 			if !replicaDown && (!dc1Down || !dc2Down) && redisUp && writesKnown {
 				c.r.Checks[CheckAvailability]++
 				if !o.OK() {

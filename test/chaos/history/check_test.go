@@ -64,6 +64,10 @@ func (b *builder) direct(kind string, dc int, group, member string, start, end i
 	return b.op(Op{Kind: kind, DC: dc, Group: group, Member: member}, start, end)
 }
 
+func (b *builder) failedWrite(kind, replica, group, member string, start, end int) int64 {
+	return b.op(Op{Kind: kind, Replica: replica, Group: group, Member: member, Status: 503, ErrorBody: body503}, start, end)
+}
+
 func (b *builder) fault(name string, start, end int, targets ...string) int64 {
 	return b.op(Op{Kind: Fault, Process: "nemesis", Fault: name, Targets: targets}, start, end)
 }
@@ -425,4 +429,19 @@ func TestReadWriteRoundTrip(t *testing.T) {
 	if _, err := Read(strings.NewReader("{\"id\":1}\nnot json\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
 		t.Errorf("bad line: %v", err)
 	}
+}
+
+// TestUnknownWriteSuperseded: a write whose answer was lost may take effect until
+// MaxRequest after its start; an acknowledged write started after that (and
+// Converge) binds listings again, and without MaxRequest nothing does.
+func TestUnknownWriteSuperseded(t *testing.T) {
+	var b builder
+	b.failedWrite(Remove, "A", g1, u1, 1000, 1100) // 503: removed, or not
+	add := b.write(Add, "A", g1, u1, 20000, 20100, 200, false)
+	late := b.list("B", g1, 20200, 20300, u2) // u1 missing after the acknowledged addition
+	cfg := testCfg
+	cfg.MaxRequest = 10 * time.Second
+	wantAnomalies(t, Check(b.ops, cfg), Anomaly{Kind: LostWrite, Op: late, Causes: []int64{add}})
+	cfg.MaxRequest = 0
+	wantAnomalies(t, Check(b.ops, cfg))
 }

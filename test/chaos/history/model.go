@@ -238,6 +238,19 @@ func (ks *keyState) index(cfg Config, f *faults) {
 			conv := max(f.dc.calmSince(w.start, w.end, cfg.Converge), w.end+1)
 			w.supAt = min(w.supAt, firstFrom(starts, sufMin, conv))
 		}
+		// A write whose outcome is unknown took effect, if at all, by MaxRequest
+		// after its start (the server gives up on it then): an effective write
+		// started once that moment has had Converge of calm supersedes it.
+		if cfg.MaxRequest > 0 {
+			for _, w := range ks.writes {
+				if w.effective {
+					continue
+				}
+				late := w.start + int64(cfg.MaxRequest)
+				conv := max(f.dc.calmSince(w.start, late, cfg.Converge), late+1)
+				w.supAt = min(w.supAt, firstFrom(starts, sufMin, conv))
+			}
+		}
 	}
 	for _, w := range ks.writes {
 		v := b2i(w.present)

@@ -38,6 +38,7 @@ func run(args []string, out io.Writer) (int, error) {
 	fs.DurationVar(&cfg.Converge, "converge", 10*time.Second, "how long two writes on different DCs may be ordered by replication, not real time")
 	fs.DurationVar(&cfg.DisableBound, "disable-bound", 10*time.Second, "how soon a disabled account's tokens stop working, counted like staleness")
 	fs.DurationVar(&cfg.Settle, "settle", 10*time.Second, "how long after a fault heals listings need not succeed yet")
+	fs.DurationVar(&cfg.MaxRequest, "max-request", 0, "how long after its start a write with no answer may still take effect (0: at any time)")
 	if err := fs.Parse(args); err != nil {
 		return 2, err
 	}
