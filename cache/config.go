@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"errors"
 	"log/slog"
 	"strings"
 	"time"
@@ -154,7 +153,7 @@ func (c Config) Validate() error {
 		// to (docs/auth.md, "What Redis holds").
 		bad("Secret", "must hold at least %d bytes with Redis, to authenticate its entries", MinSecretLength)
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 func validPrefix(p string) bool {

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -139,7 +138,7 @@ func (c Config) Validate() error {
 	if (r.TLSCertFile == "") != (r.TLSKeyFile == "") {
 		bad("TLSCertFile", "and {TLSKeyFile} must be set together: a client certificate and key")
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // Open validates the configuration and returns a client with timeout as every one

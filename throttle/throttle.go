@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -151,7 +150,7 @@ func (c Config) Validate() error {
 			bad(field, "must not be negative")
 		}
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // Throttle judges authentication events against the bounds of its Config. Each

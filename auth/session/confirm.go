@@ -67,7 +67,7 @@ func (c Confirmation) Validate() error {
 	if c.Timeout < minWaitTimeout || c.Timeout > maxWaitTimeout {
 		errs = append(errs, fielderr.New("Timeout", "must be between %v and %v", minWaitTimeout, maxWaitTimeout))
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // SetConfirmation makes deletions wait as c says. Call it before the store is used.

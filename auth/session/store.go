@@ -122,7 +122,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fielderr.New(field, "must be positive"))
 		}
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // New returns a Store.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -45,6 +46,21 @@ func (e *Error) Error() string { return e.Render(func(field string) string { ret
 
 // Unwrap returns the error the message wraps with %w, if any.
 func (e *Error) Unwrap() error { return errors.Unwrap(fmt.Errorf(e.format, e.args...)) }
+
+// Join joins errs (errors.Join) in the order of their fields' names, each field's
+// in the order given, so that an adapter that checks fields in a map's order still
+// reports them in one order.
+func Join(errs ...error) error {
+	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(fieldOf(a), fieldOf(b)) })
+	return errors.Join(errs...)
+}
+
+func fieldOf(err error) string {
+	if e, ok := err.(*Error); ok {
+		return e.Field
+	}
+	return ""
+}
 
 // List returns the errors joined in err (errors.Join), or err alone, so that each
 // can be rendered on its own line; nil for nil.

@@ -35,3 +35,12 @@ func TestUnwrapAndList(t *testing.T) {
 		t.Error("List(nil) is not nil")
 	}
 }
+
+// TestJoin: errors come in the order of their fields, each field's in the order
+// given; errors without a field first.
+func TestJoin(t *testing.T) {
+	err := Join(New("PoolSize", "a"), New("BaseDN", "b"), errors.New("plain"), New("BaseDN", "c"))
+	if got, want := err.Error(), "plain\nBaseDN: b\nBaseDN: c\nPoolSize: a"; got != want {
+		t.Errorf("Join = %q, want %q", got, want)
+	}
+}

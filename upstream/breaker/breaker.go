@@ -134,7 +134,7 @@ func (s Settings) Validate() error {
 			errs = append(errs, fielderr.New(field, "must be positive"))
 		}
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 func gobreakerSettings(s Settings) gobreaker.Settings {

@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -255,7 +254,7 @@ func (c Config) Validate() error {
 	if rt := c.withDefaults().RequestTimeout; c.AttemptTimeout > rt && c.RequestTimeout >= 0 {
 		bad("AttemptTimeout", "must not exceed {RequestTimeout}, %v", rt)
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // checkDomainSuffix accepts an item of DomainSuffixes: a DNS name (letters, digits
