@@ -178,7 +178,7 @@ func benchInstance(b *testing.B, cfg Config) (instance, dirgate.Identifier) {
 //     (json.Marshal of the filtered listing), for comparison.
 func BenchmarkListing1000(b *testing.B) {
 	b.Run("FirstLevel", func(b *testing.B) {
-		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), Lease: -1})
+		in, id := benchInstance(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), Lease: new(time.Duration(0))})
 		benchList(b, in, id, dirgate.CacheHit)
 	})
 	b.Run("FirstLevelLease", func(b *testing.B) {

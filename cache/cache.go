@@ -29,7 +29,7 @@ import (
 )
 
 // maxValueBytes bounds one entry stored in Redis; larger listings are served but not
-// cached. The in-process store has only its own bound (DIRGATE_CACHE_MAX_BYTES).
+// cached. The in-process store has only its own bound (Config.MaxBytes).
 const maxValueBytes = 64 << 20
 
 // Cache is a dirgate.Directory and dirgate.Lister with a cache in front of dir.
@@ -152,8 +152,8 @@ func newCache(c Config, dir dirgate.Directory, st store) *Cache {
 	}
 	ch.versionTTL = 2 * ch.storeTTL
 	ch.pending.m = map[string]time.Time{}
-	if c.Redis != nil && c.Lease > 0 {
-		ch.lease = newLease(c.Redis, c.KeyPrefix, c.Lease, c.Timeout, c.Logger)
+	if c.Redis != nil && *c.Lease > 0 {
+		ch.lease = newLease(c.Redis, c.KeyPrefix, *c.Lease, c.Timeout, c.Logger)
 		go ch.lease.run()
 	}
 	go ch.retryLoop()
@@ -570,7 +570,7 @@ func newToken() string { return rand.Text() }
 
 // jitteredTTL shortens the TTL by up to TTLJitter.
 func (c *Cache) jitteredTTL() time.Duration {
-	return c.cfg.TTL - time.Duration(float64(c.cfg.TTL)*c.cfg.TTLJitter*mrand.Float64())
+	return c.cfg.TTL - time.Duration(float64(c.cfg.TTL)**c.cfg.TTLJitter*mrand.Float64())
 }
 
 // flightKey keys a bypass flight by this instance's count of membership changes, so

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
@@ -27,7 +28,7 @@ func BenchmarkListing1000Feed(b *testing.B) {
 	}
 	b.Run("FirstLevel", func(b *testing.B) {
 		// Leases off, as in BenchmarkListing1000/FirstLevel: the epoch's token is read too.
-		in, id := start(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), Lease: -1})
+		in, id := start(b, Config{Secret: sealSecret, Redis: redisClient(b, redisconn.Config{Addrs: []string{redistest.Start(b).Addr()}}), Lease: new(time.Duration(0))})
 		benchList(b, in, id, dirgate.CacheHit)
 	})
 	b.Run("Redis", func(b *testing.B) {

@@ -29,7 +29,7 @@ const claimPoll = 25 * time.Millisecond
 // instance's concurrent misses of req claim and wait once (singleflight); those
 // that joined check the entry's tokens again, as joiners of a fill do (fill.go).
 func (c *Cache) claimFill(ctx context.Context, req request, stale *entry, rd reading) (hit *entry, claimed bool) {
-	if c.cfg.FillWait <= 0 || req.root == "" || !c.store.shared() || !rd.usable {
+	if *c.cfg.FillWait <= 0 || req.root == "" || !c.store.shared() || !rd.usable {
 		return nil, false // no peers, an identifier resolution (cheap to read), or the store is bypassed
 	}
 	type result struct {
@@ -54,14 +54,14 @@ func (c *Cache) awaitClaim(ctx context.Context, req request, stale *entry, rd re
 	key := c.keys.fillClaim(req.key)
 	var holder string
 	if err := c.op(ctx, false, func(ctx context.Context) (err error) {
-		holder, err = c.store.getOrSet(ctx, key, c.claimID, c.cfg.FillWait)
+		holder, err = c.store.getOrSet(ctx, key, c.claimID, *c.cfg.FillWait)
 		return err
 	}); err != nil || holder == c.claimID {
 		return nil, err == nil
 	}
 	c.metrics.claimWaits.Add(ctx, 1)
 	c.claimWaitCount.Add(1)
-	deadline := rd.now.Add(c.cfg.FillWait)
+	deadline := rd.now.Add(*c.cfg.FillWait)
 	t := time.NewTimer(claimPoll)
 	defer t.Stop()
 	for {

@@ -19,7 +19,7 @@ import (
 func claimSetup(t *testing.T, fillWait time.Duration) (dir *countingDir, a, b instance, hold func() (release func())) {
 	t.Helper()
 	dir = &countingDir{Directory: demo(t)}
-	cfg := Config{Secret: sealSecret, Timeout: testTimeout, FillWait: fillWait,
+	cfg := Config{Secret: sealSecret, Timeout: testTimeout, FillWait: new(fillWait),
 		Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})}
 	a, b = newInstance(t, &heldFailing{countingDir: dir}, cfg), newInstance(t, &heldFailing{countingDir: dir}, cfg)
 	for _, in := range []instance{a, b} {

@@ -1,27 +1,25 @@
 package cache
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/redis/go-redis/v9"
 )
 
-// Defaults for the zero values of Config. The env names are those proposed for
-// cmd/dirgate.
+// Defaults for the zero values (and nil pointers) of Config.
 const (
-	DefaultTTL           = 5 * time.Minute        // DIRGATE_CACHE_TTL
-	DefaultTTLJitter     = 0.1                    // DIRGATE_CACHE_TTL_JITTER
-	DefaultTimeout       = 100 * time.Millisecond // DIRGATE_REDIS_TIMEOUT
-	DefaultRetryInterval = time.Second            // DIRGATE_REDIS_RETRY_INTERVAL
-	DefaultMaxBytes      = 256 << 20              // DIRGATE_CACHE_MAX_BYTES
-	DefaultKeyPrefix     = "dirgate:"             // DIRGATE_REDIS_KEY_PREFIX
-	DefaultLease         = time.Second            // DIRGATE_CACHE_LEASE
-	DefaultFillWait      = 2 * time.Second        // DIRGATE_CACHE_FILL_WAIT
+	DefaultTTL           = 5 * time.Minute
+	DefaultTTLJitter     = 0.1
+	DefaultTimeout       = 100 * time.Millisecond
+	DefaultRetryInterval = time.Second
+	DefaultMaxBytes      = 256 << 20
+	DefaultKeyPrefix     = "dirgate:"
+	DefaultLease         = time.Second
+	DefaultFillWait      = 2 * time.Second
 )
 
 // MinSecretLength is the least number of bytes of Config.Secret with Redis (the
@@ -29,43 +27,44 @@ const (
 const MinSecretLength = 32
 
 // Config is the cache's factory: zero fields take the defaults above, Validate
-// reports every problem at once, Open returns the live cache.
+// reports every problem at once, Open returns the live cache. TTLJitter, Lease and
+// FillWait are pointers because their 0 is a value (none, off, never wait): nil
+// takes the default. cmd/dirgate binds its cache-* settings, and redis-key-prefix,
+// redis-timeout and redis-retry-interval, to these fields (docs/settings.md).
 type Config struct {
 	// Redis is the shared backend (redisconn opens it, with Timeout as its timeouts;
 	// the caller closes it after the cache); nil keeps the cache in process.
 	Redis redis.UniversalClient
 	// KeyPrefix starts every key, so that several deployments can share one Redis:
-	// letters, digits and ":_.-", at most 64 bytes (DIRGATE_REDIS_KEY_PREFIX).
+	// letters, digits and ":_.-", at most 64 bytes.
 	KeyPrefix string
-	// TTL is how long an entry is served as fresh (DIRGATE_CACHE_TTL).
+	// TTL is how long an entry is served as fresh.
 	TTL time.Duration
-	// TTLJitter shortens each entry's TTL by a random fraction up to this value, so
-	// that entries filled together do not expire together (DIRGATE_CACHE_TTL_JITTER).
-	// 0 means DefaultTTLJitter; a negative value means none.
-	TTLJitter float64
+	// TTLJitter shortens each entry's TTL by a random fraction up to this value (0 to
+	// 0.99), so that entries filled together do not expire together. nil means
+	// DefaultTTLJitter; 0 means none.
+	TTLJitter *float64
 	// MaxStale is the oldest a listing may be when it is served because the directory
-	// failed (stale-if-error); 0 never serves stale listings (DIRGATE_CACHE_MAX_STALE).
+	// failed (stale-if-error); 0 never serves stale listings.
 	MaxStale time.Duration
-	// Timeout bounds every Redis operation; a slower Redis is bypassed
-	// (DIRGATE_REDIS_TIMEOUT).
+	// Timeout bounds every Redis operation; a slower Redis is bypassed.
 	Timeout time.Duration
 	// RetryInterval is how long the cache is bypassed after Redis failed before it is
-	// tried again (DIRGATE_REDIS_RETRY_INTERVAL).
+	// tried again.
 	RetryInterval time.Duration
 	// MaxBytes bounds the decoded listings kept in process, and the in-process
-	// backend when there is no Redis (DIRGATE_CACHE_MAX_BYTES).
+	// backend when there is no Redis.
 	MaxBytes int64
 	// Lease is how long an instance sharing Redis may serve its first level without
 	// reading version tokens, between renewals of its lease; a removal or addition
 	// waits for every instance's acknowledgement, or at most this long for one that
-	// stopped answering (lease.go, DIRGATE_CACHE_LEASE). 0 means DefaultLease; a
-	// negative value reads the tokens on every request instead.
-	Lease time.Duration
+	// stopped answering (lease.go): 20ms to 1m. nil means DefaultLease; 0 reads the
+	// tokens on every request instead.
+	Lease *time.Duration
 	// FillWait is how long a miss waits for another instance sharing Redis that is
 	// filling the same listing (its claim in Redis) before reading the directory
-	// itself (claim.go, DIRGATE_CACHE_FILL_WAIT). 0 means DefaultFillWait; a negative
-	// value never waits.
-	FillWait time.Duration
+	// itself (claim.go): at most 1m. nil means DefaultFillWait; 0 never waits.
+	FillWait *time.Duration
 	// ExpandConcurrency bounds parallel member reads while a nested listing is filled
 	// (dirgate.MemberService.ExpandConcurrency).
 	ExpandConcurrency int
@@ -77,7 +76,7 @@ type Config struct {
 	// Secret keys the HMAC of every value dirgate reads back from Redis (seal.go), so
 	// that a Redis writer can neither change nor move an entry, a change-feed position
 	// or event: every replica must have the same. Required with Redis, at least
-	// MinSecretLength bytes (DIRGATE_SECRET_FILE); unused in process.
+	// MinSecretLength bytes; unused in process.
 	Secret []byte
 	// History tells the cache when Redis's history changed (a failover that may have
 	// lost writes: history.go); nil without Redis, or when it cannot be known.
@@ -92,11 +91,8 @@ func (c Config) withDefaults() Config {
 	if c.TTL == 0 {
 		c.TTL = DefaultTTL
 	}
-	if c.TTLJitter == 0 {
-		c.TTLJitter = DefaultTTLJitter
-	}
-	if c.TTLJitter < 0 {
-		c.TTLJitter = 0
+	if c.TTLJitter == nil {
+		c.TTLJitter = new(float64(DefaultTTLJitter))
 	}
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
@@ -107,11 +103,11 @@ func (c Config) withDefaults() Config {
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultMaxBytes
 	}
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
+	if c.Lease == nil {
+		c.Lease = new(time.Duration(DefaultLease))
 	}
-	if c.FillWait == 0 {
-		c.FillWait = DefaultFillWait
+	if c.FillWait == nil {
+		c.FillWait = new(time.Duration(DefaultFillWait))
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -125,41 +121,39 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of the configuration at once, after defaults.
+// Validate reports every problem of the configuration at once, each a
+// *fielderr.Error naming its field. A zero value (nil pointer) takes its default.
 func (c Config) Validate() error {
-	c = c.withDefaults()
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("cache: "+format, args...)) }
-	if c.TTL < 0 {
-		bad("TTL must be positive")
+	bad := func(field, format string, args ...any) { errs = append(errs, fielderr.New(field, format, args...)) }
+	for field, neg := range map[string]bool{"TTL": c.TTL < 0, "Timeout": c.Timeout < 0,
+		"RetryInterval": c.RetryInterval < 0, "MaxBytes": c.MaxBytes < 0} {
+		if neg {
+			bad(field, "must be positive")
+		}
 	}
-	if c.TTLJitter >= 1 {
-		bad("TTL jitter must be below 1")
+	if j := c.TTLJitter; j != nil && !(*j >= 0 && *j <= 0.99) { // refuses NaN too
+		bad("TTLJitter", "must be between 0 and 0.99")
 	}
 	if c.MaxStale < 0 {
-		bad("max stale must not be negative")
+		bad("MaxStale", "must not be negative (0: never serve stale)")
 	}
-	if c.Timeout < 0 || c.RetryInterval < 0 {
-		bad("Redis timeout and retry interval must be positive")
+	if w := c.FillWait; w != nil && (*w < 0 || *w > time.Minute) {
+		bad("FillWait", "must be between 0 (never wait) and 1m")
 	}
-	if c.MaxBytes < 0 {
-		bad("max bytes must be positive")
+	if l := c.Lease; l != nil && *l != 0 && (*l < 20*time.Millisecond || *l > time.Minute) {
+		bad("Lease", "must be between 20ms and 1m (0: off)")
 	}
-	if c.FillWait > time.Minute {
-		bad("fill wait must be at most 1m (or negative: off)")
-	}
-	if c.Lease > 0 && c.Lease < 20*time.Millisecond {
-		bad("lease must be at least 20ms (or negative: off)")
-	}
-	if !validPrefix(c.KeyPrefix) {
-		bad("redis: key prefix %q must be 1 to 64 letters, digits or :_.-", c.KeyPrefix)
+	if c.KeyPrefix != "" && !validPrefix(c.KeyPrefix) {
+		// Braces would move keys out of their Cluster slot.
+		bad("KeyPrefix", "%q must be 1 to 64 letters, digits or :_.-", c.KeyPrefix)
 	}
 	if c.Redis != nil && len(c.Secret) < MinSecretLength {
 		// Without it, whoever can write to Redis chooses the account a token resolves
 		// to (docs/auth.md, "What Redis holds").
-		bad("Redis needs a secret of at least %d bytes to authenticate its entries (DIRGATE_SECRET_FILE)", MinSecretLength)
+		bad("Secret", "must hold at least %d bytes with Redis, to authenticate its entries", MinSecretLength)
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 func validPrefix(p string) bool {

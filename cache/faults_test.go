@@ -289,7 +289,7 @@ func TestStaleIfError(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
 			dir := &countingDir{Directory: demo(t)}
-			in := newInstance(t, dir, Config{TTL: time.Minute, MaxStale: 10 * time.Minute, TTLJitter: -1, now: clock.Now})
+			in := newInstance(t, dir, Config{TTL: time.Minute, MaxStale: 10 * time.Minute, TTLJitter: new(0.0), now: clock.Now})
 			opts := dirgate.ListOptions{IncludeIndirect: true}
 			before, _ := in.list(t, fixture.HelpDeskDN, opts)
 			if tc.removed {

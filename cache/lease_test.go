@@ -18,7 +18,7 @@ func leasePair(t *testing.T, d time.Duration) (a, b instance, dir dirgate.Direct
 	t.Helper()
 	srv = redistest.Start(t)
 	dir = demo(t)
-	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: d, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: new(d), Timeout: time.Second}
 	a, b = newInstance(t, dir, cfg), newInstance(t, dir, cfg)
 	for _, in := range []instance{a, b} {
 		waitFor(t, "a lease", in.c.lease.held)
@@ -72,7 +72,7 @@ func TestLeaseServesWithoutTokenReads(t *testing.T) {
 		t.Errorf("100 hits under a lease read tokens %d times", n)
 	}
 
-	off := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1})
+	off := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: new(time.Duration(0))})
 	for range 3 {
 		off.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
 	}
@@ -190,7 +190,7 @@ func TestLeaseDropsTrustOnEveryAnnouncement(t *testing.T) {
 func TestLeaseAnnouncementRefused(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: time.Second, Timeout: time.Second, RetryInterval: 50 * time.Millisecond}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: new(time.Second), Timeout: time.Second, RetryInterval: 50 * time.Millisecond}
 	a, b := newInstance(t, dir, cfg), newInstance(t, dir, cfg)
 	for _, in := range []instance{a, b} {
 		waitFor(t, "a lease", in.c.lease.held)
@@ -258,9 +258,9 @@ func TestLeaseCluster(t *testing.T) {
 func TestLeaseLongerElsewhere(t *testing.T) {
 	srv := redistest.Start(t)
 	dir := demo(t)
-	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: 200 * time.Millisecond, Timeout: time.Second}
+	cfg := Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), Lease: new(200 * time.Millisecond), Timeout: time.Second}
 	a := newInstance(t, dir, cfg)
-	cfg.Lease = 800 * time.Millisecond
+	cfg.Lease = new(800 * time.Millisecond)
 	b := newInstance(t, dir, cfg)
 	for _, in := range []instance{a, b} {
 		waitFor(t, "a lease", in.c.lease.held)

@@ -45,7 +45,7 @@ func sharedBackends() []struct {
 			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})}
 		}},
 		{"redis-no-lease", func(t *testing.T) Config {
-			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1}
+			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: new(time.Duration(0))}
 		}},
 		{"cluster", func(t *testing.T) Config {
 			return Config{Secret: sealSecret, Timeout: testTimeout, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})}

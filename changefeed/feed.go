@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
@@ -72,17 +73,18 @@ type Config struct {
 	// Redis, when set, is shared by the deployment's instances: one of them reads
 	// (the leader) and the others follow its events. nil: this instance reads alone.
 	Redis redis.UniversalClient
-	// KeyPrefix starts the feed's keys in Redis (the cache's, DIRGATE_REDIS_KEY_PREFIX).
+	// KeyPrefix starts the feed's keys in Redis (cmd/dirgate passes the cache's).
 	KeyPrefix string
-	// Secret keys the HMACs of the claim, the position and the events (the cache's,
-	// DIRGATE_SECRET_FILE): required with Redis.
+	// Secret keys the HMACs of the claim, the position and the events (cmd/dirgate
+	// passes the cache's): required with Redis.
 	Secret []byte
-	// Timeout bounds each Redis operation (DIRGATE_REDIS_TIMEOUT); RetryInterval is
-	// the pause after a failed read of the event stream (DIRGATE_REDIS_RETRY_INTERVAL).
+	// Timeout bounds each Redis operation; RetryInterval is the pause after a failed
+	// read of the event stream (cmd/dirgate passes the cache's).
 	Timeout, RetryInterval time.Duration
 	// Logger receives leadership changes, resyncs and refusals; nil: slog.Default().
 	Logger *slog.Logger
-	// Interval is how often the leader reads (DIRGATE_CHANGEFEED_INTERVAL).
+	// Interval is how often the leader reads: between MinInterval and MaxInterval
+	// (cmd/dirgate binds its changefeed-interval setting to it, docs/settings.md).
 	Interval time.Duration
 	// MaxBatch bounds the changes one read may return; a larger burst invalidates
 	// everything instead.
@@ -143,15 +145,35 @@ const maxFeedBackoff = 5 * time.Second
 
 const coverageInterval = 10 * time.Minute
 
+// Bounds of Config.Interval: a feed read more often than MinInterval costs the
+// directory more than it saves; one read less often than MaxInterval is no longer a
+// feed.
+const (
+	MinInterval = 10 * time.Millisecond
+	MaxInterval = time.Hour
+)
+
+// Validate reports the problem of c's settings, a *fielderr.Error naming its field.
+// A zero Interval takes DefaultInterval. Start checks the rest.
+func (c Config) Validate() error {
+	if c.Interval != 0 && (c.Interval < MinInterval || c.Interval > MaxInterval) {
+		return fielderr.New("Interval", "must be between 10ms and 1h")
+	}
+	return nil
+}
+
 // Start starts following the directory's changes until Close. From now on every
 // entry the cache fills depends on the feed (Cache.Follow).
 func Start(ctx context.Context, cfg Config) (*Feed, error) {
 	if cfg.Source == nil || cfg.Cache == nil {
 		return nil, errors.New("change feed: a source and a cache are required")
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("change feed: %w", err)
+	}
 	shared := cfg.Redis != nil && !cfg.PerInstance
 	if shared && len(cfg.Secret) < minSecretLength {
-		return nil, fmt.Errorf("change feed: Redis needs a secret of at least %d bytes (DIRGATE_SECRET_FILE)", minSecretLength)
+		return nil, fmt.Errorf("change feed: Redis needs a secret of at least %d bytes", minSecretLength)
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = defaultTimeout

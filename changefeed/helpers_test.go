@@ -201,7 +201,7 @@ func sharedBackends() []struct {
 			return cache.Config{Secret: sealSecret, Timeout: loadedTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})}
 		}},
 		{"redis-no-lease", func(t *testing.T) cache.Config {
-			return cache.Config{Secret: sealSecret, Timeout: loadedTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: -1}
+			return cache.Config{Secret: sealSecret, Timeout: loadedTimeout, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: new(time.Duration(0))}
 		}},
 		{"cluster", func(t *testing.T) cache.Config {
 			return cache.Config{Secret: sealSecret, Timeout: loadedTimeout, Redis: redisClient(t, redisconn.Config{Addrs: redistest.StartCluster(t).Addrs(), Mode: redisconn.ModeCluster})}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 )
@@ -30,36 +30,32 @@ const (
 )
 
 // Config selects and reaches the Redis deployment. Mode decides the client: one
-// server, a Sentinel-managed primary, or a Cluster.
+// server, a Sentinel-managed primary, or a Cluster. cmd/dirgate binds its redis-*
+// settings of the connection to these fields (docs/settings.md).
 type Config struct {
-	// Addrs are host:port addresses: the server, the Sentinels, or Cluster seed nodes
-	// (DIRGATE_REDIS_ADDR, comma-separated).
+	// Addrs are host:port addresses: the server, the Sentinels, or Cluster seed nodes.
 	Addrs []string
 	// Mode is single, sentinel or cluster; "" means single for one address and
-	// cluster for several (DIRGATE_REDIS_MODE).
+	// cluster for several.
 	Mode string
-	// MasterName is the Sentinel primary's name (DIRGATE_REDIS_MASTER_NAME).
+	// MasterName is the Sentinel primary's name.
 	MasterName string
-	// Username for Redis ACLs; empty uses the default user (DIRGATE_REDIS_USERNAME).
+	// Username for Redis ACLs; empty uses the default user.
 	Username string
-	// PasswordFile holds the password, trailing newline ignored
-	// (DIRGATE_REDIS_PASSWORD_FILE).
+	// PasswordFile holds the password, trailing newline ignored.
 	PasswordFile string
-	// SentinelPasswordFile holds the Sentinels' own password, if they have one
-	// (DIRGATE_REDIS_SENTINEL_PASSWORD_FILE).
+	// SentinelPasswordFile holds the Sentinels' own password, if they have one.
 	SentinelPasswordFile string
-	// DB is the database number; Cluster supports only 0 (DIRGATE_REDIS_DB).
+	// DB is the database number; Cluster supports only 0.
 	DB int
-	// TLS enables TLS (DIRGATE_REDIS_TLS); the files below imply it.
+	// TLS enables TLS; the files below imply it.
 	TLS bool
 	// TLSCAFile is a PEM bundle of CAs for the server certificate; empty uses the
-	// system roots (DIRGATE_REDIS_TLS_CA_FILE).
+	// system roots.
 	TLSCAFile string
-	// TLSCertFile and TLSKeyFile are a client certificate for servers that require one
-	// (DIRGATE_REDIS_TLS_CERT_FILE, DIRGATE_REDIS_TLS_KEY_FILE).
+	// TLSCertFile and TLSKeyFile are a client certificate for servers that require one.
 	TLSCertFile, TLSKeyFile string
-	// TLSServerName overrides the name checked in the server certificate
-	// (DIRGATE_REDIS_TLS_SERVER_NAME).
+	// TLSServerName overrides the name checked in the server certificate.
 	TLSServerName string
 	// Tracing gives every Redis command a span (its name only). Set it when spans are
 	// exported: the hook costs every command its attributes and a span even when
@@ -93,54 +89,56 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of the configuration at once, after defaults.
-// Without addresses there is nothing to check.
+// Validate reports every problem of the configuration at once, after defaults,
+// each a *fielderr.Error naming its field. Without addresses there is nothing to
+// check.
 func (c Config) Validate() error {
 	r := c.WithDefaults()
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("cache: redis: "+format, args...)) }
+	bad := func(field, format string, args ...any) { errs = append(errs, fielderr.New(field, format, args...)) }
 	if len(r.Addrs) == 0 {
 		return nil
 	}
 	for _, a := range r.Addrs {
 		if host, port, err := net.SplitHostPort(a); err != nil || host == "" || port == "" {
-			bad("address %q must be host:port", a)
+			bad("Addrs", "address %q must be host:port", a)
 		}
 	}
 	switch r.Mode {
 	case ModeSingle:
 		if len(r.Addrs) != 1 {
-			bad("mode single takes one address, not %d", len(r.Addrs))
+			bad("Mode", "single takes one address, not %d", len(r.Addrs))
 		}
 	case ModeSentinel:
 		if r.MasterName == "" {
-			bad("mode sentinel needs the master name")
+			bad("MasterName", "is required in mode sentinel: the master name")
 		}
 	case ModeCluster:
 		if r.DB != 0 {
-			bad("a cluster has only database 0")
+			bad("DB", "must be 0: a cluster has only database 0")
 		}
 	default:
-		bad("mode %q must be single, sentinel or cluster", r.Mode)
+		bad("Mode", "%q must be single, sentinel or cluster", r.Mode)
 	}
 	if r.MasterName != "" && r.Mode != ModeSentinel {
-		bad("a master name is only used in mode sentinel")
+		bad("MasterName", "is only used in mode sentinel")
 	}
 	if r.DB < 0 {
-		bad("database must not be negative")
+		bad("DB", "must not be negative")
 	}
-	for _, f := range []string{r.PasswordFile, r.SentinelPasswordFile, r.TLSCAFile, r.TLSCertFile, r.TLSKeyFile} {
+	for field, f := range map[string]string{"PasswordFile": r.PasswordFile, "SentinelPasswordFile": r.SentinelPasswordFile,
+		"TLSCAFile": r.TLSCAFile, "TLSCertFile": r.TLSCertFile, "TLSKeyFile": r.TLSKeyFile} {
 		if f == "" {
 			continue
 		}
 		if _, err := os.Stat(f); err != nil {
-			bad("%v", err)
+			bad(field, "%w", err)
 		}
 	}
 	if (r.TLSCertFile == "") != (r.TLSKeyFile == "") {
-		bad("a client certificate needs both its certificate and key files")
+		bad("TLSCertFile", "and {TLSKeyFile} must be set together: a client certificate and key")
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // Open validates the configuration and returns a client with timeout as every one

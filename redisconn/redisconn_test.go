@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// TestValidate: each setting that cannot work is reported, all at once, naming the
-// setting.
+// TestValidate: each setting that cannot work is reported, all at once, naming its
+// field.
 func TestValidate(t *testing.T) {
 	secret := filepath.Join(t.TempDir(), "password")
 	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
@@ -25,14 +25,14 @@ func TestValidate(t *testing.T) {
 		// Several addresses without a mode mean a cluster.
 		{"cluster by addresses", Config{Addrs: []string{"a:1", "b:2"}}, nil},
 		{"sentinel", Config{Addrs: []string{"a:26379"}, Mode: ModeSentinel, MasterName: "m"}, nil},
-		{"sentinel without master", Config{Addrs: []string{"a:26379"}, Mode: ModeSentinel}, []string{"master name"}},
-		{"master name outside sentinel", Config{Addrs: []string{"a:1"}, MasterName: "m"}, []string{"only used in mode sentinel"}},
-		{"unknown mode", Config{Addrs: []string{"a:1"}, Mode: "ring"}, []string{"mode \"ring\""}},
-		{"single with two addresses", Config{Addrs: []string{"a:1", "b:2"}, Mode: ModeSingle}, []string{"one address"}},
-		{"cluster database", Config{Addrs: []string{"a:1"}, Mode: ModeCluster, DB: 2}, []string{"database 0"}},
-		{"address without port", Config{Addrs: []string{"redis"}}, []string{"host:port"}},
-		{"missing password file", Config{Addrs: []string{"a:1"}, PasswordFile: "/nonexistent"}, []string{"nonexistent"}},
-		{"certificate without key", Config{Addrs: []string{"a:1"}, TLSCertFile: secret}, []string{"certificate and key"}},
+		{"sentinel without master", Config{Addrs: []string{"a:26379"}, Mode: ModeSentinel}, []string{"MasterName: is required in mode sentinel"}},
+		{"master name outside sentinel", Config{Addrs: []string{"a:1"}, MasterName: "m"}, []string{"MasterName: is only used in mode sentinel"}},
+		{"unknown mode", Config{Addrs: []string{"a:1"}, Mode: "ring"}, []string{"Mode: \"ring\""}},
+		{"single with two addresses", Config{Addrs: []string{"a:1", "b:2"}, Mode: ModeSingle}, []string{"Mode: single takes one address"}},
+		{"cluster database", Config{Addrs: []string{"a:1"}, Mode: ModeCluster, DB: 2}, []string{"DB: must be 0"}},
+		{"address without port", Config{Addrs: []string{"redis"}}, []string{"Addrs: address \"redis\" must be host:port"}},
+		{"missing password file", Config{Addrs: []string{"a:1"}, PasswordFile: "/nonexistent"}, []string{"PasswordFile: ", "nonexistent"}},
+		{"certificate without key", Config{Addrs: []string{"a:1"}, TLSCertFile: secret}, []string{"TLSCertFile: and TLSKeyFile must be set together"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

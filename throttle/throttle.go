@@ -12,12 +12,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"golang.org/x/text/cases"
 	"golang.org/x/text/unicode/norm"
 )
@@ -128,27 +128,29 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-func (c Config) validate() error {
+// Validate reports every problem of c at once, each a *fielderr.Error naming its
+// field. A zero value takes its default; a negative one is refused. cmd/dirgate
+// binds its auth-* and signin-max-concurrent* settings to MaxFailures, Window,
+// MaxSignIns and MaxSignInsPerClient (docs/settings.md).
+func (c Config) Validate() error {
 	var errs []error
-	if c.MaxFailures < 0 || c.MaxFailures > 10_000 {
-		errs = append(errs, fmt.Errorf("throttle: MaxFailures %d is outside 1..10000", c.MaxFailures))
+	bad := func(field, format string, args ...any) { errs = append(errs, fielderr.New(field, format, args...)) }
+	for field, neg := range map[string]bool{"MaxFailures": c.MaxFailures < 0, "Window": c.Window < 0,
+		"MaxSignIns": c.MaxSignIns < 0, "MaxSignInsPerClient": c.MaxSignInsPerClient < 0} {
+		if neg {
+			bad(field, "must be positive")
+		}
 	}
-	if c.MaxClientSignInFailures < 0 {
-		errs = append(errs, errors.New("throttle: MaxClientSignInFailures is negative"))
+	if c.MaxFailures > 10_000 {
+		bad("MaxFailures", "must be between 1 and 10000, got %d", c.MaxFailures)
 	}
-	if c.Window < 0 {
-		errs = append(errs, errors.New("throttle: Window is negative"))
+	for field, neg := range map[string]bool{"MaxClientSignInFailures": c.MaxClientSignInFailures < 0,
+		"MaxClients": c.MaxClients < 0, "SlowAfter": c.SlowAfter < 0, "Delay": c.Delay < 0, "MaxDelay": c.MaxDelay < 0} {
+		if neg {
+			bad(field, "must not be negative")
+		}
 	}
-	if c.MaxClients < 0 {
-		errs = append(errs, errors.New("throttle: MaxClients is negative"))
-	}
-	if c.SlowAfter < 0 || c.Delay < 0 || c.MaxDelay < 0 {
-		errs = append(errs, errors.New("throttle: SlowAfter, Delay and MaxDelay must not be negative"))
-	}
-	if c.MaxSignIns < 0 || c.MaxSignInsPerClient < 0 {
-		errs = append(errs, errors.New("throttle: MaxSignIns and MaxSignInsPerClient must not be negative"))
-	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
 // Throttle judges authentication events against the bounds of its Config. Each
@@ -166,10 +168,10 @@ type Throttle struct {
 
 // New returns a Throttle, or every problem of cfg at once.
 func New(cfg Config) (*Throttle, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("throttle: %w", err)
 	}
+	cfg = cfg.withDefaults()
 	l := NewLocal(cfg.Window, cfg.MaxClients)
 	t := &Throttle{cfg: cfg, tokens: l.Addresses(), ids: l.Addresses(), pairs: l.Pairs(), budgets: l.Budgets(), gate: newGate(cfg)}
 	if cfg.Shared != nil {

@@ -38,9 +38,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Defaults for the zero values of Config: the cache's, since cmd/dirgate gives both
-// the same settings (DIRGATE_REDIS_TIMEOUT, DIRGATE_REDIS_RETRY_INTERVAL,
-// DIRGATE_REDIS_KEY_PREFIX).
+// Defaults for the zero values of Config: the cache's, since cmd/dirgate gives the
+// journal the cache's key prefix, timeout and retry interval.
 const (
 	DefaultTimeout       = 100 * time.Millisecond
 	DefaultRetryInterval = time.Second
@@ -58,15 +57,15 @@ type Config struct {
 	// journal's last use). Required.
 	Redis redis.UniversalClient
 	// KeyPrefix starts every key: letters, digits and ":_.-", at most 64 bytes, the
-	// same on every instance (DIRGATE_REDIS_KEY_PREFIX).
+	// same on every instance.
 	KeyPrefix string
-	// Secret keys the HMAC of every value (DIRGATE_SECRET_FILE): every instance must
-	// have the same, at least MinSecretLength bytes. Required.
+	// Secret keys the HMAC of every value: every instance must have the same, at
+	// least MinSecretLength bytes. Required.
 	Secret []byte
-	// Timeout bounds every call to Redis (DIRGATE_REDIS_TIMEOUT).
+	// Timeout bounds every call to Redis.
 	Timeout time.Duration
 	// RetryInterval is how long calls fail at once after Redis failed, before it is
-	// tried again (DIRGATE_REDIS_RETRY_INTERVAL).
+	// tried again.
 	RetryInterval time.Duration
 	// Logger receives refused values and Redis's failures and recoveries. nil means
 	// slog.Default().
@@ -103,7 +102,7 @@ func (c Config) Validate() error {
 		bad("a Redis client is required")
 	}
 	if len(c.Secret) < MinSecretLength {
-		bad("a secret of at least %d bytes is required to authenticate its values (DIRGATE_SECRET_FILE)", MinSecretLength)
+		bad("a secret of at least %d bytes is required to authenticate its values", MinSecretLength)
 	}
 	if c.Timeout < 0 || c.RetryInterval < 0 {
 		bad("Redis timeout and retry interval must be positive")

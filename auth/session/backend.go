@@ -32,8 +32,8 @@ type memEntry struct {
 const DefaultMemoryMax = 100_000
 
 // DefaultMemoryMaxPerAccount bounds one account's live records in process: a
-// sign-in holds a session (DIRGATE_SESSION_TTL, 10 minutes by default) and then a
-// token (DIRGATE_TOKEN_TTL, 30 minutes) as well, so 100 records leave room for a
+// sign-in holds a session (Config.SessionTTL, 10 minutes by default) and then a
+// token (Config.TokenTTL, 30 minutes) as well, so 100 records leave room for a
 // sign-in every 25 seconds or so, sustained, while filling the store would take a
 // thousand accounts.
 const DefaultMemoryMaxPerAccount = 100

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,11 +41,38 @@ type Announcement struct {
 	Expires time.Time
 }
 
-// SetConfirmation makes deletions wait for replicas replicas (at most those the
-// primary has; 0: none) for at most timeout (DIRGATE_REDIS_WAIT_REPLICAS,
-// DIRGATE_REDIS_WAIT_TIMEOUT). Call it before the store is used.
-func (b *RedisBackend) SetConfirmation(replicas int, timeout time.Duration) {
-	b.waitReplicas, b.waitTimeout = replicas, timeout
+// Confirmation is how long and for how many of the primary's replicas a deletion
+// waits. cmd/dirgate binds its redis-wait-* settings to it (docs/settings.md).
+type Confirmation struct {
+	// Replicas must confirm each deletion: at most those the primary has; 0: none.
+	Replicas int
+	// Timeout bounds the wait.
+	Timeout time.Duration
+}
+
+// Bounds of a Confirmation; beyond them a setting is a typo, not a choice.
+const (
+	maxWaitReplicas = 16
+	minWaitTimeout  = time.Millisecond
+	maxWaitTimeout  = 5 * time.Second
+)
+
+// Validate reports every problem of c at once, each a *fielderr.Error naming its
+// field.
+func (c Confirmation) Validate() error {
+	var errs []error
+	if c.Replicas < 0 || c.Replicas > maxWaitReplicas {
+		errs = append(errs, fielderr.New("Replicas", "must be between 0 and %d", maxWaitReplicas))
+	}
+	if c.Timeout < minWaitTimeout || c.Timeout > maxWaitTimeout {
+		errs = append(errs, fielderr.New("Timeout", "must be between %v and %v", minWaitTimeout, maxWaitTimeout))
+	}
+	return fielderr.Join(errs...)
+}
+
+// SetConfirmation makes deletions wait as c says. Call it before the store is used.
+func (b *RedisBackend) SetConfirmation(c Confirmation) {
+	b.waitReplicas, b.waitTimeout = c.Replicas, c.Timeout
 }
 
 // DelConfirmed deletes key and waits for the replicas.

@@ -29,7 +29,7 @@ func BenchmarkRevoke(b *testing.B) {
 			c := redis.NewClient(&redis.Options{Addr: tc.addr})
 			b.Cleanup(func() { c.Close() })
 			be := NewRedisBackend(c, "bench:auth:", time.Second)
-			be.SetConfirmation(tc.replicas, 250*time.Millisecond)
+			be.SetConfirmation(Confirmation{Replicas: tc.replicas, Timeout: 250 * time.Millisecond})
 			s, err := New(Config{Backend: be, Secret: secret})
 			if err != nil {
 				b.Fatal(err)

@@ -29,7 +29,7 @@ func TestUnconfirmedRevocationStaysRevoked(t *testing.T) {
 		c := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 		t.Cleanup(func() { c.Close() })
 		b := NewRedisBackend(c, "test:auth:", time.Second)
-		b.SetConfirmation(replicas, 200*time.Millisecond)
+		b.SetConfirmation(Confirmation{Replicas: replicas, Timeout: 200 * time.Millisecond})
 		s := newStore(t, b, nil, nil)
 		changed := make(chan struct{}, 1)
 		runCtx, cancel := context.WithCancel(context.Background())
@@ -159,7 +159,7 @@ func TestRevocationWithoutROLE(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Username: "norole", Password: "pw"})
 	t.Cleanup(func() { c.Close() })
 	b := NewRedisBackend(c, "test:auth:", time.Second)
-	b.SetConfirmation(1, 100*time.Millisecond)
+	b.SetConfirmation(Confirmation{Replicas: 1, Timeout: 100 * time.Millisecond})
 	s := newStore(t, b, nil, nil)
 	ses, err := s.CreateSession(ctx, "11111111-2222-3333-4444-555555555555", 0)
 	if err != nil {
@@ -194,7 +194,7 @@ func TestExchangeUnknownWithReplicas(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: primary.Addr()})
 	t.Cleanup(func() { c.Close() })
 	b := NewRedisBackend(c, "test:auth:", time.Second)
-	b.SetConfirmation(1, time.Second)
+	b.SetConfirmation(Confirmation{Replicas: 1, Timeout: time.Second})
 	s, err := New(Config{Backend: b, Secret: secret, SessionTTL: 300 * time.Millisecond, TokenTTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/dirgate/dirgate/internal/seal"
 )
 
@@ -41,7 +42,7 @@ const TokenPrefix = "dgt_"
 // MinSecretLength is the least number of bytes the secret file must hold.
 const MinSecretLength = 32
 
-// ReadSecret reads the secret file (DIRGATE_SECRET_FILE): at least MinSecretLength
+// ReadSecret reads the secret file: at least MinSecretLength
 // bytes, surrounding white space ignored. Every replica must read the same secret.
 func ReadSecret(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
@@ -97,14 +98,31 @@ type Store struct {
 	own, announced refused
 }
 
-// Config configures a Store. Zero durations take the defaults.
+// Config configures a Store. Zero durations take the defaults. cmd/dirgate binds
+// its session-ttl and token-ttl settings to SessionTTL and TokenTTL
+// (docs/settings.md); the other fields are its wiring.
 type Config struct {
-	Backend    Backend
-	Secret     []byte
+	Backend Backend
+	// Secret keys the names and seals of the records: at least MinSecretLength bytes.
+	Secret []byte
+	// SessionTTL is the lifetime of a session, exchanged once for a token.
 	SessionTTL time.Duration
-	TokenTTL   time.Duration
-	Logger     *slog.Logger
-	Now        func() time.Time
+	// TokenTTL is the lifetime of a token; there is no renewal.
+	TokenTTL time.Duration
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// Validate reports the problems of the lifetimes at once, each a *fielderr.Error
+// naming its field; New also requires Backend and Secret.
+func (c Config) Validate() error {
+	var errs []error
+	for field, neg := range map[string]bool{"SessionTTL": c.SessionTTL < 0, "TokenTTL": c.TokenTTL < 0} {
+		if neg {
+			errs = append(errs, fielderr.New(field, "must be positive"))
+		}
+	}
+	return fielderr.Join(errs...)
 }
 
 // New returns a Store.
@@ -115,8 +133,8 @@ func New(cfg Config) (*Store, error) {
 	if len(cfg.Secret) < MinSecretLength {
 		return nil, fmt.Errorf("session: the secret must hold at least %d bytes", MinSecretLength)
 	}
-	if cfg.SessionTTL < 0 || cfg.TokenTTL < 0 {
-		return nil, errors.New("session: lifetimes must not be negative")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("session: %w", err)
 	}
 	s := &Store{backend: cfg.Backend, sessionTTL: cfg.SessionTTL, tokenTTL: cfg.TokenTTL, log: cfg.Logger, now: cfg.Now,
 		names: seal.Derive(cfg.Secret, "dirgate session names v1"), records: seal.NewText(cfg.Secret, "dirgate session records v1")}

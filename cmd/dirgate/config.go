@@ -10,15 +10,20 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/dirgate/dirgate/auth/session"
 	"github.com/dirgate/dirgate/cache"
+	"github.com/dirgate/dirgate/changefeed"
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/dirgate/dirgate/opaconfig"
 	"github.com/dirgate/dirgate/policy/decisionlog"
+	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/throttle"
+	"github.com/dirgate/dirgate/upstream/breaker"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"gopkg.in/yaml.v3"
 )
@@ -26,6 +31,11 @@ import (
 // Config holds every setting. Each is a flag (--listen), an environment variable
 // (DIRGATE_LISTEN) and a key of the optional YAML file (listen:); a flag beats the
 // environment, which beats the file, which beats the default.
+//
+// The settings of an adapter are bound to the fields of the adapter's own Config,
+// embedded here; wire.go adds what only the running program has (loggers, clients,
+// the secret) before it opens the adapter. Each adapter validates its Config
+// (Validate), and this command renders its errors under the settings' names.
 type Config struct {
 	Listen          string
 	MetricsListen   string
@@ -41,66 +51,33 @@ type Config struct {
 	RequestTimeout  time.Duration
 	ShutdownTimeout time.Duration
 	PrincipalTTL    time.Duration
-
-	AuthMaxFailures   int
-	AuthFailureWindow time.Duration
-	TrustedProxies    string
-
-	SignInMaxConcurrent          int
-	SignInMaxConcurrentPerClient int
+	TrustedProxies  string
 
 	Demo bool
 
 	SignIn     bool
 	SecretFile string
-	SessionTTL time.Duration
-	TokenTTL   time.Duration
 
-	LDAPURL               string
-	LDAPDomain            string
-	LDAPSite              string
-	LDAPDomainSuffixes    string
-	LDAPBindDN            string
-	LDAPPasswordFile      string
-	LDAPBaseDN            string
-	LDAPCAFile            string
-	LDAPPoolSize          int
-	LDAPTimeout           time.Duration
-	LDAPDialTimeout       time.Duration
-	LDAPAttemptTimeout    time.Duration
-	LDAPHealthInterval    time.Duration
-	LDAPWriteOverlay      time.Duration
-	LDAPDiscoveryInterval time.Duration
-	LDAPIdleTimeout       time.Duration
-	LDAPPageSize          int
-	LDAPInChain           bool
+	// Throttle: auth-max-failures, auth-failure-window, signin-max-concurrent*.
+	Throttle throttle.Config
+	// Session: session-ttl, token-ttl.
+	Session session.Config
+	// LDAP: ldap-*, validated with the ldap upstream only.
+	LDAP ldap.Config
+	// Redis: the connection's redis-* settings.
+	Redis redisconn.Config
+	// RedisWait: redis-wait-replicas, redis-wait-timeout (sign-in's deletions).
+	RedisWait session.Confirmation
+	// Cache: cache-*, redis-key-prefix, redis-timeout, redis-retry-interval. The write
+	// journal, the change feed and sign-in share its Redis key prefix and timings.
+	Cache cache.Config
+	// Feed: changefeed-interval; ChangeFeed turns the feed on.
+	ChangeFeed bool
+	Feed       changefeed.Config
+	// Breaker: breaker-*, for each domain controller.
+	Breaker breaker.Settings
 
-	RedisAddr                 string
-	RedisMode                 string
-	RedisMasterName           string
-	RedisUsername             string
-	RedisPasswordFile         string
-	RedisSentinelPasswordFile string
-	RedisDB                   int
-	RedisTLS                  bool
-	RedisTLSCAFile            string
-	RedisTLSCertFile          string
-	RedisTLSKeyFile           string
-	RedisTLSServerName        string
-	RedisKeyPrefix            string
-	RedisTimeout              time.Duration
-	RedisRetryInterval        time.Duration
-	RedisWaitReplicas         int
-	RedisWaitTimeout          time.Duration
-	CacheTTL                  time.Duration
-	CacheTTLJitter            float64
-	CacheMaxStale             time.Duration
-	CacheLease                time.Duration
-	CacheFillWait             time.Duration
-	CacheMaxBytes             int64
-	MemoryReturnGarbage       int64
-	ChangeFeed                bool
-	ChangeFeedInterval        time.Duration
+	MemoryReturnGarbage int64
 
 	PolicyDir             string
 	OPAConfigFile         string
@@ -115,15 +92,15 @@ type Config struct {
 	DecisionLog           string
 	DecisionLogMask       string
 	DecisionLogMaxDenied  int
-
-	BreakerFailures     int
-	BreakerOpenTimeout  time.Duration
-	BreakerHalfOpenReqs int
 }
 
 // settings binds every setting to its Config field, with its help text.
 // docs/settings.md is this list (TestSettingsDocListsEverySetting keeps them in step).
+// The adapters' fields with pointer types (nil: the adapter's default) point at
+// the setting's value.
 func (c *Config) settings(fs *flag.FlagSet) {
+	c.Cache.TTLJitter, c.Cache.Lease, c.Cache.FillWait = new(float64), new(time.Duration), new(time.Duration)
+
 	fs.StringVar(&c.Listen, "listen", "127.0.0.1:8080", "address to serve HTTP on (host:port; port 0 picks a free port)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "127.0.0.1:9464", "address to serve /metrics (and /healthz, /readyz) on, apart from the API (host:port; port 0 picks a free port; off: no metrics)")
 	fs.StringVar(&c.TLSCertFile, "tls-cert-file", "", "PEM certificate chain: serve HTTPS (TLS 1.2 or later) on --listen; reloaded when it changes")
@@ -139,61 +116,61 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", 30*time.Second, "deadline for serving one request, upstream calls included")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long in-flight requests may run after SIGINT/SIGTERM")
 	fs.DurationVar(&c.PrincipalTTL, "principal-ttl", 30*time.Second, "how long a token's resolved principal (its groups and account state) is reused")
-	fs.IntVar(&c.AuthMaxFailures, "auth-max-failures", 10, "failed authentications from one address (sign-in: one address and account name) within the window before a further failure gets 429; valid tokens are always served")
-	fs.DurationVar(&c.AuthFailureWindow, "auth-failure-window", time.Minute, "window over which failed authentications are counted")
+	fs.IntVar(&c.Throttle.MaxFailures, "auth-max-failures", throttle.DefaultMaxFailures, "failed authentications from one address (sign-in: one address and account name) within the window before a further failure gets 429; valid tokens are always served")
+	fs.DurationVar(&c.Throttle.Window, "auth-failure-window", throttle.DefaultWindow, "window over which failed authentications are counted")
 	fs.BoolVar(&c.SignIn, "signin", true, "serve the sign-in flow (POST {base}/api/authSessions/create, {base}/api/auth; docs/auth.md)")
 	fs.StringVar(&c.SecretFile, "secret-file", "", "file of at least 32 bytes keying the HMACs of everything dirgate keeps in Redis (cache entries, change feed, sessions, tokens); the same on every replica; required with Redis")
-	fs.DurationVar(&c.SessionTTL, "session-ttl", 10*time.Minute, "lifetime of a sign-in session (its id is exchanged once for a token)")
-	fs.DurationVar(&c.TokenTTL, "token-ttl", 30*time.Minute, "lifetime of a signed-in token (no renewal: sign in again)")
-	fs.IntVar(&c.SignInMaxConcurrent, "signin-max-concurrent", throttle.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
-	fs.IntVar(&c.SignInMaxConcurrentPerClient, "signin-max-concurrent-per-client", throttle.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
+	fs.DurationVar(&c.Session.SessionTTL, "session-ttl", session.DefaultSessionTTL, "lifetime of a sign-in session (its id is exchanged once for a token)")
+	fs.DurationVar(&c.Session.TokenTTL, "token-ttl", session.DefaultTokenTTL, "lifetime of a signed-in token (no renewal: sign in again)")
+	fs.IntVar(&c.Throttle.MaxSignIns, "signin-max-concurrent", throttle.DefaultMaxSignIns, "password checks in progress at once, from all addresses together; the excess gets 429 (each holds a bind against the directory)")
+	fs.IntVar(&c.Throttle.MaxSignInsPerClient, "signin-max-concurrent-per-client", throttle.DefaultMaxSignInsPerClient, "password checks in progress at once from one client address; the excess gets 429")
 	fs.StringVar(&c.TrustedProxies, "trusted-proxies", "", "comma-separated CIDRs of proxies (ingress) whose X-Forwarded-For names the client for the failed-authentication throttle")
 
-	fs.StringVar(&c.LDAPURL, "ldap-url", "", "domain controllers in order of preference, separated by spaces or commas: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
-	fs.StringVar(&c.LDAPDomain, "ldap-domain", "", "AD domain whose domain controllers are found in DNS (SRV _ldap._tcp.dc._msdcs.<domain>, StartTLS on the record's port); instead of ldap-url")
-	fs.StringVar(&c.LDAPDomainSuffixes, "ldap-domain-suffixes", "", "comma-separated DNS suffixes besides ldap-domain within which a discovered domain controller's name may lie; SRV targets outside both are never used")
-	fs.StringVar(&c.LDAPSite, "ldap-site", "", "AD site whose domain controllers are preferred (SRV _ldap._tcp.<site>._sites.dc._msdcs.<domain> first); only with ldap-domain")
-	fs.StringVar(&c.LDAPBindDN, "ldap-bind-dn", "", "service account DN to bind as")
-	fs.StringVar(&c.LDAPPasswordFile, "ldap-password-file", "", "file holding the service account's password")
-	fs.StringVar(&c.LDAPBaseDN, "ldap-base-dn", "", "naming context searched for members, e.g. DC=corp,DC=example,DC=com")
-	fs.StringVar(&c.LDAPCAFile, "ldap-ca-file", "", "PEM file of CA certificates that sign the directory's certificate (default: system roots)")
-	fs.IntVar(&c.LDAPPoolSize, "ldap-pool-size", 4, "bound LDAP connections kept open")
-	fs.DurationVar(&c.LDAPTimeout, "ldap-timeout", 10*time.Second, "deadline for one upstream call, retry included (also bounded by the request)")
-	fs.DurationVar(&c.LDAPDialTimeout, "ldap-dial-timeout", ldap.DefaultDialTimeout, "deadline for connecting to one domain controller, the TLS handshake and the bind")
-	fs.DurationVar(&c.LDAPAttemptTimeout, "ldap-attempt-timeout", ldap.DefaultAttemptTimeout, "how long one attempt on one domain controller waits for its first answer before a read is also sent to the next one, or a write or sign-in is given up on it; at most ldap-timeout")
-	fs.DurationVar(&c.LDAPHealthInterval, "ldap-health-interval", ldap.DefaultHealthInterval, "how often domain controllers marked down, and preferred ones not in use, are checked again")
-	fs.DurationVar(&c.LDAPWriteOverlay, "ldap-write-overlay", ldap.DefaultWriteOverlay, "how long a membership change made through dirgate is laid over listings read from another domain controller that has not received it")
-	fs.DurationVar(&c.LDAPDiscoveryInterval, "ldap-discovery-interval", ldap.DefaultDiscoveryInterval, "how often the DNS SRV records of ldap-domain are read again")
-	fs.DurationVar(&c.LDAPIdleTimeout, "ldap-idle-timeout", 10*time.Minute, "pooled connections unused for longer are closed and re-dialled")
-	fs.IntVar(&c.LDAPPageSize, "ldap-page-size", 1000, "page size of paged searches (AD's MaxPageSize is 1000)")
-	fs.BoolVar(&c.LDAPInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
+	fs.StringVar(&c.LDAP.URL, "ldap-url", "", "domain controllers in order of preference, separated by spaces or commas: ldaps://host:636, or ldap://host:389 which is always upgraded with StartTLS (plain LDAP is never used)")
+	fs.StringVar(&c.LDAP.Domain, "ldap-domain", "", "AD domain whose domain controllers are found in DNS (SRV _ldap._tcp.dc._msdcs.<domain>, StartTLS on the record's port); instead of ldap-url")
+	fs.Var((*commaList)(&c.LDAP.DomainSuffixes), "ldap-domain-suffixes", "comma-separated DNS suffixes besides ldap-domain within which a discovered domain controller's name may lie; SRV targets outside both are never used")
+	fs.StringVar(&c.LDAP.Site, "ldap-site", "", "AD site whose domain controllers are preferred (SRV _ldap._tcp.<site>._sites.dc._msdcs.<domain> first); only with ldap-domain")
+	fs.StringVar(&c.LDAP.BindDN, "ldap-bind-dn", "", "service account DN to bind as")
+	fs.StringVar(&c.LDAP.PasswordFile, "ldap-password-file", "", "file holding the service account's password")
+	fs.StringVar(&c.LDAP.BaseDN, "ldap-base-dn", "", "naming context searched for members, e.g. DC=corp,DC=example,DC=com")
+	fs.StringVar(&c.LDAP.CAFile, "ldap-ca-file", "", "PEM file of CA certificates that sign the directory's certificate (default: system roots)")
+	fs.IntVar(&c.LDAP.PoolSize, "ldap-pool-size", ldap.DefaultPoolSize, "bound LDAP connections kept open")
+	fs.DurationVar(&c.LDAP.RequestTimeout, "ldap-timeout", ldap.DefaultRequestTimeout, "deadline for one upstream call, retry included (also bounded by the request)")
+	fs.DurationVar(&c.LDAP.DialTimeout, "ldap-dial-timeout", ldap.DefaultDialTimeout, "deadline for connecting to one domain controller, the TLS handshake and the bind")
+	fs.DurationVar(&c.LDAP.AttemptTimeout, "ldap-attempt-timeout", ldap.DefaultAttemptTimeout, "how long one attempt on one domain controller waits for its first answer before a read is also sent to the next one, or a write or sign-in is given up on it; at most ldap-timeout")
+	fs.DurationVar(&c.LDAP.HealthInterval, "ldap-health-interval", ldap.DefaultHealthInterval, "how often domain controllers marked down, and preferred ones not in use, are checked again")
+	fs.DurationVar(&c.LDAP.WriteOverlay, "ldap-write-overlay", ldap.DefaultWriteOverlay, "how long a membership change made through dirgate is laid over listings read from another domain controller that has not received it")
+	fs.DurationVar(&c.LDAP.DiscoveryInterval, "ldap-discovery-interval", ldap.DefaultDiscoveryInterval, "how often the DNS SRV records of ldap-domain are read again")
+	fs.DurationVar(&c.LDAP.IdleTimeout, "ldap-idle-timeout", ldap.DefaultIdleTimeout, "pooled connections unused for longer are closed and re-dialled")
+	fs.IntVar(&c.LDAP.PageSize, "ldap-page-size", ldap.DefaultPageSize, "page size of paged searches (AD's MaxPageSize is 1000)")
+	fs.BoolVar(&c.LDAP.UseInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
 
-	fs.StringVar(&c.RedisAddr, "redis-addr", "", "Redis host:port, comma-separated (Sentinels or Cluster seeds); empty keeps the cache in process")
-	fs.StringVar(&c.RedisMode, "redis-mode", "", "single, sentinel or cluster; empty: single for one address, cluster for several")
-	fs.StringVar(&c.RedisMasterName, "redis-master-name", "", "Sentinel primary name (redis-mode sentinel)")
-	fs.StringVar(&c.RedisUsername, "redis-username", "", "Redis ACL user")
-	fs.StringVar(&c.RedisPasswordFile, "redis-password-file", "", "file holding the Redis password")
-	fs.StringVar(&c.RedisSentinelPasswordFile, "redis-sentinel-password-file", "", "file holding the Sentinels' password")
-	fs.IntVar(&c.RedisDB, "redis-db", 0, "Redis database number (cluster: 0)")
-	fs.BoolVar(&c.RedisTLS, "redis-tls", false, "connect to Redis with TLS (implied by the TLS files)")
-	fs.StringVar(&c.RedisTLSCAFile, "redis-tls-ca-file", "", "PEM CAs for Redis's certificate (default: system roots)")
-	fs.StringVar(&c.RedisTLSCertFile, "redis-tls-cert-file", "", "client certificate for Redis")
-	fs.StringVar(&c.RedisTLSKeyFile, "redis-tls-key-file", "", "client certificate key for Redis")
-	fs.StringVar(&c.RedisTLSServerName, "redis-tls-server-name", "", "name checked in Redis's certificate (default: the address's host)")
-	fs.StringVar(&c.RedisKeyPrefix, "redis-key-prefix", "dirgate:", "prefix of every Redis key")
-	fs.DurationVar(&c.RedisTimeout, "redis-timeout", 100*time.Millisecond, "bound of each Redis operation; slower is bypassed")
-	fs.DurationVar(&c.RedisRetryInterval, "redis-retry-interval", time.Second, "how long Redis is bypassed after a failure")
-	fs.IntVar(&c.RedisWaitReplicas, "redis-wait-replicas", 1, "replicas that must confirm a revocation, an ended session or a session's exchange (at most those the primary has; 0: none)")
-	fs.DurationVar(&c.RedisWaitTimeout, "redis-wait-timeout", 250*time.Millisecond, "how long a revocation waits for the replicas' confirmation")
-	fs.DurationVar(&c.CacheTTL, "cache-ttl", 5*time.Minute, "how long a cached listing is fresh")
-	fs.Float64Var(&c.CacheTTLJitter, "cache-ttl-jitter", 0.1, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
-	fs.DurationVar(&c.CacheMaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
-	fs.DurationVar(&c.CacheLease, "cache-lease", time.Second, "with Redis: how long an instance serves its first level without reading version tokens between lease renewals; about how long a removal waits for an instance that stopped answering (0: read tokens on every request)")
-	fs.DurationVar(&c.CacheFillWait, "cache-fill-wait", cache.DefaultFillWait, "with Redis: how long a listing miss waits for another instance already filling that listing (its claim in Redis) before reading the directory itself (0: never wait)")
-	fs.Int64Var(&c.CacheMaxBytes, "cache-max-bytes", 256<<20, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
+	fs.Var((*commaList)(&c.Redis.Addrs), "redis-addr", "Redis host:port, comma-separated (Sentinels or Cluster seeds); empty keeps the cache in process")
+	fs.StringVar(&c.Redis.Mode, "redis-mode", "", "single, sentinel or cluster; empty: single for one address, cluster for several")
+	fs.StringVar(&c.Redis.MasterName, "redis-master-name", "", "Sentinel primary name (redis-mode sentinel)")
+	fs.StringVar(&c.Redis.Username, "redis-username", "", "Redis ACL user")
+	fs.StringVar(&c.Redis.PasswordFile, "redis-password-file", "", "file holding the Redis password")
+	fs.StringVar(&c.Redis.SentinelPasswordFile, "redis-sentinel-password-file", "", "file holding the Sentinels' password")
+	fs.IntVar(&c.Redis.DB, "redis-db", 0, "Redis database number (cluster: 0)")
+	fs.BoolVar(&c.Redis.TLS, "redis-tls", false, "connect to Redis with TLS (implied by the TLS files)")
+	fs.StringVar(&c.Redis.TLSCAFile, "redis-tls-ca-file", "", "PEM CAs for Redis's certificate (default: system roots)")
+	fs.StringVar(&c.Redis.TLSCertFile, "redis-tls-cert-file", "", "client certificate for Redis")
+	fs.StringVar(&c.Redis.TLSKeyFile, "redis-tls-key-file", "", "client certificate key for Redis")
+	fs.StringVar(&c.Redis.TLSServerName, "redis-tls-server-name", "", "name checked in Redis's certificate (default: the address's host)")
+	fs.StringVar(&c.Cache.KeyPrefix, "redis-key-prefix", cache.DefaultKeyPrefix, "prefix of every Redis key")
+	fs.DurationVar(&c.Cache.Timeout, "redis-timeout", cache.DefaultTimeout, "bound of each Redis operation; slower is bypassed")
+	fs.DurationVar(&c.Cache.RetryInterval, "redis-retry-interval", cache.DefaultRetryInterval, "how long Redis is bypassed after a failure")
+	fs.IntVar(&c.RedisWait.Replicas, "redis-wait-replicas", 1, "replicas that must confirm a revocation, an ended session or a session's exchange (at most those the primary has; 0: none)")
+	fs.DurationVar(&c.RedisWait.Timeout, "redis-wait-timeout", 250*time.Millisecond, "how long a revocation waits for the replicas' confirmation")
+	fs.DurationVar(&c.Cache.TTL, "cache-ttl", cache.DefaultTTL, "how long a cached listing is fresh")
+	fs.Float64Var(c.Cache.TTLJitter, "cache-ttl-jitter", cache.DefaultTTLJitter, "each entry's TTL is shortened by a random fraction up to this (0 to 0.99)")
+	fs.DurationVar(&c.Cache.MaxStale, "cache-max-stale", time.Hour, "oldest listing (and caller principal) served when the directory fails (0: never)")
+	fs.DurationVar(c.Cache.Lease, "cache-lease", cache.DefaultLease, "with Redis: how long an instance serves its first level without reading version tokens between lease renewals; about how long a removal waits for an instance that stopped answering (0: read tokens on every request)")
+	fs.DurationVar(c.Cache.FillWait, "cache-fill-wait", cache.DefaultFillWait, "with Redis: how long a listing miss waits for another instance already filling that listing (its claim in Redis) before reading the directory itself (0: never wait)")
+	fs.Int64Var(&c.Cache.MaxBytes, "cache-max-bytes", cache.DefaultMaxBytes, "bytes of decoded listings kept in process (and of the in-process store); rendered bodies get a further quarter")
 	fs.Int64Var(&c.MemoryReturnGarbage, "memory-return-garbage", 64<<20, "bytes allocated since the last collection (and at least a quarter of the live heap) after which dirgate collects and returns free memory to the system, at most every 10s (0: off; docs/operations.md)")
 	fs.BoolVar(&c.ChangeFeed, "changefeed", true, "follow changes made in the directory itself (LDAP: one reader per deployment polls uSNChanged; memory: the LDIF file is watched); off: such changes are seen after cache-ttl and principal-ttl")
-	fs.DurationVar(&c.ChangeFeedInterval, "changefeed-interval", time.Second, "how often the change feed reads the directory")
+	fs.DurationVar(&c.Feed.Interval, "changefeed-interval", changefeed.DefaultInterval, "how often the change feed reads the directory")
 
 	fs.StringVar(&c.PolicyDir, "policy-dir", "", "directory of Rego policies and data in OPA's bundle layout, watched and reloaded (docs/policy.md); empty uses the bundled policy")
 	fs.StringVar(&c.OPAConfigFile, "opa-config-file", "", "an OPA configuration file (opa run --config-file's): the policy comes from its bundles, decisions go to its decision_logs service (docs/policy.md); exclusive with policy-dir")
@@ -209,9 +186,9 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.StringVar(&c.DecisionLogMask, "decision-log-mask", "", "comma-separated JSON pointers erased from every decision log line, e.g. /input/subject/dn")
 	fs.IntVar(&c.DecisionLogMaxDenied, "decision-log-max-denied", decisionlog.DefaultMaxDenied, "denied objects named by GUID per listing line of the decision log (0: none)")
 
-	fs.IntVar(&c.BreakerFailures, "breaker-failures", 5, "consecutive upstream failures that open the circuit breaker")
-	fs.DurationVar(&c.BreakerOpenTimeout, "breaker-open-timeout", 30*time.Second, "how long the breaker stays open before a trial request")
-	fs.IntVar(&c.BreakerHalfOpenReqs, "breaker-half-open-requests", 1, "trial requests let through while half-open")
+	fs.IntVar(&c.Breaker.FailureThreshold, "breaker-failures", breaker.DefaultFailureThreshold, "consecutive upstream failures that open the circuit breaker")
+	fs.DurationVar(&c.Breaker.OpenTimeout, "breaker-open-timeout", breaker.DefaultOpenTimeout, "how long the breaker stays open before a trial request")
+	fs.IntVar(&c.Breaker.HalfOpenMaxRequests, "breaker-half-open-requests", breaker.DefaultHalfOpenMaxRequests, "trial requests let through while half-open")
 }
 
 // envName maps a setting to its environment variable: ldap-url -> DIRGATE_LDAP_URL.
@@ -344,55 +321,35 @@ func (c *Config) Validate() error {
 		bad("log-flush", "must be between 0 and 1s")
 	}
 	for name, d := range map[string]time.Duration{"request-timeout": c.RequestTimeout, "shutdown-timeout": c.ShutdownTimeout,
-		"auth-failure-window": c.AuthFailureWindow, "breaker-open-timeout": c.BreakerOpenTimeout, "ldap-timeout": c.LDAPTimeout,
-		"ldap-dial-timeout": c.LDAPDialTimeout, "ldap-idle-timeout": c.LDAPIdleTimeout, "ldap-attempt-timeout": c.LDAPAttemptTimeout,
-		"ldap-health-interval": c.LDAPHealthInterval, "ldap-discovery-interval": c.LDAPDiscoveryInterval,
-		"ldap-write-overlay": c.LDAPWriteOverlay} {
+		"principal-ttl": c.PrincipalTTL} {
 		if d <= 0 {
 			bad(name, "must be positive")
 		}
 	}
-	// Zero would silently mean a package default for these; refuse it instead.
-	for name, d := range map[string]time.Duration{"principal-ttl": c.PrincipalTTL, "cache-ttl": c.CacheTTL,
-		"redis-timeout": c.RedisTimeout, "redis-retry-interval": c.RedisRetryInterval,
-		"session-ttl": c.SessionTTL, "token-ttl": c.TokenTTL} {
-		if d <= 0 {
+	// An adapter reads a zero field as its default; these settings have no such
+	// value, so their 0 is refused rather than silently meaning the default. Their
+	// other values are the adapters' to check.
+	for name, zero := range map[string]bool{"auth-max-failures": c.Throttle.MaxFailures == 0,
+		"auth-failure-window": c.Throttle.Window == 0, "signin-max-concurrent": c.Throttle.MaxSignIns == 0,
+		"signin-max-concurrent-per-client": c.Throttle.MaxSignInsPerClient == 0,
+		"session-ttl":                      c.Session.SessionTTL == 0, "token-ttl": c.Session.TokenTTL == 0,
+		"ldap-timeout": c.LDAP.RequestTimeout == 0, "ldap-dial-timeout": c.LDAP.DialTimeout == 0,
+		"ldap-idle-timeout": c.LDAP.IdleTimeout == 0, "ldap-attempt-timeout": c.LDAP.AttemptTimeout == 0,
+		"ldap-health-interval": c.LDAP.HealthInterval == 0, "ldap-discovery-interval": c.LDAP.DiscoveryInterval == 0,
+		"ldap-write-overlay": c.LDAP.WriteOverlay == 0, "ldap-pool-size": c.LDAP.PoolSize == 0,
+		"ldap-page-size": c.LDAP.PageSize == 0, "cache-ttl": c.Cache.TTL == 0, "cache-max-bytes": c.Cache.MaxBytes == 0,
+		"redis-timeout": c.Cache.Timeout == 0, "redis-retry-interval": c.Cache.RetryInterval == 0,
+		"breaker-failures": c.Breaker.FailureThreshold == 0, "breaker-open-timeout": c.Breaker.OpenTimeout == 0,
+		"breaker-half-open-requests": c.Breaker.HalfOpenMaxRequests == 0} {
+		if zero {
 			bad(name, "must be positive")
 		}
 	}
-	if c.RedisWaitReplicas < 0 || c.RedisWaitReplicas > 16 {
-		bad("redis-wait-replicas", "must be between 0 and 16")
-	}
-	if c.RedisWaitTimeout < time.Millisecond || c.RedisWaitTimeout > 5*time.Second {
-		bad("redis-wait-timeout", "must be between 1ms and 5s")
-	}
-	if c.CacheMaxStale < 0 {
-		bad("cache-max-stale", "must not be negative (0: never serve stale)")
-	}
-	if c.CacheMaxBytes <= 0 {
-		bad("cache-max-bytes", "must be positive")
+	if c.Feed.Interval == 0 {
+		bad("changefeed-interval", "must be between 10ms and 1h")
 	}
 	if c.MemoryReturnGarbage < 0 || (c.MemoryReturnGarbage > 0 && c.MemoryReturnGarbage < 1<<20) {
 		bad("memory-return-garbage", "must be 0 (off) or at least 1 MiB (1048576)")
-	}
-	if c.CacheFillWait < 0 || c.CacheFillWait > time.Minute {
-		bad("cache-fill-wait", "must be between 0 (never wait) and 1m")
-	}
-	if c.CacheLease != 0 && (c.CacheLease < 20*time.Millisecond || c.CacheLease > time.Minute) {
-		bad("cache-lease", "must be between 20ms and 1m (0: off)")
-	}
-	if c.ChangeFeedInterval < 10*time.Millisecond || c.ChangeFeedInterval > time.Hour {
-		bad("changefeed-interval", "must be between 10ms and 1h")
-	}
-	if c.CacheTTLJitter < 0 || c.CacheTTLJitter > 0.99 {
-		bad("cache-ttl-jitter", "must be between 0 and 0.99")
-	}
-	for name, n := range map[string]int{"auth-max-failures": c.AuthMaxFailures, "breaker-failures": c.BreakerFailures,
-		"breaker-half-open-requests": c.BreakerHalfOpenReqs, "ldap-pool-size": c.LDAPPoolSize, "ldap-page-size": c.LDAPPageSize,
-		"signin-max-concurrent": c.SignInMaxConcurrent, "signin-max-concurrent-per-client": c.SignInMaxConcurrentPerClient} {
-		if n <= 0 {
-			bad(name, "must be positive")
-		}
 	}
 	for _, m := range c.decisionLogMasks() {
 		if _, err := decisionlog.ParseMask(m); err != nil {
@@ -429,38 +386,7 @@ func (c *Config) Validate() error {
 		if c.TokensFile == "" {
 			bad("tokens-file", "is required with the ldap upstream")
 		}
-		for name, v := range map[string]string{"ldap-bind-dn": c.LDAPBindDN,
-			"ldap-password-file": c.LDAPPasswordFile, "ldap-base-dn": c.LDAPBaseDN} {
-			if v == "" {
-				bad(name, "is required with the ldap upstream")
-			}
-		}
-		// The domain controllers are listed or discovered, never both.
-		switch {
-		case c.LDAPURL == "" && c.LDAPDomain == "":
-			bad("ldap-url", "is required with the ldap upstream, unless ldap-domain (%s) is set", envName("ldap-domain"))
-		case c.LDAPURL != "" && c.LDAPDomain != "":
-			bad("ldap-domain", "must not be set with ldap-url (%s): list the domain controllers or discover them, not both", envName("ldap-url"))
-		}
-		if c.LDAPSite != "" && c.LDAPDomain == "" {
-			bad("ldap-site", "is only used with ldap-domain (%s)", envName("ldap-domain"))
-		}
-		// Whoever answers the SRV query names the host that receives the service
-		// account's password: only the operator's CAs may vouch for it.
-		if c.LDAPDomain != "" && c.LDAPCAFile == "" {
-			bad("ldap-ca-file", "is required with ldap-domain (%s): with the system roots, any host a DNS answer names that holds a public certificate for its name would receive the service account's password", envName("ldap-domain"))
-		}
-		if c.LDAPDomainSuffixes != "" && c.LDAPDomain == "" {
-			bad("ldap-domain-suffixes", "is only used with ldap-domain (%s)", envName("ldap-domain"))
-		}
-		for _, s := range c.ldapDomainSuffixes() {
-			if err := ldap.CheckDomainSuffix(s); err != nil {
-				bad("ldap-domain-suffixes", "%v", err)
-			}
-		}
-		if c.LDAPAttemptTimeout > c.LDAPTimeout {
-			bad("ldap-attempt-timeout", "must not exceed ldap-timeout (%s), %v", envName("ldap-timeout"), c.LDAPTimeout)
-		}
+		errs = append(errs, adapterErrors(c.LDAP.Validate(), "LDAP")...)
 	default:
 		bad("upstream", "must be memory or ldap")
 	}
@@ -469,17 +395,14 @@ func (c *Config) Validate() error {
 			"Listen on 127.0.0.1 (or [::1], localhost) to try the demo; serve your own directory and tokens (tokens-file with memory-ldif, or upstream ldap; with only a tokens file, signin false closes the demo passwords); "+
 			"or set demo (DIRGATE_DEMO=true) to serve the demo on this address anyway", c.Listen)
 	}
-	cc := c.cacheConfig(nil)
-	cc.Secret = c.validateSecret(bad)
-	if cc.Secret == nil {
-		cc.Secret = make([]byte, cache.MinSecretLength) // its absence is reported above
-	}
-	if err := cc.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.redisConfig(nil).Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	c.validateSecret(bad)
+	errs = append(errs, adapterErrors(c.Throttle.Validate(), "Throttle")...)
+	errs = append(errs, adapterErrors(c.Session.Validate(), "Session")...)
+	errs = append(errs, adapterErrors(c.Redis.Validate(), "Redis")...)
+	errs = append(errs, adapterErrors(c.RedisWait.Validate(), "RedisWait")...)
+	errs = append(errs, adapterErrors(c.Cache.Validate(), "Cache")...)
+	errs = append(errs, adapterErrors(c.Feed.Validate(), "Feed")...)
+	errs = append(errs, adapterErrors(c.Breaker.Validate(), "Breaker")...)
 	sort.Slice(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", err)
@@ -489,24 +412,23 @@ func (c *Config) Validate() error {
 
 // validateSecret reads the secret file, if set, and requires it with Redis: without
 // it, whoever can write to Redis chooses the account a token resolves to
-// (docs/auth.md, "What Redis holds"). It returns the secret, or nil.
-func (c *Config) validateSecret(bad func(setting, format string, args ...any)) []byte {
+// (docs/auth.md, "What Redis holds"). The cache, the write journal, the change feed
+// and sign-in share it (wire.go gives it to each).
+func (c *Config) validateSecret(bad func(setting, format string, args ...any)) {
 	if c.SecretFile == "" {
-		if c.RedisAddr != "" {
+		if c.Redis.Configured() {
 			bad("secret-file", "is required with Redis (%s): it keys the HMACs that keep a Redis writer from changing cached entries, including the account a token resolves to", envName("redis-addr"))
 		}
-		return nil
+		return
 	}
 	secret, err := session.ReadSecret(c.SecretFile)
 	if err != nil {
 		bad("secret-file", "%v", err)
-		return nil
+		return
 	}
 	if isPublishedSecret(secret) {
 		bad("secret-file", "%s holds a secret published with dirgate's source, known to anyone: write a random one (e.g. head -c 32 /dev/urandom | base64)", c.SecretFile)
-		return nil
 	}
-	return secret
 }
 
 // trustedProxies parses the trusted-proxies setting.
@@ -525,15 +447,74 @@ func (c *Config) trustedProxies() ([]netip.Prefix, error) {
 	return out, nil
 }
 
-// ldapDomainSuffixes splits the ldap-domain-suffixes setting.
-func (c *Config) ldapDomainSuffixes() []string {
-	var out []string
-	for _, s := range strings.Split(c.LDAPDomainSuffixes, ",") {
+// commaList is a setting of comma-separated items (ldap-domain-suffixes,
+// redis-addr) bound to an adapter's []string: spaces around items and empty items
+// are dropped, and a later value replaces an earlier one, as with every setting.
+type commaList []string
+
+func (l *commaList) String() string { return strings.Join(*l, ",") }
+
+func (l *commaList) Set(v string) error {
+	*l = nil
+	for _, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
+			*l = append(*l, s)
 		}
 	}
+	return nil
+}
+
+// adapterErrors returns the problems an adapter's Validate reported, those with a
+// field (fielderr) worded under the names of the settings bound to the fields of
+// the adapter's Config, embedded in Config as the field adapter.
+func adapterErrors(err error, adapter string) []error {
+	var out []error
+	names := fieldSettings(adapter)
+	name := func(field string) string {
+		if s, ok := names[field]; ok {
+			return fmt.Sprintf("%s (%s)", s, envName(s))
+		}
+		return adapter + "." + field
+	}
+	for _, e := range fielderr.List(err) {
+		if fe, ok := e.(*fielderr.Error); ok {
+			e = rendered{fe.Render(name), fe}
+		}
+		out = append(out, e)
+	}
 	return out
+}
+
+// rendered is an adapter's error worded under the settings' names.
+type rendered struct {
+	text string
+	err  *fielderr.Error
+}
+
+func (r rendered) Error() string { return r.text }
+func (r rendered) Unwrap() error { return r.err }
+
+// fieldSettings maps the fields of the adapter's Config embedded in Config as the
+// field adapter to the settings bound to them (settings), found by the address
+// each flag writes to.
+func fieldSettings(adapter string) map[string]string {
+	var z Config
+	fs := flag.NewFlagSet("", flag.ContinueOnError)
+	z.settings(fs)
+	bound := map[uintptr]string{}
+	fs.VisitAll(func(f *flag.Flag) { bound[reflect.ValueOf(f.Value).Pointer()] = f.Name })
+	v := reflect.ValueOf(&z).Elem().FieldByName(adapter)
+	names := map[string]string{}
+	for i := range v.NumField() {
+		addr := v.Field(i).Addr().Pointer()
+		if v.Field(i).Kind() == reflect.Pointer {
+			addr = v.Field(i).Pointer() // settings points it at the setting's value
+		}
+		if name, ok := bound[addr]; ok {
+			names[v.Type().Field(i).Name] = name
+		}
+	}
+	return names
 }
 
 // decisionLogMasks splits the mask setting into its JSON pointers.

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func TestConfigPrecedence(t *testing.T) {
 		}},
 		// The file beats defaults.
 		{name: "file", args: []string{"--config", file}, want: func(c *Config) bool {
-			return c.Listen == "127.0.0.1:7000" && c.LogLevel == "warn" && c.LDAPPoolSize == 9
+			return c.Listen == "127.0.0.1:7000" && c.LogLevel == "warn" && c.LDAP.PoolSize == 9
 		}},
 		// DIRGATE_CONFIG names the file too.
 		{name: "file from env", env: map[string]string{"DIRGATE_CONFIG": file}, want: func(c *Config) bool { return c.BasePath == "/fromfile" }},
@@ -213,8 +214,8 @@ func TestConfigLDAPDomainControllers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// With the defaults a dead DC costs at most 2s to connect.
-	if c.LDAPURL != "ldaps://dc1 ldaps://dc2" || c.LDAPDialTimeout != 2*time.Second || c.LDAPAttemptTimeout != 1500*time.Millisecond ||
-		c.LDAPHealthInterval != 30*time.Second || c.LDAPDiscoveryInterval != 5*time.Minute {
+	if c.LDAP.URL != "ldaps://dc1 ldaps://dc2" || c.LDAP.DialTimeout != 2*time.Second || c.LDAP.AttemptTimeout != 1500*time.Millisecond ||
+		c.LDAP.HealthInterval != 30*time.Second || c.LDAP.DiscoveryInterval != 5*time.Minute {
 		t.Errorf("defaults: %+v", c)
 	}
 	c, err = LoadConfig([]string{"--ldap-site", "hq"}, env(with("DIRGATE_LDAP_DOMAIN", "corp.example.com", "DIRGATE_LDAP_CA_FILE", "ca.pem",
@@ -223,9 +224,9 @@ func TestConfigLDAPDomainControllers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.LDAPDomain != "corp.example.com" || c.LDAPSite != "hq" || c.LDAPAttemptTimeout != 700*time.Millisecond ||
-		c.LDAPHealthInterval != 10*time.Second || c.LDAPDiscoveryInterval != time.Minute ||
-		!slices.Equal(c.ldapDomainSuffixes(), []string{"dcs.example.net", "Other.example.org."}) {
+	if c.LDAP.Domain != "corp.example.com" || c.LDAP.Site != "hq" || c.LDAP.AttemptTimeout != 700*time.Millisecond ||
+		c.LDAP.HealthInterval != 10*time.Second || c.LDAP.DiscoveryInterval != time.Minute ||
+		!slices.Equal(c.LDAP.DomainSuffixes, []string{"dcs.example.net", "Other.example.org."}) {
 		t.Errorf("from the environment and flags: %+v", c)
 	}
 	for _, tc := range []struct {
@@ -311,4 +312,99 @@ func TestConfigMetricsListen(t *testing.T) {
 			t.Errorf("default metrics-listen %q", cfg.MetricsListen)
 		}
 	}
+}
+
+// TestConfigAdapterErrors: the adapters validate their own settings, and their
+// errors are worded under the settings' names; 0 is a value of the settings whose
+// help says so, and refused where it would silently mean the adapter's default.
+func TestConfigAdapterErrors(t *testing.T) {
+	long := filepath.Join(t.TempDir(), "long")
+	os.WriteFile(long, []byte("a secret of thirty-two bytes or more\n"), 0o600)
+	for _, tc := range []struct {
+		args []string
+		want []string // lines of the error; none means valid
+	}{
+		{[]string{"--cache-ttl-jitter", "0", "--cache-lease", "0", "--cache-fill-wait", "0", "--redis-wait-replicas", "0", "--cache-max-stale", "0"}, nil},
+		// The settings of parts not used are not checked (docs/settings.md).
+		{[]string{"--ldap-url", "ftp://x", "--ldap-timeout", "-1s", "--redis-mode", "ring"}, nil},
+		{[]string{"--cache-lease", "5ms", "--cache-fill-wait", "-1s", "--cache-ttl-jitter", "1", "--cache-ttl", "-1s"}, []string{
+			"cache-lease (DIRGATE_CACHE_LEASE): must be between 20ms and 1m (0: off)",
+			"cache-fill-wait (DIRGATE_CACHE_FILL_WAIT): must be between 0 (never wait) and 1m",
+			"cache-ttl-jitter (DIRGATE_CACHE_TTL_JITTER): must be between 0 and 0.99",
+			"cache-ttl (DIRGATE_CACHE_TTL): must be positive"}},
+		// NaN compares false with every bound.
+		{[]string{"--cache-ttl-jitter", "NaN"}, []string{"cache-ttl-jitter (DIRGATE_CACHE_TTL_JITTER): must be between 0 and 0.99"}},
+		{[]string{"--cache-ttl", "0", "--redis-timeout", "0", "--breaker-failures", "0", "--session-ttl", "0", "--changefeed-interval", "0"}, []string{
+			"cache-ttl (DIRGATE_CACHE_TTL): must be positive", "redis-timeout (DIRGATE_REDIS_TIMEOUT): must be positive",
+			"breaker-failures (DIRGATE_BREAKER_FAILURES): must be positive", "session-ttl (DIRGATE_SESSION_TTL): must be positive",
+			"changefeed-interval (DIRGATE_CHANGEFEED_INTERVAL): must be between 10ms and 1h"}},
+		{[]string{"--breaker-half-open-requests", "-1", "--auth-max-failures", "20000", "--token-ttl", "-1s", "--redis-wait-replicas", "17", "--changefeed-interval", "2h"}, []string{
+			"breaker-half-open-requests (DIRGATE_BREAKER_HALF_OPEN_REQUESTS): must be positive",
+			"auth-max-failures (DIRGATE_AUTH_MAX_FAILURES): must be between 1 and 10000, got 20000",
+			"token-ttl (DIRGATE_TOKEN_TTL): must be positive",
+			"redis-wait-replicas (DIRGATE_REDIS_WAIT_REPLICAS): must be between 0 and 16",
+			"changefeed-interval (DIRGATE_CHANGEFEED_INTERVAL): must be between 10ms and 1h"}},
+		{[]string{"--secret-file", long, "--redis-addr", " a:1, redis ,", "--redis-mode", "sentinel", "--redis-tls-cert-file", long, "--redis-key-prefix", "a{b"}, []string{
+			`redis-addr (DIRGATE_REDIS_ADDR): address "redis" must be host:port`,
+			"redis-master-name (DIRGATE_REDIS_MASTER_NAME): is required in mode sentinel",
+			"redis-tls-cert-file (DIRGATE_REDIS_TLS_CERT_FILE): and redis-tls-key-file (DIRGATE_REDIS_TLS_KEY_FILE) must be set together",
+			`redis-key-prefix (DIRGATE_REDIS_KEY_PREFIX): "a{b" must be 1 to 64 letters, digits or :_.-`}},
+	} {
+		cfg, err := LoadConfig(tc.args, env(nil), &bytes.Buffer{})
+		if len(tc.want) == 0 {
+			if err != nil {
+				t.Errorf("%v: %v", tc.args, err)
+			} else if tc.args[0] == "--cache-ttl-jitter" && (*cfg.Cache.Lease != 0 || *cfg.Cache.FillWait != 0 || *cfg.Cache.TTLJitter != 0 || cfg.RedisWait.Replicas != 0) {
+				t.Errorf("%v: the zeros did not reach the adapters: %+v %+v", tc.args, cfg.Cache, cfg.RedisWait)
+			}
+			continue
+		}
+		if err == nil {
+			t.Errorf("%v: accepted", tc.args)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), "\n"+w) {
+				t.Errorf("%v: error has no line %q:\n%v", tc.args, w, err)
+			}
+		}
+	}
+	// The defaults reach the adapters as the settings' defaults.
+	cfg, err := LoadConfig(nil, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *cfg.Cache.Lease != time.Second || *cfg.Cache.FillWait != 2*time.Second || *cfg.Cache.TTLJitter != 0.1 || cfg.Redis.Configured() {
+		t.Errorf("defaults: %+v", cfg.Cache)
+	}
+}
+
+// TestAdapterFieldsNameTheirSettings: every setting is bound either to a field of
+// Config itself or to a field of an adapter's Config that fieldSettings finds, so
+// that the adapter's errors are worded under the setting's name.
+func TestAdapterFieldsNameTheirSettings(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("x", flag.ContinueOnError)
+	c.settings(fs)
+	named := map[string]bool{}
+	v := reflect.ValueOf(&c).Elem()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if f.Kind() == reflect.Struct {
+			for _, s := range fieldSettings(v.Type().Field(i).Name) {
+				named[s] = true
+			}
+			continue
+		}
+		fs.VisitAll(func(fl *flag.Flag) {
+			if reflect.ValueOf(fl.Value).Pointer() == f.Addr().Pointer() {
+				named[fl.Name] = true
+			}
+		})
+	}
+	fs.VisitAll(func(fl *flag.Flag) {
+		if !named[fl.Name] {
+			t.Errorf("--%s is bound to no field fieldSettings or Config names", fl.Name)
+		}
+	})
 }

@@ -176,14 +176,14 @@ func (m *Main) Run(ctx context.Context) error {
 	svc := &dirgate.MemberService{Dir: cached, Listings: cached}
 	// Rendered bodies are kept beside the decoded listings, in a quarter of their
 	// bound (docs/cache.md, "Rendered bodies").
-	bodies := render.NewLister(svc, render.NewBodyCache(m.Config.CacheMaxBytes/4))
+	bodies := render.NewLister(svc, render.NewBodyCache(m.Config.Cache.MaxBytes/4))
 
 	if err := m.openPolicy(ctx, svc); err != nil {
 		return err
 	}
 
 	tcfg := tokenfile.Config{Path: m.Config.TokensFile, Resolver: svc, PrincipalTTL: m.Config.PrincipalTTL,
-		PrincipalMaxStale: m.Config.CacheMaxStale, Logger: m.Logger}
+		PrincipalMaxStale: m.Config.Cache.MaxStale, Logger: m.Logger}
 	if m.Config.IsDemo() {
 		tcfg.Path, tcfg.Data = "embedded demo tokens", demoTokens
 	}

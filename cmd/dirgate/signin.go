@@ -40,32 +40,33 @@ func (m *Main) openSignIn(ctx context.Context, tokens *tokenfile.File) (*session
 			return nil, fmt.Errorf("sign-in: %w", err)
 		}
 	}
-	if m.Config.RedisAddr != "" {
-		client, err := m.Config.redisConfig(m).Open(sessionRedisTimeout)
+	if m.Config.Redis.Configured() {
+		client, err := m.redisConfig().Open(sessionRedisTimeout)
 		if err != nil {
 			return nil, fmt.Errorf("sign-in: %w", err)
 		}
 		m.closers = append(m.closers, client.Close)
-		rb := session.NewRedisBackend(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout)
-		rb.SetConfirmation(m.Config.RedisWaitReplicas, m.Config.RedisWaitTimeout)
+		rb := session.NewRedisBackend(client, m.Config.Cache.KeyPrefix+"auth:", sessionRedisTimeout)
+		rb.SetConfirmation(m.Config.RedisWait)
 		backend = rb
-		m.signInFailures = session.NewRedisFailures(client, m.Config.RedisKeyPrefix+"auth:", sessionRedisTimeout, m.Config.AuthFailureWindow)
+		m.signInFailures = session.NewRedisFailures(client, m.Config.Cache.KeyPrefix+"auth:", sessionRedisTimeout, m.Config.Throttle.Window)
 	} else {
 		backend = session.NewMemoryBackend(0)
 	}
-	store, err := session.New(session.Config{Backend: backend, Secret: secret, SessionTTL: m.Config.SessionTTL,
-		TokenTTL: m.Config.TokenTTL, Logger: m.Logger})
+	scfg := m.Config.Session
+	scfg.Backend, scfg.Secret, scfg.Logger = backend, secret, m.Logger
+	store, err := session.New(scfg)
 	if err != nil {
 		return nil, fmt.Errorf("sign-in: %w", err)
 	}
-	if m.Config.RedisAddr != "" {
+	if m.Config.Redis.Configured() {
 		// Revocations Redis's replicas did not confirm: announced ones taken in, own
 		// ones deleted again, at once after a failover (docs/auth.md).
 		runCtx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			store.Run(runCtx, m.Config.RedisRetryInterval, m.redisHistory().Subscribe())
+			store.Run(runCtx, m.Config.Cache.RetryInterval, m.redisHistory().Subscribe())
 		}()
 		m.closers = append(m.closers, func() error { cancel(); <-done; return nil })
 	}

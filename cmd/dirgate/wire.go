@@ -63,12 +63,11 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 var _ throttle.Counter = (*session.RedisFailures)(nil)
 
 // openThrottle builds the throttle of failed authentications and password checks
-// (DIRGATE_AUTH_*, DIRGATE_SIGNIN_MAX_CONCURRENT*): in process, and with Redis
+// (auth-*, signin-max-concurrent* settings): in process, and with Redis
 // counting sign-ins across replicas as well (docs/auth.md, "Throttling").
 func (m *Main) openThrottle() (*throttle.Throttle, error) {
-	cfg := throttle.Config{MaxFailures: m.Config.AuthMaxFailures, Window: m.Config.AuthFailureWindow,
-		MaxSignIns: m.Config.SignInMaxConcurrent, MaxSignInsPerClient: m.Config.SignInMaxConcurrentPerClient,
-		Logger: m.Logger}
+	cfg := m.Config.Throttle
+	cfg.Logger = m.Logger
 	if m.signInFailures != nil { // a nil pointer must stay a nil interface
 		cfg.Shared = m.signInFailures
 	}
@@ -79,36 +78,17 @@ func (m *Main) openThrottle() (*throttle.Throttle, error) {
 	return th, nil
 }
 
-// ldapConfig is the LDAP upstream's configuration, with the write journal the
-// replicas share (writeJournal).
+// ldapConfig is the LDAP upstream's configuration: its settings, with each domain
+// controller's circuit breaker and the write journal the replicas share
+// (writeJournal).
 func (m *Main) ldapConfig() (ldap.Config, error) {
 	journal, err := m.writeJournal()
 	if err != nil {
 		return ldap.Config{}, err
 	}
-	return ldap.Config{
-		URL:               m.Config.LDAPURL,
-		Domain:            m.Config.LDAPDomain,
-		Site:              m.Config.LDAPSite,
-		DomainSuffixes:    m.Config.ldapDomainSuffixes(),
-		BindDN:            m.Config.LDAPBindDN,
-		PasswordFile:      m.Config.LDAPPasswordFile,
-		BaseDN:            m.Config.LDAPBaseDN,
-		CAFile:            m.Config.LDAPCAFile,
-		PoolSize:          m.Config.LDAPPoolSize,
-		DialTimeout:       m.Config.LDAPDialTimeout,
-		AttemptTimeout:    m.Config.LDAPAttemptTimeout,
-		HealthInterval:    m.Config.LDAPHealthInterval,
-		WriteOverlay:      m.Config.LDAPWriteOverlay,
-		DiscoveryInterval: m.Config.LDAPDiscoveryInterval,
-		RequestTimeout:    m.Config.LDAPTimeout,
-		IdleTimeout:       m.Config.LDAPIdleTimeout,
-		PageSize:          m.Config.LDAPPageSize,
-		UseInChain:        m.Config.LDAPInChain,
-		Breaker:           m.serverBreaker("ldap"),
-		Journal:           journal,
-		Logger:            m.Logger,
-	}, nil
+	cfg := m.Config.LDAP
+	cfg.Breaker, cfg.Journal, cfg.Logger = m.serverBreaker("ldap"), journal, m.Logger
+	return cfg, nil
 }
 
 // writeJournal is where the LDAP adapter shares the membership writes it lays over
@@ -124,7 +104,7 @@ func (m *Main) writeJournal() (ldap.WriteJournal, error) {
 	if err != nil {
 		return nil, err
 	}
-	cc := m.Config.cacheConfig(m)
+	cc := m.Config.Cache
 	j, err := writejournal.Config{Redis: m.redis, KeyPrefix: cc.KeyPrefix, Secret: secret,
 		Timeout: cc.Timeout, RetryInterval: cc.RetryInterval, Logger: m.Logger}.Open()
 	if err != nil {
@@ -134,16 +114,12 @@ func (m *Main) writeJournal() (ldap.WriteJournal, error) {
 }
 
 // serverBreaker gives each domain controller its own circuit breaker, with the
-// DIRGATE_BREAKER_* settings, logging its changes of state.
+// breaker-* settings, logging its changes of state.
 func (m *Main) serverBreaker(name string) func(server string) ldap.Breaker {
-	settings := breaker.Settings{
-		Name:                name,
-		FailureThreshold:    uint32(m.Config.BreakerFailures),
-		OpenTimeout:         m.Config.BreakerOpenTimeout,
-		HalfOpenMaxRequests: uint32(m.Config.BreakerHalfOpenReqs),
-		OnServerStateChange: func(name, server string, from, to breaker.State) {
-			m.Logger.Warn("circuit breaker changed state", "upstream", name, "server", server, "from", from.String(), "to", to.String())
-		},
+	settings := m.Config.Breaker
+	settings.Name = name
+	settings.OnServerStateChange = func(name, server string, from, to breaker.State) {
+		m.Logger.Warn("circuit breaker changed state", "upstream", name, "server", server, "from", from.String(), "to", to.String())
 	}
 	return func(server string) ldap.Breaker { return breaker.NewServer(settings, server) }
 }
@@ -175,15 +151,12 @@ func serversReady(servers []ldap.ServerStatus) error {
 // withBreaker puts the circuit breaker in front of a network upstream and reports
 // its state on readiness and in the log.
 func (m *Main) withBreaker(name string, d dirgate.Directory) dirgate.Directory {
-	b := breaker.New(d, breaker.Settings{
-		Name:                name,
-		FailureThreshold:    uint32(m.Config.BreakerFailures),
-		OpenTimeout:         m.Config.BreakerOpenTimeout,
-		HalfOpenMaxRequests: uint32(m.Config.BreakerHalfOpenReqs),
-		OnStateChange: func(name string, from, to breaker.State) {
-			m.Logger.Warn("circuit breaker changed state", "upstream", name, "from", from.String(), "to", to.String())
-		},
-	})
+	settings := m.Config.Breaker
+	settings.Name = name
+	settings.OnStateChange = func(name string, from, to breaker.State) {
+		m.Logger.Warn("circuit breaker changed state", "upstream", name, "from", from.String(), "to", to.String())
+	}
+	b := breaker.New(d, settings)
 	m.ready.add("upstream", func(context.Context) error {
 		if s := b.State(); s == breaker.StateOpen {
 			return fmt.Errorf("circuit breaker %s", s)
@@ -285,13 +258,13 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 // in process otherwise. The cache is itself a Directory (it caches lookups and
 // invalidates on removal) and the member service's Lister.
 func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cache, error) {
-	cfg := m.Config.cacheConfig(m)
+	cfg := m.Config.Cache
 	secret, err := m.readSecret()
 	if err != nil {
 		return nil, err
 	}
-	cfg.Secret = secret
-	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAPInChain {
+	cfg.Secret, cfg.Logger = secret, m.Logger
+	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAP.UseInChain {
 		cfg.Transitive = t
 	}
 	if m.redis != nil {
@@ -304,7 +277,7 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	}
 	m.closers = append(m.closers, c.Close)
 	if m.redis != nil {
-		rcfg := m.Config.redisConfig(m)
+		rcfg := m.redisConfig()
 		if c.Ready(ctx) == nil {
 			// Logged once at start; requests do not depend on it.
 			m.Logger.Info("cache: redis answers", "mode", rcfg.WithDefaults().Mode, "addrs", rcfg.Addrs)
@@ -327,12 +300,12 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 // timeout, closed after all three (closers run last first). It comes before the
 // directory, whose LDAP adapter takes the write journal when it is opened.
 func (m *Main) openRedis() error {
-	rcfg := m.Config.redisConfig(m)
+	rcfg := m.redisConfig()
 	if !rcfg.Configured() {
 		return nil
 	}
 	rcfg.Metrics, rcfg.Logger = true, m.Logger
-	timeout := m.Config.cacheConfig(m).Timeout
+	timeout := m.Config.Cache.Timeout
 	if timeout == 0 {
 		timeout = cache.DefaultTimeout
 	}
@@ -354,46 +327,12 @@ func (m *Main) redisHistory() *redisconn.History {
 	return m.history
 }
 
-// redisConfig is the Redis deployment the cache, the change feed and sign-in share.
-func (c *Config) redisConfig(m *Main) redisconn.Config {
-	var addrs []string
-	for _, a := range strings.Split(c.RedisAddr, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrs = append(addrs, a)
-		}
-	}
-	var history *redisconn.History
-	if m != nil {
-		history = m.redisHistory()
-	}
-	return redisconn.Config{Addrs: addrs, Mode: c.RedisMode, MasterName: c.RedisMasterName, Username: c.RedisUsername, History: history,
-		PasswordFile: c.RedisPasswordFile, SentinelPasswordFile: c.RedisSentinelPasswordFile, DB: c.RedisDB,
-		TLS: c.RedisTLS, TLSCAFile: c.RedisTLSCAFile, TLSCertFile: c.RedisTLSCertFile, TLSKeyFile: c.RedisTLSKeyFile,
-		TLSServerName: c.RedisTLSServerName,
-		Tracing:       m != nil && m.telemetry != nil && m.telemetry.Tracing}
-}
-
-func (c *Config) cacheConfig(m *Main) cache.Config {
-	jitter := c.CacheTTLJitter
-	if jitter == 0 {
-		jitter = -1 // the setting's 0 means none; the package's 0 is its default
-	}
-	lease := c.CacheLease
-	if lease == 0 {
-		lease = -1 // the setting's 0 means off; the package's 0 is its default
-	}
-	fillWait := c.CacheFillWait
-	if fillWait == 0 {
-		fillWait = -1 // the setting's 0 never waits; the package's 0 is its default
-	}
-	cfg := cache.Config{
-		Lease: lease, FillWait: fillWait, KeyPrefix: c.RedisKeyPrefix,
-		TTL: c.CacheTTL, TTLJitter: jitter, MaxStale: c.CacheMaxStale,
-		Timeout: c.RedisTimeout, RetryInterval: c.RedisRetryInterval, MaxBytes: c.CacheMaxBytes,
-	}
-	if m != nil {
-		cfg.Logger = m.Logger
-	}
+// redisConfig is the Redis deployment the write journal, the cache, the change feed
+// and sign-in share, with the process's failover History and tracing.
+func (m *Main) redisConfig() redisconn.Config {
+	cfg := m.Config.Redis
+	cfg.History = m.redisHistory()
+	cfg.Tracing = m.telemetry != nil && m.telemetry.Tracing
 	return cfg
 }
 
@@ -403,25 +342,23 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 	if !m.Config.ChangeFeed || m.changes == nil {
 		return nil
 	}
-	cc := m.Config.cacheConfig(m)
 	secret, err := m.readSecret()
 	if err != nil {
 		return err
 	}
-	f, err := changefeed.Start(ctx, changefeed.Config{
-		Source: m.changes, Cache: c, Interval: m.Config.ChangeFeedInterval, PerInstance: m.changesPerInstance,
-		Redis: m.redis, KeyPrefix: cc.KeyPrefix, Secret: secret, Timeout: cc.Timeout, RetryInterval: cc.RetryInterval,
-		Logger: m.Logger,
-		OnEvent: func(ev changefeed.Event) {
-			// A group's members changed: any caller's groups (or their nesting) may
-			// have. Otherwise only the changed objects themselves.
-			changed := make(map[string]bool, len(ev.GUIDs))
-			for _, g := range ev.GUIDs {
-				changed[g] = true
-			}
-			tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
-		},
-	})
+	cfg := m.Config.Feed
+	cfg.Source, cfg.Cache, cfg.PerInstance, cfg.Redis, cfg.Secret, cfg.Logger = m.changes, c, m.changesPerInstance, m.redis, secret, m.Logger
+	cfg.KeyPrefix, cfg.Timeout, cfg.RetryInterval = m.Config.Cache.KeyPrefix, m.Config.Cache.Timeout, m.Config.Cache.RetryInterval
+	cfg.OnEvent = func(ev changefeed.Event) {
+		// A group's members changed: any caller's groups (or their nesting) may
+		// have. Otherwise only the changed objects themselves.
+		changed := make(map[string]bool, len(ev.GUIDs))
+		for _, g := range ev.GUIDs {
+			changed[g] = true
+		}
+		tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
+	}
+	f, err := changefeed.Start(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("change feed: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -30,22 +31,21 @@ const (
 	DefaultHalfOpenMaxRequests = 1
 )
 
-// Settings configures a breaker. Zero values take the defaults above. The env names
-// are the ones proposed for cmd/dirgate.
+// Settings configures a breaker. Zero values take the defaults above; Validate
+// refuses negative ones. cmd/dirgate binds its breaker-* settings to the fields
+// FailureThreshold, OpenTimeout and HalfOpenMaxRequests (docs/settings.md).
 type Settings struct {
 	// Name identifies the breaker in OnStateChange (e.g. "ldap").
 	Name string
 	// FailureThreshold is the number of consecutive infrastructure failures that open
-	// the breaker (DIRGATE_BREAKER_FAILURES).
-	FailureThreshold uint32
+	// the breaker.
+	FailureThreshold int
 	// OpenTimeout is how long the breaker stays open, answering EUNAVAILABLE without
-	// calling the directory, before it lets probes through
-	// (DIRGATE_BREAKER_OPEN_TIMEOUT).
+	// calling the directory, before it lets probes through.
 	OpenTimeout time.Duration
 	// HalfOpenMaxRequests is the number of probes allowed while half-open; that many
-	// consecutive successes close the breaker, any failure opens it again
-	// (DIRGATE_BREAKER_HALF_OPEN_REQUESTS).
-	HalfOpenMaxRequests uint32
+	// consecutive successes close the breaker, any failure opens it again.
+	HalfOpenMaxRequests int
 	// OnStateChange, if set, is called on every transition, for logs and metrics. It
 	// runs synchronously while the breaker holds its lock: it must be quick and must
 	// not call the Directory or State. A per-server breaker (NewServer) calls it with
@@ -124,20 +124,33 @@ func New(inner dirgate.Directory, s Settings) *Directory {
 
 // gobreakerSettings applies s's defaults and the rules of what counts, shared by the
 // whole-directory breaker (New) and the per-server one (NewServer).
+// Validate reports every problem of s at once, each a *fielderr.Error naming its
+// field.
+func (s Settings) Validate() error {
+	var errs []error
+	for field, neg := range map[string]bool{"FailureThreshold": s.FailureThreshold < 0,
+		"OpenTimeout": s.OpenTimeout < 0, "HalfOpenMaxRequests": s.HalfOpenMaxRequests < 0} {
+		if neg {
+			errs = append(errs, fielderr.New(field, "must be positive"))
+		}
+	}
+	return fielderr.Join(errs...)
+}
+
 func gobreakerSettings(s Settings) gobreaker.Settings {
-	if s.FailureThreshold == 0 {
+	if s.FailureThreshold <= 0 {
 		s.FailureThreshold = DefaultFailureThreshold
 	}
 	if s.OpenTimeout <= 0 {
 		s.OpenTimeout = DefaultOpenTimeout
 	}
-	if s.HalfOpenMaxRequests == 0 {
+	if s.HalfOpenMaxRequests <= 0 {
 		s.HalfOpenMaxRequests = DefaultHalfOpenMaxRequests
 	}
-	threshold := s.FailureThreshold
+	threshold := uint32(s.FailureThreshold)
 	return gobreaker.Settings{
 		Name:        s.Name,
-		MaxRequests: s.HalfOpenMaxRequests,
+		MaxRequests: uint32(s.HalfOpenMaxRequests),
 		Timeout:     s.OpenTimeout,
 		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
 		IsSuccessful: func(err error) bool {

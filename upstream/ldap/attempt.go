@@ -231,7 +231,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				return zero, fmt.Errorf("%w (%v)", ctx.Err(), r.err)
 			}
 			if r.a.stalled.Load() {
-				r.err = fmt.Errorf("no answer within %v (DIRGATE_LDAP_ATTEMPT_TIMEOUT) and the health check failed: %w",
+				r.err = fmt.Errorf("no answer within %v (the attempt timeout) and the health check failed: %w",
 					d.cfg.AttemptTimeout, errStalled)
 			}
 			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)

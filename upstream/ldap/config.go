@@ -13,7 +13,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
 )
 
 // Defaults for the zero values of Config.
@@ -53,8 +53,9 @@ const (
 )
 
 // Config describes the directory and the service account. It is the factory of the
-// adapter: fill it (the env names are those cmd/dirgate reads), call Validate, then
-// Open. Zero values take the defaults above.
+// adapter: fill it, call Validate, then Open. Zero values take the defaults above.
+// cmd/dirgate binds its ldap-* settings to these fields (docs/settings.md); Validate's
+// errors name the fields (internal/fielderr), which it renders as the settings.
 type Config struct {
 	// URL names one or more DCs in order of preference, separated by commas and/or
 	// whitespace (parseTargets, targets.go). Each is ldaps://host[:636] (TLS from the
@@ -63,73 +64,66 @@ type Config struct {
 	// would send the password in clear (and Samba refuses it anyway:
 	// docs/directory.md, "Connections"). Each host also names its server for
 	// certificate verification. Exactly one of URL and Domain is set.
-	// DIRGATE_LDAP_URL.
 	URL string
 	// Domain is the AD domain whose DCs are discovered from DNS SRV records
 	// (discoverTargets, targets.go) instead of listed in URL, e.g. corp.example.com.
-	// DIRGATE_LDAP_DOMAIN.
 	Domain string
 	// DomainSuffixes are DNS suffixes besides Domain within which a discovered DC's
 	// name may lie (a disjoint namespace); an SRV target outside Domain and these is
 	// never used (discoverTargets, targets.go). Only with Domain.
-	// DIRGATE_LDAP_DOMAIN_SUFFIXES.
 	DomainSuffixes []string
 	// Site is the AD site whose DCs are preferred (their SRV records are read
-	// first); only with Domain. DIRGATE_LDAP_SITE.
+	// first); only with Domain.
 	Site string
 	// Resolver resolves the SRV records and the DCs' addresses; nil means
 	// net.DefaultResolver. Tests point it at their own DNS server.
 	Resolver *net.Resolver
-	// BindDN is the service account's DN. DIRGATE_LDAP_BIND_DN.
+	// BindDN is the service account's DN.
 	BindDN string
 	// PasswordFile holds the service account's password, read once at Open; one
-	// trailing newline is ignored. DIRGATE_LDAP_PASSWORD_FILE.
+	// trailing newline is ignored.
 	PasswordFile string
 	// BaseDN bounds everything the gateway sees: an object outside it is "not found",
 	// and members outside it are left out of listings. It must lie in the domain
-	// naming context of the server. DIRGATE_LDAP_BASE_DN.
+	// naming context of the server.
 	BaseDN string
 	// CAFile is a PEM bundle of the CAs that sign the server's certificate; empty means
 	// the system roots. Verification is never skipped. Required with Domain: a DC
 	// found in DNS is only as trusted as the CAs that may vouch for its name, and a
-	// public CA vouches for any name its holder controls. DIRGATE_LDAP_CA_FILE.
+	// public CA vouches for any name its holder controls.
 	CAFile string
 	// PoolSize is the number of connections kept open and the most used at once.
-	// DIRGATE_LDAP_POOL_SIZE.
 	PoolSize int
 	// DialTimeout bounds connecting, the TLS handshake and the bind to one DC.
-	// DIRGATE_LDAP_DIAL_TIMEOUT.
 	DialTimeout time.Duration
 	// AttemptTimeout is how long one attempt on one DC waits for the DC's first
 	// answer before a read is also sent to the next DC and a write or a sign-in is
-	// given up on that DC. At most RequestTimeout. DIRGATE_LDAP_ATTEMPT_TIMEOUT.
+	// given up on that DC. At most RequestTimeout.
 	AttemptTimeout time.Duration
 	// HealthInterval is how often DCs marked down, and preferred DCs not in use,
-	// are checked again. DIRGATE_LDAP_HEALTH_INTERVAL.
+	// are checked again.
 	HealthInterval time.Duration
 	// DiscoveryInterval is how often the SRV records are read again; only used with
-	// Domain. DIRGATE_LDAP_DISCOVERY_INTERVAL.
+	// Domain.
 	DiscoveryInterval time.Duration
 	// RequestTimeout bounds every Directory call, retries included; the caller's
-	// context deadline applies too, whichever comes first. DIRGATE_LDAP_TIMEOUT.
+	// context deadline applies too, whichever comes first.
 	RequestTimeout time.Duration
 	// IdleTimeout discards a pooled connection unused for longer.
-	// DIRGATE_LDAP_IDLE_TIMEOUT.
 	IdleTimeout time.Duration
 	// PageSize is the paged-results page size of subtree searches.
-	// DIRGATE_LDAP_PAGE_SIZE.
 	PageSize int
 	// UseInChain enables TransitiveMembers, one LDAP_MATCHING_RULE_IN_CHAIN search
 	// per listing. Off by default: Samba evaluates the rule per object in scope
 	// (seconds on a few thousand objects) and AD is known to time out on large
 	// directories, while the member service's breadth-first expansion costs
-	// milliseconds (docs/directory.md, "The in-chain matching rule").
-	// DIRGATE_LDAP_IN_CHAIN. Unlike the expansion, the query also finds members
-	// reached through nested groups that lie outside BaseDN.
+	// milliseconds (docs/directory.md, "The in-chain matching rule"). Unlike the
+	// expansion, the query also finds members reached through nested groups that
+	// lie outside BaseDN.
 	UseInChain bool
 
 	// WriteOverlay is how long a membership write made through dirgate is laid over
-	// listings read from another DC (overlay.go). DIRGATE_LDAP_WRITE_OVERLAY.
+	// listings read from another DC (overlay.go).
 	WriteOverlay time.Duration
 	// Journal shares the writes laid over listings with every replica (overlay.go;
 	// cmd/dirgate passes writejournal's, in Redis); nil keeps them in this process
@@ -178,105 +172,102 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports every problem of the configuration at once. It checks values
-// only; Open reads the files.
+// Validate reports every problem of the configuration at once, each a
+// *fielderr.Error naming its field. It checks values only; Open reads the files.
+// A zero value takes its default; a negative one is refused.
 func (c Config) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	bad := func(field, format string, args ...any) { errs = append(errs, fielderr.New(field, format, args...)) }
 	switch {
 	case c.URL == "" && c.Domain == "":
-		add("ldap: URL (DIRGATE_LDAP_URL) or Domain (DIRGATE_LDAP_DOMAIN) is required")
+		bad("URL", "is required with the ldap upstream, unless {Domain} is set")
 	case c.URL != "" && c.Domain != "":
-		add("ldap: URL (DIRGATE_LDAP_URL) and Domain (DIRGATE_LDAP_DOMAIN) are both set: list the DCs or discover them, not both")
+		bad("Domain", "must not be set with {URL}: list the domain controllers or discover them, not both")
 	case c.URL != "":
 		if _, err := parseTargets(c.URL); err != nil {
-			for _, e := range unjoin(err) {
-				add("ldap: URL (DIRGATE_LDAP_URL): %w", e)
+			for _, e := range fielderr.List(err) {
+				bad("URL", "%w", e)
 			}
 		}
 	default:
-		if err := checkDomain(strings.TrimSuffix(c.Domain, "."), c.Site); err != nil {
-			for _, e := range unjoin(err) {
-				add("ldap: Domain (DIRGATE_LDAP_DOMAIN) or Site (DIRGATE_LDAP_SITE): %w", e)
+		domain := strings.TrimSuffix(c.Domain, ".")
+		bare := true
+		if err := checkDNSName(domain); err != nil {
+			bad("Domain", "domain %s: %w", shown(domain), err)
+			bare = false
+		}
+		if c.Site != "" {
+			if err := checkLabel(c.Site); err != nil {
+				bad("Site", "site %s: %w", shown(c.Site), err)
+				bare = false
 			}
+		}
+		if err := checkDomain(domain, c.Site); bare && err != nil {
+			bad("Domain", "%w", err) // the name queried is too long
 		}
 	}
 	if c.Site != "" && c.Domain == "" {
-		add("ldap: Site (DIRGATE_LDAP_SITE) is only used with Domain (DIRGATE_LDAP_DOMAIN)")
+		bad("Site", "is only used with {Domain}")
 	}
+	// Whoever answers the SRV query names the host that receives the service
+	// account's password: only the operator's CAs may vouch for it.
 	if c.Domain != "" && c.CAFile == "" {
-		add("ldap: CAFile (DIRGATE_LDAP_CA_FILE) is required with Domain (DIRGATE_LDAP_DOMAIN): " +
-			"the system roots would accept any host a DNS answer names that holds a public certificate for its name")
+		bad("CAFile", "is required with {Domain}: with the system roots, any host a DNS answer names that holds a public certificate for its name would receive the service account's password")
 	}
 	if len(c.DomainSuffixes) > 0 && c.Domain == "" {
-		add("ldap: DomainSuffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES) is only used with Domain (DIRGATE_LDAP_DOMAIN)")
+		bad("DomainSuffixes", "is only used with {Domain}")
 	}
 	for _, s := range c.DomainSuffixes {
-		if err := CheckDomainSuffix(s); err != nil {
-			add("ldap: DomainSuffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES): %w", err)
+		if err := checkDomainSuffix(s); err != nil {
+			bad("DomainSuffixes", "%w", err)
 		}
 	}
-	for _, f := range []struct{ name, env, val string }{
-		{"BindDN", "DIRGATE_LDAP_BIND_DN", c.BindDN},
-		{"BaseDN", "DIRGATE_LDAP_BASE_DN", c.BaseDN},
-	} {
-		if f.val == "" {
-			add("ldap: %s (%s) is required", f.name, f.env)
-		} else if _, err := dirgate.ParseDN(f.val); err != nil {
-			add("ldap: %s (%s) is not a DN: %w", f.name, f.env, err)
+	for field, v := range map[string]string{"BindDN": c.BindDN, "BaseDN": c.BaseDN} {
+		if v == "" {
+			bad(field, "is required with the ldap upstream")
+		} else if _, err := dirgate.ParseDN(v); err != nil {
+			bad(field, "is not a DN: %w", err)
 		}
 	}
 	if c.PasswordFile == "" {
-		add("ldap: PasswordFile (DIRGATE_LDAP_PASSWORD_FILE) is required")
+		bad("PasswordFile", "is required with the ldap upstream")
 	}
-	if c.PoolSize < 0 || c.PoolSize > maxPoolSize {
-		add("ldap: PoolSize (DIRGATE_LDAP_POOL_SIZE) must be between 1 and %d, got %d", maxPoolSize, c.PoolSize)
+	for field, n := range map[string]int{"PoolSize": c.PoolSize, "PageSize": c.PageSize} {
+		if n < 0 {
+			bad(field, "must be positive")
+		}
 	}
-	if c.PageSize < 0 || c.PageSize > maxPageSize {
-		add("ldap: PageSize (DIRGATE_LDAP_PAGE_SIZE) must be between 1 and %d, got %d", maxPageSize, c.PageSize)
+	if c.PoolSize > maxPoolSize {
+		bad("PoolSize", "must be between 1 and %d, got %d", maxPoolSize, c.PoolSize)
 	}
-	for _, d := range []struct {
-		name, env string
-		val       time.Duration
-	}{
-		{"DialTimeout", "DIRGATE_LDAP_DIAL_TIMEOUT", c.DialTimeout},
-		{"RequestTimeout", "DIRGATE_LDAP_TIMEOUT", c.RequestTimeout},
-		{"IdleTimeout", "DIRGATE_LDAP_IDLE_TIMEOUT", c.IdleTimeout},
-		{"AttemptTimeout", "DIRGATE_LDAP_ATTEMPT_TIMEOUT", c.AttemptTimeout},
-		{"HealthInterval", "DIRGATE_LDAP_HEALTH_INTERVAL", c.HealthInterval},
-		{"DiscoveryInterval", "DIRGATE_LDAP_DISCOVERY_INTERVAL", c.DiscoveryInterval},
-	} {
-		if d.val < 0 {
-			add("ldap: %s (%s) must not be negative, got %v", d.name, d.env, d.val)
+	if c.PageSize > maxPageSize {
+		bad("PageSize", "must be between 1 and %d, got %d", maxPageSize, c.PageSize)
+	}
+	for field, d := range map[string]time.Duration{"DialTimeout": c.DialTimeout, "RequestTimeout": c.RequestTimeout,
+		"IdleTimeout": c.IdleTimeout, "AttemptTimeout": c.AttemptTimeout, "HealthInterval": c.HealthInterval,
+		"DiscoveryInterval": c.DiscoveryInterval, "WriteOverlay": c.WriteOverlay} {
+		if d < 0 {
+			bad(field, "must be positive")
 		}
 	}
 	// An attempt longer than the whole call would never be given up on.
 	if rt := c.withDefaults().RequestTimeout; c.AttemptTimeout > rt && c.RequestTimeout >= 0 {
-		add("ldap: AttemptTimeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT) %v must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) %v", c.AttemptTimeout, rt)
+		bad("AttemptTimeout", "must not exceed {RequestTimeout}, %v", rt)
 	}
-	return errors.Join(errs...)
+	return fielderr.Join(errs...)
 }
 
-// CheckDomainSuffix accepts an item of DomainSuffixes: a DNS name (letters, digits
+// checkDomainSuffix accepts an item of DomainSuffixes: a DNS name (letters, digits
 // and inner hyphens, 253 characters at most), with an optional trailing dot.
-func CheckDomainSuffix(s string) error {
+func checkDomainSuffix(s string) error {
 	if err := checkDNSName(strings.TrimSuffix(s, ".")); err != nil {
 		return fmt.Errorf("suffix %s %w", shown(s), err)
 	}
 	return nil
 }
 
-// unjoin returns the errors joined in err (errors.Join), or err alone, so that each
-// is reported on its own line under the setting's name.
-func unjoin(err error) []error {
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
-}
-
 // parseURL returns the address to dial and whether TLS starts at once (ldaps) or
-// after StartTLS (ldap). DIRGATE_LDAP_URL's items follow it (parseTargets).
+// after StartTLS (ldap). URL's items follow it (parseTargets).
 func parseURL(s string) (addr string, implicitTLS bool, err error) {
 	u, err := url.Parse(s)
 	if err != nil {

@@ -22,13 +22,13 @@ func TestValidate(t *testing.T) {
 	if err := validConfig().Validate(); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
-	// Every problem is reported at once, each naming its setting.
+	// Every problem is reported at once, each naming its field.
 	err := Config{URL: "http://x", BindDN: "not a dn", PoolSize: -1, PageSize: maxPageSize + 1, RequestTimeout: -time.Second}.Validate()
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"DIRGATE_LDAP_URL", "DIRGATE_LDAP_BIND_DN", "DIRGATE_LDAP_BASE_DN",
-		"DIRGATE_LDAP_PASSWORD_FILE", "DIRGATE_LDAP_POOL_SIZE", "DIRGATE_LDAP_PAGE_SIZE", "DIRGATE_LDAP_TIMEOUT"} {
+	for _, want := range []string{"URL: item 1 of 1", "BindDN: is not a DN", "BaseDN: is required",
+		"PasswordFile: is required", "PoolSize: must be positive", "PageSize: must be between 1 and 100000", "RequestTimeout: must be positive"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %s:\n%v", want, err)
 		}
@@ -64,29 +64,29 @@ func TestValidateDCs(t *testing.T) {
 		c    Config
 		want []string
 	}{
-		{"neither", with(func(c *Config) { c.URL = "" }), []string{"URL (DIRGATE_LDAP_URL) or Domain (DIRGATE_LDAP_DOMAIN) is required"}},
-		{"both", with(func(c *Config) { c.Domain = "corp.example.com" }), []string{"are both set"}},
-		{"site without domain", with(func(c *Config) { c.Site = "hq" }), []string{"Site (DIRGATE_LDAP_SITE) is only used with Domain"}},
-		{"bad domain", with(func(c *Config) { c.URL, c.Domain = "", "corp example.com" }), []string{"DIRGATE_LDAP_DOMAIN", `"corp example.com"`}},
-		{"bad site", with(func(c *Config) { c.URL, c.Domain, c.Site = "", "corp.example.com", "h.q" }), []string{"DIRGATE_LDAP_SITE", `site "h.q"`}},
+		{"neither", with(func(c *Config) { c.URL = "" }), []string{"URL: is required with the ldap upstream, unless Domain is set"}},
+		{"both", with(func(c *Config) { c.Domain = "corp.example.com" }), []string{"Domain: must not be set with URL"}},
+		{"site without domain", with(func(c *Config) { c.Site = "hq" }), []string{"Site: is only used with Domain"}},
+		{"bad domain", with(func(c *Config) { c.URL, c.Domain = "", "corp example.com" }), []string{`Domain: domain "corp example.com"`}},
+		{"bad site", with(func(c *Config) { c.URL, c.Domain, c.Site = "", "corp.example.com", "h.q" }), []string{`Site: site "h.q"`}},
 		// A DC found in DNS is verified against the operator's CAs, never the
 		// system's: a public certificate for any name DNS chooses would pass.
 		{"domain without CA file", with(func(c *Config) { c.URL, c.Domain = "", "corp.example.com" }), []string{
-			"CAFile (DIRGATE_LDAP_CA_FILE) is required with Domain (DIRGATE_LDAP_DOMAIN)"}},
+			"CAFile: is required with Domain"}},
 		{"suffixes without domain", with(func(c *Config) { c.DomainSuffixes = []string{"example.net"} }), []string{
-			"DomainSuffixes (DIRGATE_LDAP_DOMAIN_SUFFIXES) is only used with Domain"}},
+			"DomainSuffixes: is only used with Domain"}},
 		{"bad suffix", with(func(c *Config) {
 			c.URL, c.Domain, c.CAFile, c.DomainSuffixes = "", "corp.example.com", "ca.pem", []string{"ok.example.net", ".example.net", "a b"}
-		}), []string{`suffix ".example.net"`, `suffix "a b"`}},
+		}), []string{`DomainSuffixes: suffix ".example.net"`, `DomainSuffixes: suffix "a b"`}},
 		// Each bad item of the list is reported on its own, under the setting.
 		{"bad items", with(func(c *Config) { c.URL = "ftp://a ldaps://b ldaps://B" }), []string{
-			`ldap: URL (DIRGATE_LDAP_URL): item 1 of 3 ("ftp://a")`, `ldap: URL (DIRGATE_LDAP_URL): item 3 of 3 ("ldaps://B"): the same server as item 2`}},
+			`URL: item 1 of 3 ("ftp://a")`, `URL: item 3 of 3 ("ldaps://B"): the same server as item 2`}},
 		{"negative", with(func(c *Config) { c.AttemptTimeout, c.HealthInterval, c.DiscoveryInterval = -1, -1, -1 }), []string{
-			"DIRGATE_LDAP_ATTEMPT_TIMEOUT", "DIRGATE_LDAP_HEALTH_INTERVAL", "DIRGATE_LDAP_DISCOVERY_INTERVAL"}},
+			"AttemptTimeout: must be positive", "HealthInterval: must be positive", "DiscoveryInterval: must be positive"}},
 		{"attempt above request", with(func(c *Config) { c.AttemptTimeout, c.RequestTimeout = 2*time.Second, time.Second }), []string{
-			"AttemptTimeout (DIRGATE_LDAP_ATTEMPT_TIMEOUT) 2s must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) 1s"}},
+			"AttemptTimeout: must not exceed RequestTimeout, 1s"}},
 		{"attempt above default request", with(func(c *Config) { c.AttemptTimeout = DefaultRequestTimeout + time.Second }), []string{
-			"must not exceed RequestTimeout (DIRGATE_LDAP_TIMEOUT) 10s"}},
+			"AttemptTimeout: must not exceed RequestTimeout, 10s"}},
 	}
 	for _, tt := range invalid {
 		err := tt.c.Validate()

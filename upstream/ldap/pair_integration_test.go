@@ -114,7 +114,7 @@ func pairSmokeChecks(t *testing.T, p sambatest.Pair, d *Directory, writer int) {
 	}
 }
 
-// TestPairSRVDiscovery opens the adapter with DIRGATE_LDAP_DOMAIN and _SITE and no
+// TestPairSRVDiscovery opens the adapter with Domain and Site and no
 // URL, its resolver pointed at the pair's DNS (Samba's internal DNS, which serves
 // both DCs' locator records and their addresses). dirgate itself uses the system resolver, which
 // cannot be pointed at the pair per process; Config.Resolver is the adapter's own

@@ -30,7 +30,7 @@ const (
 	maxShownLength = 80
 )
 
-// parseTargets reads DIRGATE_LDAP_URL: one or more URLs in order of preference,
+// parseTargets reads Config.URL: one or more URLs in order of preference,
 // separated by commas and/or whitespace (any mix, repeated separators ignored), each
 // following parseURL's rules with a host that is a host name or an IP literal
 // without a zone. It refuses an empty list, duplicates (the same address, the host
@@ -206,7 +206,7 @@ func discoverTargets(ctx context.Context, r srvResolver, domain, site string, su
 	none := errors.New("DNS lists none")
 	switch {
 	case outside > 0:
-		none = fmt.Errorf("DNS lists none usable (%d records name a host outside %s and DIRGATE_LDAP_DOMAIN_SUFFIXES, the first %s; %d other records skipped: port 0 or not a host name)",
+		none = fmt.Errorf("DNS lists none usable (%d records name a host outside %s and the domain suffixes, the first %s; %d other records skipped: port 0 or not a host name)",
 			outside, domain, shown(firstOutside), skipped)
 	case skipped > 0:
 		none = fmt.Errorf("DNS lists none usable (%d records skipped: port 0 or not a host name)", skipped)
@@ -309,8 +309,8 @@ func checkLabelOf(label string, underscore bool) error {
 	return nil
 }
 
-// targets returns the DCs the configuration names: DIRGATE_LDAP_URL's list, or
-// those DNS lists for DIRGATE_LDAP_DOMAIN. c must be valid.
+// targets returns the DCs the configuration names: URL's list, or
+// those DNS lists for Domain. c must be valid.
 func (c Config) targets(ctx context.Context) ([]target, error) {
 	if c.URL != "" {
 		return parseTargets(c.URL)

@@ -16,11 +16,11 @@ func registerMetrics(d *Directory) metric.Registration {
 	m := otel.Meter("github.com/dirgate/dirgate/upstream/ldap")
 	inUse, _ := m.Int64ObservableGauge("dirgate_ldap_pool_in_use", metric.WithDescription("LDAP connections lent to a call right now, per server."))
 	idle, _ := m.Int64ObservableGauge("dirgate_ldap_pool_idle", metric.WithDescription("Bound LDAP connections waiting in the pool, per server."))
-	size, _ := m.Int64ObservableGauge("dirgate_ldap_pool_size", metric.WithDescription("Most LDAP connections open at once per server (DIRGATE_LDAP_POOL_SIZE)."))
+	size, _ := m.Int64ObservableGauge("dirgate_ldap_pool_size", metric.WithDescription("Most LDAP connections open at once per server (the pool size)."))
 	dials, _ := m.Int64ObservableCounter("dirgate_ldap_dials", metric.WithDescription("LDAP connections dialled (connect, TLS, bind), per server."))
 	failed, _ := m.Int64ObservableCounter("dirgate_ldap_dial_failures", metric.WithDescription("LDAP dials that failed, per server."))
 	up, _ := m.Int64ObservableGauge("dirgate_ldap_server_up", metric.WithDescription("1 while a domain controller takes calls, 0 while it is marked down (a failed call or health check, until a health check succeeds) or its circuit breaker is open."))
-	calls, _ := m.Int64ObservableCounter("dirgate_ldap_server_requests", metric.WithDescription("Attempts of LDAP calls per server by outcome: ok, answer (the server refused or found nothing: an answer all the same), failed (network error, busy, unavailable: the call went on to the next server), stalled (no answer within DIRGATE_LDAP_ATTEMPT_TIMEOUT), refused (its circuit breaker was open)."))
+	calls, _ := m.Int64ObservableCounter("dirgate_ldap_server_requests", metric.WithDescription("Attempts of LDAP calls per server by outcome: ok, answer (the server refused or found nothing: an answer all the same), failed (network error, busy, unavailable: the call went on to the next server), stalled (no answer within the attempt timeout), refused (its circuit breaker was open)."))
 	overlaid, _ := m.Int64ObservableCounter("dirgate_ldap_overlaid_members", metric.WithDescription("Members a listing read from one DC gained or lost because a write made through dirgate on another DC had not reached it yet."))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		o.ObserveInt64(overlaid, d.overlaid.Load())
