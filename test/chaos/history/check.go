@@ -454,11 +454,11 @@ func (c *checker) availability(ops []Op) {
 			dc1Down, dc2Down := c.f.dcDown["dc1"].overlaps(a, b), c.f.dcDown["dc2"].overlaps(a, b)
 			primaryDown := c.f.redis["redis-primary"].overlaps(a, b)
 			redisUp := !primaryDown || !c.f.redis["redis-replica"].overlaps(a, b)
-			// A DC fault (or its last Converge) while the Redis primary is gone: the
-			// other replicas' writes cannot be read, a DC may lack one of them, and
-			// a listing then answers 503 rather than contradict it (docs/directory.md,
-			// "Writes laid over listings").
-			writesKnown := !primaryDown || !c.f.dc.overlaps(a-int64(c.cfg.Converge), b)
+			// While the Redis primary is gone the other replicas' writes cannot be
+			// read, and a listing whose DC cannot be shown to hold every other DC's
+			// changes to the group answers 503 rather than risk contradicting one
+			// (docs/directory.md, "Writes laid over listings").
+			writesKnown := !primaryDown
 			if !replicaDown && (!dc1Down || !dc2Down) && redisUp && writesKnown {
 				c.r.Checks[CheckAvailability]++
 				if !o.OK() {
