@@ -3,7 +3,7 @@
 // policy decides a listing's objects (docs/policy.md, "Performance").
 // It translates only what it can evaluate exactly as OPA's evaluator does, and
 // refuses the rest, which policy then evaluates in Rego. The differential test of
-// package policy (policy/differential_test.go) compares the two on random policies.
+// package (policy/translate/differential_test.go) compares the two on random policies.
 package translate
 
 import (
