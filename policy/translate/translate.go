@@ -2,8 +2,8 @@
 // into a Go predicate over one dirgate.Object: the fast path by which package
 // policy decides a listing's objects (docs/policy.md, "Performance").
 // It translates only what it can evaluate exactly as OPA's evaluator does, and
-// refuses the rest, which policy then evaluates in Rego. The differential test of
-// package (policy/translate/differential_test.go) compares the two on random policies.
+// refuses the rest, which policy then evaluates in Rego. The differential test
+// (policy/translate/differential_test.go) compares the two on random policies.
 package translate
 
 import (
