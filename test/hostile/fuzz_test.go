@@ -44,8 +44,8 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/test/child"
-	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/test/encodedtest"
+	"github.com/dirgate/dirgate/throttle"
 )
 
 // fuzzToken is the only token fuzzAuth accepts.
