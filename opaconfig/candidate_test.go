@@ -26,7 +26,7 @@ func TestCandidateBundle(t *testing.T) {
 	}
 	next["resource"] = "bundles/next.tar.gz"
 	bundles["next"] = next
-	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), Candidate: "next"}, policy.Config{}, candidate.Config{Sample: -1})
+	g := openGateway(t, opaconfig.Config{File: writeConfig(t, cfg), Candidate: "next"}, policy.Config{}, candidate.Config{Sample: new(float64)})
 
 	st := g.cand.Status()
 	if !strings.Contains(st.Source, "next") || st.Revision == "" || st.Revision == g.a.Revision() {

@@ -52,7 +52,7 @@ func TestPolicyOutsideBuiltins(t *testing.T) {
 			good := t.TempDir()
 			policytest.WriteFile(t, filepath.Join(good, "authz.rego"), policytest.AllowUsers)
 			cfg, cand := policytest.Shadowed(t, policy.Config{Dir: good, Logger: policytest.QuietLogger()},
-				candidate.Config{Files: files, Source: "candidate", Sample: 1})
+				candidate.Config{Files: files, Source: "candidate"})
 			a, err = policy.Open(ctx, cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -64,7 +64,7 @@ func policyDiff(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)
 	}
-	ccfg.Logger, ccfg.Sample = m.Logger, -1
+	ccfg.Logger, ccfg.Sample = m.Logger, new(float64) // loaded to compare, deciding no request
 	cand, err := candidate.Open(ctx, ccfg)
 	if err != nil {
 		return fmt.Errorf("policy diff: %w", err)

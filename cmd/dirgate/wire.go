@@ -184,22 +184,14 @@ func (m *Main) openPolicy(ctx context.Context, svc *dirgate.MemberService) error
 	} else {
 		m.closers = append(m.closers, closeDlog)
 	}
-	maxDenied := m.Config.DecisionLogMaxDenied
-	if maxDenied == 0 {
-		maxDenied = -1 // the setting's 0 names none; the package's 0 is its default
-	}
-	sample := m.Config.PolicyCandidateSample
-	if sample == 0 {
-		sample = -1 // the setting's 0 names none; the package's 0 is its default
-	}
 	pcfg := policy.Config{Dir: m.Config.PolicyDir, Logger: m.Logger, Schema: m.schema,
 		NetworkBuiltins: m.Config.PolicyNetworkBuiltins}
-	ccfg := candidate.Config{Dir: m.Config.PolicyCandidateDir, Sample: sample, Logger: m.Logger,
+	ccfg := candidate.Config{Dir: m.Config.PolicyCandidateDir, Sample: &m.Config.PolicyCandidateSample, Logger: m.Logger,
 		NetworkBuiltins: m.Config.PolicyNetworkBuiltins}
 	if m.Config.PolicyNetworkBuiltins {
 		m.Logger.Warn("policy: INSECURE: policies may call http.send, net.lookup_ip_addr and opa.runtime (DIRGATE_POLICY_NETWORK_BUILTINS is set): a policy can send what it reads anywhere")
 	}
-	dcfg := decisionlog.Config{Writer: dlog, Mask: m.Config.decisionLogMasks(), MaxDenied: maxDenied, Logger: m.Logger}
+	dcfg := decisionlog.Config{Writer: dlog, Mask: m.Config.decisionLogMasks(), MaxDenied: &m.Config.DecisionLogMaxDenied, Logger: m.Logger}
 	rt, err := m.openBundles(ctx, &pcfg, &ccfg, &dcfg)
 	if err != nil {
 		return err

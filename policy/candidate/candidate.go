@@ -39,10 +39,10 @@ type Config struct {
 	// bundles); Source names it. Replace swaps it.
 	Files  fs.FS
 	Source string
-	// Sample is the fraction of requests the candidate also decides. 0 means 1 (every
-	// request); negative means none (the candidate is loaded, for the decisions API,
-	// but decides no request).
-	Sample float64
+	// Sample is the fraction of requests the candidate also decides. nil means 1
+	// (every request); 0 (or less) means none (the candidate is loaded, for the
+	// decisions API, but decides no request).
+	Sample *float64
 	// Budget bounds the candidate's evaluation for one request, and each building
 	// of one of its listing plans. It runs detached from the request's
 	// cancellation, so a slow candidate cannot use up the request's deadline and
@@ -74,7 +74,7 @@ const DefaultBudget = time.Second
 // Validate reports every problem of the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
-	if !(c.Sample <= 1) || math.IsInf(c.Sample, -1) { // refuses NaN and -Inf too
+	if s := c.Sample; s != nil && (!(*s <= 1) || math.IsInf(*s, -1)) { // refuses NaN and -Inf too
 		errs = append(errs, errors.New("policy: candidate sample must be a number at most 1"))
 	}
 	if c.Budget < 0 {
@@ -206,11 +206,10 @@ func (c *Candidate) failedLoad(ctx context.Context, err error) {
 
 // sampled returns the candidate version when this request is to be compared.
 func (c *Candidate) sampled() *policy.Compiled {
-	if c.cfg.Sample < 0 {
-		return nil
-	}
-	if s := c.cfg.Sample; s != 0 && s < 1 && rand.Float64() >= s {
-		return nil
+	if p := c.cfg.Sample; p != nil {
+		if s := *p; s <= 0 || s < 1 && rand.Float64() >= s {
+			return nil
+		}
 	}
 	return c.current.Load()
 }

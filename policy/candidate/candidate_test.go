@@ -136,16 +136,16 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// TestCandidateBoundedAndSampled: the GUIDs named are bounded like deniedGuids,
-// and a negative sample compares nothing.
+// TestCandidateBoundedAndSampled: the GUIDs named are bounded like deniedGuids; no
+// sample compares every request, 1 too, and 0 (or less) none.
 func TestCandidateBoundedAndSampled(t *testing.T) {
 	allowAll := allowAllPolicy()
 	none := map[string]string{"authz.rego": "package dirgate.authz\nallow if false\n"}
 	objs := policytest.RandObjects(rand.New(rand.NewPCG(1, 1)), 20)
 	for _, tc := range []struct {
-		sample float64
+		sample *float64
 		want   int // lines with a candidate
-	}{{0, 1}, {1, 1}, {-1, 0}} {
+	}{{nil, 1}, {new(1.0), 1}, {new(0.0), 0}, {new(-1.0), 0}} {
 		var log bytes.Buffer
 		cfg, _ := policytest.Shadowed(t, policy.Config{Dir: policytest.WriteDir(t, none, nil), Logger: policytest.QuietLogger(),
 			DecisionLog: policytest.LineLog(&log, 3)}, candidate.Config{Dir: policytest.WriteDir(t, allowAll, nil), Sample: tc.sample})
@@ -282,7 +282,7 @@ func TestCandidateNeverChangesAnswer(t *testing.T) {
 // refused like a sample above 1.
 func TestCandidateSampleRefusesNaN(t *testing.T) {
 	for _, s := range []float64{math.NaN(), math.Inf(-1), math.Inf(1), 1.5} {
-		cfg := candidate.Config{Sample: s}
+		cfg := candidate.Config{Sample: &s}
 		if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "sample") {
 			t.Errorf("sample %v: %v", s, err)
 		}

@@ -75,8 +75,9 @@ type Config struct {
 	// /input/subject/dn.
 	Mask []string
 	// MaxDenied bounds the denied GUIDs named per listing line, and the GUIDs a
-	// candidate's comparison names. 0 means DefaultMaxDenied; negative means none.
-	MaxDenied int
+	// candidate's comparison names. nil means DefaultMaxDenied; 0 (or less) names
+	// none.
+	MaxDenied *int
 	// Now is the clock of the lines' time. nil means time.Now.
 	Now func() time.Time
 	// Logger receives the log's own failures. nil means slog.Default().
@@ -119,9 +120,12 @@ func New(cfg Config) (*Log, error) {
 		m, _ := ParseMask(s) // validated above
 		masks = append(masks, m)
 	}
-	d := &Log{w: cfg.Writer, sink: cfg.Sink, masks: newLineMasks(masks), maxDenied: cfg.MaxDenied, now: cfg.Now, logger: cfg.Logger}
-	if d.maxDenied == 0 {
-		d.maxDenied = DefaultMaxDenied
+	d := &Log{w: cfg.Writer, sink: cfg.Sink, masks: newLineMasks(masks), maxDenied: DefaultMaxDenied, now: cfg.Now, logger: cfg.Logger}
+	if n := cfg.MaxDenied; n != nil {
+		d.maxDenied = max(*n, -1) // -1: the lines name none
+		if *n == 0 {
+			d.maxDenied = -1
+		}
 	}
 	if d.now == nil {
 		d.now = time.Now

@@ -106,7 +106,7 @@ func parseLines(t *testing.T, b []byte) []logLine {
 func TestDecisionLog(t *testing.T) {
 	var buf bytes.Buffer
 	now := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	dlog, err := decisionlog.New(decisionlog.Config{Writer: &buf, MaxDenied: 2, Now: func() time.Time { return now },
+	dlog, err := decisionlog.New(decisionlog.Config{Writer: &buf, MaxDenied: new(2), Now: func() time.Time { return now },
 		Mask: []string{"/input/subject/dn", "/input/request/properties", "/input/not/there"}, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
@@ -163,5 +163,22 @@ func TestDecisionLog(t *testing.T) {
 	}
 	if rm.Result.Allowed != false || rm.Input["object"].(map[string]any)["guid"] != "o0" {
 		t.Errorf("removal line %+v", rm)
+	}
+}
+
+// TestMaxDeniedSetting: no MaxDenied names DefaultMaxDenied GUIDs, 0 names none (the
+// setting's 0), and any other count that many.
+func TestMaxDeniedSetting(t *testing.T) {
+	for _, tc := range []struct {
+		set  *int
+		want int
+	}{{nil, decisionlog.DefaultMaxDenied}, {new(0), -1}, {new(5), 5}} {
+		l, err := decisionlog.New(decisionlog.Config{Writer: io.Discard, MaxDenied: tc.set})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.MaxNamed(); got != tc.want {
+			t.Errorf("MaxDenied %v: MaxNamed %d, want %d", tc.set, got, tc.want)
+		}
 	}
 }

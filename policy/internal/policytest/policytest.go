@@ -39,7 +39,7 @@ func QuietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 func LineLog(w io.Writer, maxDenied ...int) policy.DecisionLog {
 	cfg := decisionlog.Config{Writer: w, Logger: QuietLogger()}
 	if len(maxDenied) > 0 {
-		cfg.MaxDenied = maxDenied[0]
+		cfg.MaxDenied = &maxDenied[0]
 	}
 	l, err := decisionlog.New(cfg)
 	if err != nil {
