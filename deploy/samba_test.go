@@ -19,9 +19,10 @@ func shellVars(script string) map[string]string {
 	return vars
 }
 
-// TestSambaImageFollowsHarness keeps deploy/samba in step with test/harness/samba/dc.sh, the
-// harness the integration tests use: the same domain, accounts, password and lockout
-// settings, the same provisioning options, and every package dc.sh installs.
+// TestSambaImageFollowsHarness keeps deploy/samba in step with
+// test/harness/samba/dc.sh, the harness the integration tests use: the same domain,
+// accounts, password and lockout settings, the same provisioning options, and every
+// package dc.sh installs.
 func TestSambaImageFollowsHarness(t *testing.T) {
 	read := func(p string) string {
 		data, err := os.ReadFile(p)

@@ -1,14 +1,14 @@
 // Package child runs the real dirgate binary as a child process for the tests that
-// watch it from outside (test/suite/faults, test/suite/hostile): it builds the binary once per
-// test binary from ./cmd/dirgate, with the race detector when the tests run with
-// -race (so those tests also hunt for data races in the program under test), starts
-// it with the settings a test gives on a free loopback port, waits until it serves,
-// keeps everything it writes, observes it through its own /metrics (on its metrics
-// listener, DIRGATE_METRICS_LISTEN, also on a free loopback port) and /readyz, and
-// stops it with SIGTERM when the test ends. Its client sends API requests and checks
-// answers against docs/api.md's error shape; its settings helpers write tokens
-// files and point the binary at the harness DC (test/harness/sambatest), directly or through
-// a fault proxy (test/harness/faultproxy).
+// watch it from outside (test/suite/faults, test/suite/hostile): it builds the binary
+// once per test binary from ./cmd/dirgate, with the race detector when the tests run
+// with -race (so those tests also hunt for data races in the program under test),
+// starts it with the settings a test gives on a free loopback port, waits until it
+// serves, keeps everything it writes, observes it through its own /metrics (on its
+// metrics listener, DIRGATE_METRICS_LISTEN, also on a free loopback port) and
+// /readyz, and stops it with SIGTERM when the test ends. Its client sends API
+// requests and checks answers against docs/api.md's error shape; its settings helpers
+// write tokens files and point the binary at the harness DC (test/harness/sambatest),
+// directly or through a fault proxy (test/harness/faultproxy).
 package child
 
 import (

@@ -1,5 +1,5 @@
-# test/suite/chaos/chaos.mk: the chaos suite's long run (test/suite/chaos/doc.go). The main
-# Makefile includes it after test/harness/samba/samba.mk, whose pair.sh it uses.
+# test/suite/chaos/chaos.mk: the chaos suite's long run (test/suite/chaos/doc.go). The
+# main Makefile includes it after test/harness/samba/samba.mk, whose pair.sh it uses.
 #
 #   make chaos      a DIRGATE_CHAOS_DURATION run (default 20m) of TestChaos with a
 #                   random seed, or the seed of DIRGATE_CHAOS_SEED, in the mode of

@@ -1,35 +1,35 @@
 // Package chaos is dirgate's chaos suite, after Jepsen: a workload of clients and a
 // nemesis run side by side against a whole deployment, every operation is recorded
 // with its start, end and outcome, and the history is judged afterwards by
-// test/suite/chaos/history against the promises dirgate makes under faults: no stale read
-// beyond a bound, no lost or resurrected write, no revoked or disabled account's token
-// accepted, availability outside the faults.
+// test/suite/chaos/history against the promises dirgate makes under faults: no stale
+// read beyond a bound, no lost or resurrected write, no revoked or disabled account's
+// token accepted, availability outside the faults.
 //
 // The deployment is real processes: the two replicating Samba AD DCs of
-// test/harness/samba/pair.sh; a Redis primary, its replica and three Sentinels with a quorum
-// of two and fast failover timings (test/harness/redistest); two dirgate replicas, A and B
-// (test/harness/child), in Sentinel mode with both DCs, DC1 preferred, a 5 s health
-// interval, a 250 ms Redis retry interval and a 15 s principal TTL. The suite's own
-// objects live in OU=dirgate-chaos-<pid>-<run> of the pair: six users (the pool the
-// workload moves in and out of groups, disables and signs in), two callers named by
-// the tokens file, four groups, the second nested in the first; created on DC1,
-// waited for on DC2, deleted at the end.
+// test/harness/samba/pair.sh; a Redis primary, its replica and three Sentinels with a
+// quorum of two and fast failover timings (test/harness/redistest); two dirgate
+// replicas, A and B (test/harness/child), in Sentinel mode with both DCs, DC1
+// preferred, a 5 s health interval, a 250 ms Redis retry interval and a 15 s
+// principal TTL. The suite's own objects live in OU=dirgate-chaos-<pid>-<run> of the
+// pair: six users (the pool the workload moves in and out of groups, disables and
+// signs in), two callers named by the tokens file, four groups, the second nested in
+// the first; created on DC1, waited for on DC2, deleted at the end.
 //
 // The workload: four listers (direct and includeIndirect, either replica, either
 // caller), two writers removing and adding pool users through dirgate, two direct
-// changers adding and removing members on either DC as its administrator (one of
-// them also nests and unnests groups and disables and enables users), and a sign-in
+// changers adding and removing members on either DC as its administrator (one of them
+// also nests and unnests groups and disables and enables users), and a sign-in
 // process that signs pool users in, uses their tokens, and revokes some and keeps
 // using them. The nemesis kills a DC, blackholes its link, pauses its inbound
-// replication or delays its LDAPS by 100 ms each way (test/harness/samba/pair.sh delay), kills the
-// Redis primary (Sentinel promotes the replica; the old primary comes back as a
-// replica), stops the Redis replica (SIGSTOP), kills a dirgate replica or the one
-// leading the change feed (dirgate_changefeed_leader) and restarts it. In the
-// "quorum" mode it never takes both DCs, both Redis servers or both replicas down at
-// once; in the "outage" mode faults overlap freely (two faults never hit one thing).
-// After the run every fault is healed, the DCs replicate, the suite waits 10 s and
-// lists every group on each replica once more, so that the final state is checked
-// too.
+// replication or delays its LDAPS by 100 ms each way (test/harness/samba/pair.sh
+// delay), kills the Redis primary (Sentinel promotes the replica; the old primary
+// comes back as a replica), stops the Redis replica (SIGSTOP), kills a dirgate
+// replica or the one leading the change feed (dirgate_changefeed_leader) and restarts
+// it. In the "quorum" mode it never takes both DCs, both Redis servers or both
+// replicas down at once; in the "outage" mode faults overlap freely (two faults never
+// hit one thing). After the run every fault is healed, the DCs replicate, the suite
+// waits 10 s and lists every group on each replica once more, so that the final state
+// is checked too.
 //
 // Everything the run does is drawn up front from one seed (math/rand/v2): which
 // operation each process makes, when and on what, and which fault when and for how

@@ -1,9 +1,9 @@
-// Package hostile sends dirgate the requests an attacker would:
-// LDAP filter and DN injection in every parameter, oversized, repeated and badly
-// encoded parameters, header tricks, token guessing, probing for objects the caller
-// may not view, and checks that no secret ever reaches a log line or a span. It runs the real binary (test/harness/child)
-// against the embedded demo directory, and against the harness Samba DC through a
-// fault proxy that counts every byte sent to the directory.
+// Package hostile sends dirgate the requests an attacker would: LDAP filter and DN
+// injection in every parameter, oversized, repeated and badly encoded parameters,
+// header tricks, token guessing, probing for objects the caller may not view, and
+// checks that no secret ever reaches a log line or a span. It runs the real binary
+// (test/harness/child) against the embedded demo directory, and against the harness
+// Samba DC through a fault proxy that counts every byte sent to the directory.
 package hostile
 
 import (

@@ -1,7 +1,7 @@
-// Package redisfailover holds dirgate's end-to-end Redis failover tests:
-// two dirgate instances, run as child processes (test/harness/child) in front of the harness
-// Samba DC, share a Redis deployment of real processes (test/harness/redistest), and the
-// tests make its primary fail over while clients list groups, change memberships
+// Package redisfailover holds dirgate's end-to-end Redis failover tests: two dirgate
+// instances, run as child processes (test/harness/child) in front of the harness
+// Samba DC, share a Redis deployment of real processes (test/harness/redistest), and
+// the tests make its primary fail over while clients list groups, change memberships
 // and revoke tokens.
 //
 //   - TestSentinelFailoverUnderLoad, TestClusterFailoverUnderLoad: the primary (in

@@ -1,9 +1,9 @@
 // Package refs checks that what comments and docs cite exists: a file path
-// (cache/fill.go, ../test/harness/samba/README.md), a section of a doc (docs/cache.md#leases,
-// or docs/cache.md, "Redis failovers"), and a test, benchmark or fuzz target
-// (TestX, BenchmarkX, FuzzX); and that every image under docs/img is shown by a doc.
-// A reference that no longer resolves sends a reader looking for something that
-// moved or never was.
+// (cache/fill.go, ../test/harness/samba/README.md), a section of a doc
+// (docs/cache.md#leases, or docs/cache.md, "Redis failovers"), and a test, benchmark
+// or fuzz target (TestX, BenchmarkX, FuzzX); and that every image under docs/img is
+// shown by a doc. A reference that no longer resolves sends a reader looking for
+// something that moved or never was.
 package refs
 
 import (

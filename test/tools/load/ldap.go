@@ -30,7 +30,8 @@ type LDAPConfig struct {
 	CAFile            string
 }
 
-// LDAPConfigFromEnv reads the variables test/harness/samba/dc.sh writes (DIRGATE_TEST_LDAP_*).
+// LDAPConfigFromEnv reads the variables test/harness/samba/dc.sh writes
+// (DIRGATE_TEST_LDAP_*).
 func LDAPConfigFromEnv(getenv func(string) string) (LDAPConfig, error) {
 	c := LDAPConfig{
 		URL: getenv("DIRGATE_TEST_LDAP_URL"), BaseDN: getenv("DIRGATE_TEST_LDAP_BASE_DN"),

@@ -23,11 +23,11 @@ import (
 )
 
 // The first listings of large groups on a domain controller (-dc-large): the groups
-// test/harness/samba/large.sh seeds (DIRGATE_LARGE_SIZES, DIRGATE_LARGE_OU), each listed once
-// by a dirgate that has never listed it (a cache miss: the LDAP upstream reads it),
-// against ldapsearch fetching the same members with the same attributes, alternated
-// repetition by repetition. What each costs: wall time, the DC's CPU (every samba
-// process of its session, from /proc), dirgate's CPU and the client's.
+// test/harness/samba/large.sh seeds (DIRGATE_LARGE_SIZES, DIRGATE_LARGE_OU), each
+// listed once by a dirgate that has never listed it (a cache miss: the LDAP upstream
+// reads it), against ldapsearch fetching the same members with the same attributes,
+// alternated repetition by repetition. What each costs: wall time, the DC's CPU
+// (every samba process of its session, from /proc), dirgate's CPU and the client's.
 
 // dcBaseAttrs are the attributes dirgate's LDAP upstream asks for every member
 // (upstream/ldap baseAttrs): ldapsearch asks for the same.
