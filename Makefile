@@ -35,7 +35,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 10s)
 
 .PHONY: bench
 bench: ## load runs against dirgate, a bare server and the DC (needs a DC env: docs/benchmarks.md)
-	go run ./test/load/cmd/bench -concurrency 32 -duration 10s -repeat 5
+	go run ./test/tools/load/cmd/bench -concurrency 32 -duration 10s -repeat 5
 
 .PHONY: image compose-up compose-down
 image: ## build the container image dirgate:$(VERSION) (deploy/Dockerfile)
@@ -45,6 +45,6 @@ compose-up: ## local try-out: dirgate, Samba AD DC, Redis, OTel collector (deplo
 compose-down: ## stop the try-out and delete its volumes
 	docker compose -f deploy/compose.yaml down -v
 
-include test/samba/samba.mk
-include test/faults/faults.mk
-include test/chaos/chaos.mk
+include test/harness/samba/samba.mk
+include test/suite/faults/faults.mk
+include test/suite/chaos/chaos.mk

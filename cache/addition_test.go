@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 )
 
 // TestAdditionInvalidatesEveryAffectedListing: once an addition through one instance

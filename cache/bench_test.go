@@ -12,8 +12,8 @@ import (
 	"github.com/dirgate/dirgate/internal/ldapentry"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/encodedtest"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // benchDir is a directory with one group of n users rendered as the upstreams render

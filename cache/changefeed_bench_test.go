@@ -6,7 +6,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // BenchmarkListing1000Feed is BenchmarkListing1000 with the cache followed by the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // claimSetup is two instances sharing one Redis over one directory whose listing

@@ -12,8 +12,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/encodedtest"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 

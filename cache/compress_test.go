@@ -7,7 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
 // TestPackLargeEntries: an entry above compressAbove is stored compressed, several

@@ -8,8 +8,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // TestDeployments: the settings reach each kind of Redis deployment. Entries one

@@ -17,8 +17,8 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/dirgate/dirgate/throttle"
 )
 

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 )
 
 // affected are the groups whose listings a removal from Desktop Engineers changes:

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 )
 
 // TestLargeEntryStaysDecoded: an entry larger than a quarter of the first level's

@@ -6,9 +6,9 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/conformance"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
+	"github.com/dirgate/dirgate/test/suite/conformance"
 )
 
 // listedGroups covers nesting, cycles, every kind of member, account states and

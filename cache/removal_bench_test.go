@@ -5,8 +5,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // BenchmarkRemoval measures a removal and an addition through the cache on a real

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // backend is one store under test, with a way to let time pass for its expiry.

@@ -16,8 +16,8 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // fakeSource is a directory's change log: each change gets the next USN, and a read

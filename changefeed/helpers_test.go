@@ -13,7 +13,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/dirgate/dirgate/upstream/memory"
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"

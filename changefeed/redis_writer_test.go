@@ -13,8 +13,8 @@ import (
 	"github.com/dirgate/dirgate/cache"
 	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

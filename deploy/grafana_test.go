@@ -15,7 +15,7 @@ import (
 
 // The Grafana dashboard (grafana/dashboard.json): valid JSON for Grafana 10 or
 // later, the datasource a variable, every query PromQL that reads only metrics
-// dirgate documents. test/faults/alerts_test.go runs every query against a real
+// dirgate documents. test/suite/faults/alerts_test.go runs every query against a real
 // Prometheus scraping dirgate and checks that each returns data where the faults
 // it makes should give some.
 

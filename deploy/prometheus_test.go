@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dirgate/dirgate/test/ci"
+	"github.com/dirgate/dirgate/test/harness/ci"
 	"sigs.k8s.io/yaml"
 )
 

@@ -10,7 +10,7 @@ import (
 
 // PromQL helpers shared by the alert rules' and the dashboard's checks. They are
 // not a parser: promtool (rules) and a real Prometheus (dashboard, in
-// test/faults/alerts_test.go) parse the expressions; these only find the metric
+// test/suite/faults/alerts_test.go) parse the expressions; these only find the metric
 // names an expression reads, to hold them against the metrics dirgate documents.
 
 var (

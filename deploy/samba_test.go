@@ -19,9 +19,10 @@ func shellVars(script string) map[string]string {
 	return vars
 }
 
-// TestSambaImageFollowsHarness keeps deploy/samba in step with test/samba/dc.sh, the
-// harness the integration tests use: the same domain, accounts, password and lockout
-// settings, the same provisioning options, and every package dc.sh installs.
+// TestSambaImageFollowsHarness keeps deploy/samba in step with
+// test/harness/samba/dc.sh, the harness the integration tests use: the same domain,
+// accounts, password and lockout settings, the same provisioning options, and every
+// package dc.sh installs.
 func TestSambaImageFollowsHarness(t *testing.T) {
 	read := func(p string) string {
 		data, err := os.ReadFile(p)
@@ -31,8 +32,8 @@ func TestSambaImageFollowsHarness(t *testing.T) {
 		return string(data)
 	}
 	// dc.sh sources lib.sh, which holds the settings and packages it shares with
-	// test/samba/pair.sh: the harness is both files.
-	dc := read(filepath.Join(repoRoot, "test/samba/dc.sh")) + "\n" + read(filepath.Join(repoRoot, "test/samba/lib.sh"))
+	// test/harness/samba/pair.sh: the harness is both files.
+	dc := read(filepath.Join(repoRoot, "test/harness/samba/dc.sh")) + "\n" + read(filepath.Join(repoRoot, "test/harness/samba/lib.sh"))
 	entry := read("samba/entrypoint.sh")
 
 	dcVars, entryVars := shellVars(dc), shellVars(entry)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/opaconfig"
-	"github.com/dirgate/dirgate/test/opabundle"
+	"github.com/dirgate/dirgate/test/harness/opabundle"
 )
 
 // denseKinds are bundle files that are small on the wire and in the tar but

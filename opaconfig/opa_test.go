@@ -28,7 +28,7 @@ import (
 	"go.opentelemetry.io/otel"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/dirgate/dirgate/test/opabundle"
+	"github.com/dirgate/dirgate/test/harness/opabundle"
 )
 
 // The opa command is built once per run from the OPA module in go.mod (go.mod's

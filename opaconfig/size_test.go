@@ -16,7 +16,7 @@ import (
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/policy/decisionlog"
-	"github.com/dirgate/dirgate/test/opabundle"
+	"github.com/dirgate/dirgate/test/harness/opabundle"
 )
 
 // paddedBundle is opabundle.Signed with s's key, under the key id bundleConfig

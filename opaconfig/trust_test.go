@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/opaconfig"
-	"github.com/dirgate/dirgate/test/opabundle"
+	"github.com/dirgate/dirgate/test/harness/opabundle"
 )
 
 // TestRefusesUnverifiedPolicy: a bundle without a signing block, one whose

@@ -13,7 +13,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/internal/policytest"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 

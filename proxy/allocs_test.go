@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate/proxy"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // maxCachedAllocs bounds the allocations of one cached listing served through the

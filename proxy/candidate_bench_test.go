@@ -14,8 +14,8 @@ import (
 	"github.com/dirgate/dirgate/policy"
 	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/proxy"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // cpuTime is the process's user and system CPU time so far.

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate/proxy"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // BenchmarkCachedListingProperties is BenchmarkCachedListing asking for four

@@ -20,7 +20,7 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	bundled "github.com/dirgate/dirgate/rego"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/memory"
 )

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 )
 
 // TestHistoryNoticesPromotion runs real servers: a primary and its replica. A

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
 // BenchmarkBodyCacheHit finds a kept body: the shared body's part of a cached

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
 // everyOther is a ViewSelector (and FilterView for List) that lets a caller see the

@@ -7,7 +7,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/render"
-	"github.com/dirgate/dirgate/test/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
 func encodedTestObjects() []dirgate.Object {

@@ -8,7 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/encodedtest"
+	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
 // joinedListing returns a listing of n objects whose encodings lie in its JSON, as a

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one test command (make test, and CI through .ci/run): installs what the tests
 # need, checks formatting and vet, starts a throw-away Samba AD domain controller
-# and a pair of replicating ones (test/samba/pair.sh), runs every Go test with the
+# and a pair of replicating ones (test/harness/samba/pair.sh), runs every Go test with the
 # race detector against them, and always tears them down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ if ((${#need[@]})); then
   apt-get install -y -qq samba samba-ad-dc samba-ad-provision ldap-utils jq redis-server redis-tools chromium >/dev/null
 fi
 # Prometheus (promtool for deploy/prometheus, the server for the alert
-# end-to-end test in test/faults). Without recommends: prometheus-node-exporter would
+# end-to-end test in test/suite/faults). Without recommends: prometheus-node-exporter would
 # come with it and listen on every address where the package scripts start services.
 if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
   echo "test: installing Prometheus (promtool and the server)"
@@ -38,12 +38,12 @@ state=$(mktemp -d /tmp/dirgate-test.XXXXXX)
 pair_pid=""
 cleanup() {
   if [[ -n $pair_pid ]]; then kill -- "-$pair_pid" 2>/dev/null; wait "$pair_pid" 2>/dev/null; fi
-  bash test/samba/pair.sh stop "$state/pair" || true
-  bash test/samba/dc.sh stop "$state/samba" || true
+  bash test/harness/samba/pair.sh stop "$state/pair" || true
+  bash test/harness/samba/dc.sh stop "$state/samba" || true
   rm -rf "$state"
 }
 trap cleanup EXIT
-# The two replicating DCs of test/samba/pair.sh (failover tests) start in the
+# The two replicating DCs of test/harness/samba/pair.sh (failover tests) start in the
 # background while the single DC starts: they live in network namespaces, so
 # their ports do not clash with the single DC's on 127.0.0.1. Their own namespace
 # prefix and subnet keep them apart from a pair started by make samba-pair-start.
@@ -52,9 +52,9 @@ trap cleanup EXIT
 # conformance suite against two DCs (upstream/ldap TestConformancePair).
 mkdir -p "$state/pair"
 DIRGATE_PAIR_FIXTURE=1 DIRGATE_PAIR_NS_PREFIX=dgtest DIRGATE_PAIR_NET=10.231.78 \
-  setsid bash test/samba/pair.sh start "$state/pair" >"$state/pair.log" 2>&1 &
+  setsid bash test/harness/samba/pair.sh start "$state/pair" >"$state/pair.log" 2>&1 &
 pair_pid=$!
-bash test/samba/dc.sh start "$state/samba"
+bash test/harness/samba/dc.sh start "$state/samba"
 set -a; . "$state/samba/env"; set +a
 if ! wait "$pair_pid"; then
   pair_pid=""
@@ -67,7 +67,7 @@ set -a; . "$state/pair/env"; set +a
 echo "test: go test -race"
 # The fault, failover, chaos and hostile-input suites run next, on their own (make
 # test-faults), one package at a time, against the same DC and pair.
-mapfile -t pkgs < <(go list ./... | grep -v -e /test/faults -e /test/hostile -e /test/faultproxy -e /test/failover -e /test/redisfailover -e '/test/chaos$')
+mapfile -t pkgs < <(go list ./... | grep -v -e /test/suite/faults -e /test/suite/hostile -e /test/harness/faultproxy -e /test/suite/failover -e /test/suite/redisfailover -e '/test/suite/chaos$')
 go test -race -count=1 -timeout 20m "${pkgs[@]}"
 # Modules of their own that go.mod replaces a dependency with (third_party/*/PATCHES.md).
 for mod in third_party/*/go.mod; do

@@ -12,7 +12,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/dirgate/dirgate/redisconn"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

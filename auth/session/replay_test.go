@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

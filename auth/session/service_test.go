@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

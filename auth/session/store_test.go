@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate/internal/seal"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -20,8 +20,8 @@ import (
 
 	"github.com/dirgate/dirgate/policy/explain"
 	bundled "github.com/dirgate/dirgate/rego"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 )
 
 // rolesDir writes the bundled policy with roles of its own (trustees by DN, as a

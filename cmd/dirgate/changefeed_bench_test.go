@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 

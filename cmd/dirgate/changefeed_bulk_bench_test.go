@@ -16,7 +16,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -37,7 +37,7 @@ import (
 // The changes return the directory to where it started, so every phase writes the
 // same ones. Run it by hand against a DC of its own (docs/benchmarks.md, "A bulk
 // change"); settings come from DIRGATE_BULK_* (bulkConfigFromEnv), the samples and
-// figures go to DIRGATE_BULK_JSON, which test/load/cmd/plot -changefeed draws:
+// figures go to DIRGATE_BULK_JSON, which test/tools/load/cmd/plot -changefeed draws:
 //
 //	DIRGATE_BULK_JSON=/tmp/bulk.json go test -run '^$' -bench ChangeFeedBulk -benchtime 1x -timeout 60m ./cmd/dirgate/
 func BenchmarkChangeFeedBulk(b *testing.B) {

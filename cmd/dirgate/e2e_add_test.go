@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 )
 
 // post sends a POST with a JSON body, as the product's clients do.
@@ -64,7 +64,7 @@ func listed(objs []dirgate.Object, dn string) bool {
 func TestEndToEndAddLDAP(t *testing.T) {
 	dc := sambatest.Env(t)
 	if dc.FixtureDir == "" {
-		t.Fatal("the DC was started without the project fixture (test/samba/dc.sh seeds it when present)")
+		t.Fatal("the DC was started without the project fixture (test/harness/samba/dc.sh seeds it when present)")
 	}
 	srv := redistest.Start(t)
 	a := startLDAP(t, dc, withRedis(t, srv.Addr())...)

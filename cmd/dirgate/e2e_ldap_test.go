@@ -15,9 +15,9 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -118,7 +118,7 @@ func sameSet(t *testing.T, what string, got, want []string) {
 func TestEndToEndLDAP(t *testing.T) {
 	dc := sambatest.Env(t)
 	if dc.FixtureDir == "" {
-		t.Fatal("the DC was started without the project fixture (test/samba/dc.sh seeds it when present)")
+		t.Fatal("the DC was started without the project fixture (test/harness/samba/dc.sh seeds it when present)")
 	}
 	// Generous deadlines: this test checks answers, not speed, and All Staff's nested
 	// listing outlasted the default 10 s on a CI-like machine at a load average of 22.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 

@@ -21,7 +21,7 @@ import (
 	"github.com/dirgate/dirgate/explorer"
 	"github.com/dirgate/dirgate/policy/explain"
 	bundled "github.com/dirgate/dirgate/rego"
-	"github.com/dirgate/dirgate/test/ci"
+	"github.com/dirgate/dirgate/test/harness/ci"
 )
 
 // browser starts Debian's headless Chromium for one test. Without it the test

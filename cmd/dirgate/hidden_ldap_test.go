@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	bundled "github.com/dirgate/dirgate/rego"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 )
 
 // TestHiddenObjectsAnswerAlikeLDAP is TestHiddenObjectsAnswerAlike on the Samba AD DC

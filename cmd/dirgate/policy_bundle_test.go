@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/dirgate/dirgate/test/opabundle"
+	"github.com/dirgate/dirgate/test/harness/opabundle"
 )
 
 // writeBundle packs files into a bundle file as opa build lays it out.

@@ -13,8 +13,8 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

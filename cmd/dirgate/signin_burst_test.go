@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -17,7 +17,7 @@ import (
 // address, spread over two replicas sharing Redis, binds at most
 // DIRGATE_AUTH_MAX_FAILURES times in all, counted by the DC itself (the account's
 // badPwdCount). The limit is 2, under the harness's lockout threshold of 3
-// (test/samba/README.md), so the account this test creates is never locked out
+// (test/harness/samba/README.md), so the account this test creates is never locked out
 // when the bound holds.
 func TestSignInBurstBinds(t *testing.T) {
 	dc := sambatest.Env(t)

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/redistest"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/redistest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"

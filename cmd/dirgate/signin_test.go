@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/redistest"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/dirgate/dirgate/throttle"
 )
 

@@ -4,7 +4,7 @@
 #   entrypoint.sh          provision on first start, start samba, seed, stay in the foreground
 #   entrypoint.sh health   exit 0 once the DC is seeded and answers an LDAPS bind
 #
-# It follows test/samba/dc.sh (the test harness): the same realm, NetBIOS name, base
+# It follows test/harness/samba/dc.sh (the test harness): the same realm, NetBIOS name, base
 # DN, service account, password and lockout settings, its own CA (Samba's generated
 # certificate has a negative serial that Go refuses, and no SAN), and the same
 # fixture files and post-file semantics. Unlike dc.sh it listens on every interface,
@@ -26,7 +26,7 @@ readonly LOCKOUT_MINUTES=720
 # Paths and names the compose file may change.
 readonly STATE=${DC_STATE_DIR:-/var/lib/dirgate-dc}       # provisioned domain, private
 readonly SHARED=${DC_SHARED_DIR:-/run/dirgate-dc}         # ca.pem and svc.pw for dirgate
-readonly FIXTURE=${DC_FIXTURE_DIR:-/fixture}              # test/fixture/testdata
+readonly FIXTURE=${DC_FIXTURE_DIR:-/fixture}              # test/harness/fixture/testdata
 readonly TLS_DNS_NAMES=${DC_TLS_DNS_NAMES:-samba,localhost} # names dirgate dials
 readonly READER_UID=${DC_READER_UID:-65532}               # dirgate's user, owns svc.pw
 readonly START_TIMEOUT=${DC_START_TIMEOUT:-120}
@@ -127,7 +127,7 @@ rid_of() {
 }
 
 # apply_post FILE applies samba-post.json as dc.sh does: passwords, must-change
-# flags, primary groups, then lockouts (test/samba/README.md, "The post file").
+# flags, primary groups, then lockouts (test/harness/samba/README.md, "The post file").
 apply_post() {
   local f=$1 dn dn64 pw64 m64 g64 rid ldif="" uac
   jq -e 'type == "object" and ((keys - ["passwords","lock","mustChange","primaryGroup"]) == [])' "$f" >/dev/null \

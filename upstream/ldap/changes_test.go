@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 

@@ -4,9 +4,9 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/conformance"
-	"github.com/dirgate/dirgate/test/fixture"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
+	"github.com/dirgate/dirgate/test/suite/conformance"
 	"github.com/dirgate/dirgate/upstream/breaker"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestConformance(t *testing.T) {
 	dc := sambatest.Env(t)
 	if dc.FixtureDir == "" {
-		t.Fatal("the DC was seeded without the fixture (test/fixture/testdata); the suite needs it")
+		t.Fatal("the DC was seeded without the fixture (test/harness/fixture/testdata); the suite needs it")
 	}
 	d := openDC(t, dcConfig(dc))
 	t.Cleanup(func() {
@@ -31,13 +31,13 @@ func TestConformance(t *testing.T) {
 }
 
 // TestConformancePair runs the same suite against the two replicating DCs of
-// test/samba/pair.sh, both named in the URL list as a deployment names its DCs. The
+// test/harness/samba/pair.sh, both named in the URL list as a deployment names its DCs. The
 // pair must hold the fixture: make test starts it so; by hand,
-// DIRGATE_PAIR_FIXTURE=1 bash test/samba/pair.sh start /tmp/dirgate-pair.
+// DIRGATE_PAIR_FIXTURE=1 bash test/harness/samba/pair.sh start /tmp/dirgate-pair.
 func TestConformancePair(t *testing.T) {
 	pair := sambatest.PairFromEnv(t)
 	if pair.FixtureDir == "" {
-		t.Fatal("the pair was seeded without the fixture (test/fixture/testdata); the suite needs it")
+		t.Fatal("the pair was seeded without the fixture (test/harness/fixture/testdata); the suite needs it")
 	}
 	dc := pair.DC(1)
 	d := openDC(t, pairConfig(pair))

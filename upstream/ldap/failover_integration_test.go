@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 )
 
 // TestIntegrationFailoverSilentDC: two "DCs" that are relays in front of the same

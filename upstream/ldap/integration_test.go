@@ -1,6 +1,6 @@
 package ldap
 
-// Integration tests against the throw-away Samba AD DC of test/samba/dc.sh (see its
+// Integration tests against the throw-away Samba AD DC of test/harness/samba/dc.sh (see its
 // README). They skip on a machine without one and fail under CI=true.
 
 import (
@@ -24,12 +24,12 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
-	"github.com/dirgate/dirgate/test/ci"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/ci"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
-// Smoke objects seeded by the harness (test/samba/testdata/smoke.ldif).
+// Smoke objects seeded by the harness (test/harness/samba/testdata/smoke.ldif).
 const (
 	smokeOU        = "OU=dirgate-smoke,DC=corp,DC=example,DC=com"
 	smokeAlice     = "CN=smoke-alice," + smokeOU

@@ -1,7 +1,7 @@
 package ldap
 
 // The adapter's read of a large group against the same ASQ search by hand, on the
-// DC test/samba/large.sh seeds (its env file sourced, inside its namespace):
+// DC test/harness/samba/large.sh seeds (its env file sourced, inside its namespace):
 //
 //	ip netns exec dirgate-large bash -c 'set -a; . /tmp/dgl/env; set +a;
 //	  go test -run "^$" -bench LargeDCMembers -benchtime 2x -benchmem ./upstream/ldap/'
@@ -19,14 +19,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
 func BenchmarkLargeDCMembers(b *testing.B) {
 	ou := os.Getenv("DIRGATE_LARGE_OU")
 	if ou == "" {
-		b.Skip("DIRGATE_LARGE_OU not set: start test/samba/large.sh and source its env file")
+		b.Skip("DIRGATE_LARGE_OU not set: start test/harness/samba/large.sh and source its env file")
 	}
 	dc := sambatest.Env(b)
 	// Samba takes tens of seconds to answer 20,000 members on a loaded machine: far

@@ -1,7 +1,7 @@
 package ldap
 
-// Integration tests against the two replicating Samba AD DCs of test/samba/pair.sh
-// (test/samba/README.md, "Two replicating DCs"). They skip without the pair,
+// Integration tests against the two replicating Samba AD DCs of test/harness/samba/pair.sh
+// (test/harness/samba/README.md, "Two replicating DCs"). They skip without the pair,
 // unless CI is true, and hold it for their duration (sambatest.PairFromEnv).
 //
 // The conformance suite (TestConformance) needs the large fixture, which the pair
@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 )
 
 // pairConfig is the adapter's configuration for both DCs of the pair, DC1 first.

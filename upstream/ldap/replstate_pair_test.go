@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
 // TestOverlayFollowsReplicationState: the write overlay corrects a listing exactly
 // while the DC that answers it lacks the write, as that DC's up-to-dateness vector
-// says (replstate.go), on the two replicating DCs of test/samba/pair.sh.
+// says (replstate.go), on the two replicating DCs of test/harness/samba/pair.sh.
 //
 // Replica a writes through DC1, replica b reads from DC2, and they share a journal as
 // replicas share Redis. A removal through a, once DC2 holds it, no longer hides a

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/sambatest"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
 )
 
 // TestSignInTiming measures how long CheckPassword takes against the harness DC to
@@ -20,7 +20,7 @@ import (
 //
 //	DIRGATE_SIGNIN_TIMING=1 go test -count=1 -run TestSignInTiming -v ./upstream/ldap/
 //
-// The harness domain locks an account after 3 bad passwords (test/samba/README.md),
+// The harness domain locks an account after 3 bad passwords (test/harness/samba/README.md),
 // so the wrong passwords go to timingUsers accounts this test creates, at most 2
 // each. The cases are interleaved, in an order that rotates every round, so that
 // drift in the DC's or the machine's load falls on all of them alike.

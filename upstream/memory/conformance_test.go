@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	"github.com/dirgate/dirgate/test/conformance"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+	"github.com/dirgate/dirgate/test/suite/conformance"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 

@@ -29,9 +29,9 @@ import (
 	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
-//go:generate go run ../../test/fixture/cmd/genfixture -root ../..
+//go:generate go run ../../test/harness/fixture/cmd/genfixture -root ../..
 
-// demoLDIF is the demo organisation, generated from test/fixture by the line above.
+// demoLDIF is the demo organisation, generated from test/harness/fixture by the line above.
 //
 //go:embed demo.ldif
 var demoLDIF []byte
@@ -127,7 +127,7 @@ func Open(path string, opts ...Option) (*Directory, error) {
 	return d, nil
 }
 
-// Demo loads the embedded demo organisation (test/fixture at demo scale).
+// Demo loads the embedded demo organisation (test/harness/fixture at demo scale).
 func Demo(opts ...Option) (*Directory, error) { return Load("embedded demo.ldif", demoLDIF, opts...) }
 
 // Load builds a directory from the AD export data; name identifies it in errors,

@@ -10,7 +10,7 @@ import (
 	"testing/iotest"
 
 	"github.com/dirgate/dirgate/internal/ldapentry"
-	loadtest "github.com/dirgate/dirgate/test/load"
+	loadtest "github.com/dirgate/dirgate/test/tools/load"
 	"github.com/go-ldap/ldif"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
-	loadtest "github.com/dirgate/dirgate/test/load"
+	loadtest "github.com/dirgate/dirgate/test/tools/load"
 )
 
 // BenchmarkRenderMembers renders the members of the generated group as a listing

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/dirgate/dirgate/test/load"
+	"github.com/dirgate/dirgate/test/tools/load"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 

@@ -27,7 +27,7 @@ import (
 	"github.com/dirgate/dirgate/policy/candidate"
 	"github.com/dirgate/dirgate/policy/decisionlog"
 	bundled "github.com/dirgate/dirgate/rego"
-	"github.com/dirgate/dirgate/test/fixture"
+	"github.com/dirgate/dirgate/test/harness/fixture"
 	"github.com/dirgate/dirgate/upstream/memory"
 )
 

@@ -1,6 +1,0 @@
-// Package faults holds dirgate's fault tests (Redis killed under
-// load, the domain controller down, a slow and cutting upstream, a soak run). They
-// run the real binary as a child process (test/child), make the faults with
-// test/faultproxy, and count what each fault costs the requests sent meanwhile
-// (load_test.go's Tally). test/faults/README.md lists them with what they assert.
-package faults
