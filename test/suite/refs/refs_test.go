@@ -29,14 +29,14 @@ var skipDirs = map[string]bool{"third_party": true, "testdata": true, "node_modu
 // repo is what the walk found: every file and directory (slash paths from the root),
 // every test, benchmark, fuzz and example function, and each Markdown file's anchors.
 type repo struct {
-	root    string
-	paths   map[string]bool
-	base    map[string]bool // every file's and directory's name
-	funcs   map[string]bool
-	anchors map[string]map[string]bool // .md path -> anchor -> present
-	heads   map[string]map[string]bool // .md path -> lower-case heading text -> present
-	goFiles []string
-	mdFiles []string
+	root     string
+	paths    map[string]bool
+	base     map[string]bool // every file's and directory's name
+	funcs    map[string]bool
+	anchors  map[string]map[string]bool // .md path -> anchor -> present
+	heads    map[string]map[string]bool // .md path -> lower-case heading text -> present
+	goFiles  []string
+	docFiles []string
 }
 
 var (
@@ -125,7 +125,7 @@ func walk(root string) (*repo, error) {
 				}
 			}
 		case strings.HasSuffix(rel, ".md"):
-			r.mdFiles = append(r.mdFiles, rel)
+			r.docFiles = append(r.docFiles, rel)
 			b, err := os.ReadFile(p)
 			if err != nil {
 				return err
@@ -354,7 +354,7 @@ func TestReferencesResolve(t *testing.T) {
 		}
 		r.checkText(f, goText(src), problems)
 	}
-	for _, f := range r.mdFiles {
+	for _, f := range r.docFiles {
 		b, err := os.ReadFile(filepath.Join(r.root, f))
 		if err != nil {
 			t.Fatal(err)
@@ -435,7 +435,7 @@ func TestChecksCatchBrokenReferences(t *testing.T) {
 func TestEveryImageIsShown(t *testing.T) {
 	r := load(t)
 	var docs strings.Builder
-	for _, f := range r.mdFiles {
+	for _, f := range r.docFiles {
 		b, err := os.ReadFile(filepath.Join(r.root, f))
 		if err != nil {
 			t.Fatal(err)

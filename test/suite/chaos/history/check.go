@@ -102,7 +102,7 @@ func Check(ops []Op, cfg Config) Report {
 	}
 	c.f = indexFaults(ops)
 	c.r.Faults = len(c.f.ops)
-	c.md = buildModel(ops, cfg, c.f)
+	c.model = buildModel(ops, cfg, c.f)
 	c.indexListings(ops)
 	c.memberships()
 	c.tokens(ops)
@@ -125,7 +125,7 @@ type checker struct {
 	cfg      Config
 	r        Report
 	f        *faults
-	md       *model
+	model    *model
 	listings map[listKey][]*listing // OK listings by group and nesting, by start
 }
 
@@ -191,8 +191,8 @@ func present(b bool) string {
 }
 
 func (c *checker) direct(g string, l *listing) {
-	for _, m := range c.md.byGroup[g] {
-		ks := c.md.keys[key{g, m}]
+	for _, m := range c.model.byGroup[g] {
+		ks := c.model.keys[key{g, m}]
 		c.r.Checks[CheckMembership]++
 		absent, pres := ks.allowed(l.start, l.end)
 		if absent != pres {
@@ -205,7 +205,7 @@ func (c *checker) direct(g string, l *listing) {
 		c.breach(listKey{g, false}, l, m, shown, ks.newest(l.start))
 	}
 	for _, m := range l.members {
-		if _, ok := c.md.keys[key{g, m}]; ok {
+		if _, ok := c.model.keys[key{g, m}]; ok {
 			continue
 		}
 		c.r.Checks[CheckMembership]++
@@ -269,7 +269,7 @@ func (c *checker) nested(g string, l *listing) {
 	edge := func(k key) edgeVal {
 		v, ok := memo[k]
 		if !ok {
-			v.absent, v.present = c.md.keys[k].allowed(l.start, l.end)
+			v.absent, v.present = c.model.keys[k].allowed(l.start, l.end)
 			memo[k] = v
 		}
 		return v
@@ -280,7 +280,7 @@ func (c *checker) nested(g string, l *listing) {
 		for len(queue) > 0 {
 			p := queue[0]
 			queue = queue[1:]
-			for _, x := range c.md.byGroup[p] {
+			for _, x := range c.model.byGroup[p] {
 				if x == g {
 					continue
 				}
@@ -292,7 +292,7 @@ func (c *checker) nested(g string, l *listing) {
 					continue
 				}
 				parent[x] = p
-				if c.md.groups[x] {
+				if c.model.groups[x] {
 					queue = append(queue, x)
 				}
 			}
@@ -311,7 +311,7 @@ func (c *checker) nested(g string, l *listing) {
 		// The obligations that put each edge of the path in place.
 		var contra []*write
 		for y := x; y != g; y, p = p, must[p] {
-			contra = append(contra, c.md.keys[key{p, y}].newest(l.start)...)
+			contra = append(contra, c.model.keys[key{p, y}].newest(l.start)...)
 		}
 		c.breach(k, l, x, false, contra)
 	}
@@ -328,15 +328,15 @@ func (c *checker) nested(g string, l *listing) {
 		c.r.Checks[CheckNestedMembershipDecisive]++
 		// The obligations that cut every path to x: the edges from what may be
 		// reached to x or to a group that leads to x.
-		anc := c.md.ancestors(x)
+		anc := c.model.ancestors(x)
 		var contra []*write
 		for _, p := range append([]string{g}, mapKeys(may)...) {
-			for _, y := range c.md.byGroup[p] {
+			for _, y := range c.model.byGroup[p] {
 				if y == g || !anc[y] {
 					continue
 				}
 				if v := edge(key{p, y}); !v.present {
-					contra = append(contra, c.md.keys[key{p, y}].newest(l.start)...)
+					contra = append(contra, c.model.keys[key{p, y}].newest(l.start)...)
 				}
 			}
 		}
@@ -497,7 +497,7 @@ func (c *checker) availability(ops []Op) {
 // enough to be seen, how long listings still missed it.
 func (c *checker) staleness() {
 	var all, calm []time.Duration
-	for k, ks := range c.md.keys {
+	for k, ks := range c.model.keys {
 		ls := c.listings[listKey{k.g, false}]
 		possibleBefore := false
 		maxEnd := int64(math.MinInt64)
