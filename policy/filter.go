@@ -2,6 +2,7 @@ package policy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -47,8 +48,9 @@ type filterStats struct {
 //     policy's rules (beyondResidual), is evaluated in Rego, object by object (the
 //     caller's part still folded into constants);
 //  3. a policy that calls non-deterministic builtins, that partial evaluation fails
-//     on, or whose residual refers to its rules, is evaluated in Rego, in full, once
-//     over the whole listing;
+//     on, whose residual refers to its rules, or whose partial evaluation left a
+//     rule that may conflict for the object (conflictTracer), is evaluated in Rego,
+//     in full, once over the whole listing;
 //  4. if that evaluation fails (a conflict or another error for some object), each
 //     object is evaluated on its own.
 //
@@ -166,7 +168,7 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 	if err != nil {
 		return nil, fmt.Errorf("convert policy input: %w", err)
 	}
-	pq, err := v.residual(ctx, val)
+	pq, full, err := v.residual(ctx, val)
 	if err != nil {
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			// Stopped (a candidate's budget, a draft's request), not failed: no
@@ -177,7 +179,7 @@ func (v *version) buildPlan(ctx context.Context, logger *slog.Logger, base []byt
 		return &plan{why: "partial evaluation failed"}, nil
 	}
 	p := &plan{queries: len(pq.Queries)}
-	if why := beyondResidual(pq); why != "" {
+	if why := cmp.Or(full, beyondResidual(pq)); why != "" {
 		// Evaluated in full, object by object (filterRego): exact by definition.
 		p.why = why
 		logger.Debug("policy: residual evaluated in full", "revision", v.revision, "reason", why)

@@ -177,12 +177,20 @@ func (v *version) buildPropPlan(ctx context.Context, logger *slog.Logger, base a
 	if !v.propCollection {
 		return &propPlan{rego: true, why: "the property rule's value may not be a set or an array"}
 	}
-	pq, err := v.partialWith(ctx, rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
-		rego.Query(propVar+" = "+propertiesPath+"[_]"), rego.Unknowns([]string{"input.object"}),
-		rego.DisableInlining(v.noInline), rego.ParsedInput(base))
+	opts := []func(*rego.Rego){rego.Compiler(v.compiler), rego.Store(v.store), rego.StrictBuiltinErrors(false),
+		rego.Query(propVar + " = " + propertiesPath + "[_]"), rego.Unknowns([]string{"input.object"}),
+		rego.DisableInlining(v.noInline), rego.ParsedInput(base)}
+	tr := newConflictTracer(v.prone)
+	if tr != nil {
+		opts = append(opts, rego.QueryTracer(tr))
+	}
+	pq, err := v.partialWith(ctx, opts...)
 	if err != nil {
 		logger.Warn("policy: partial evaluation of the property rule failed; evaluating it in Rego", "revision", v.revision, "err", err)
 		return &propPlan{rego: true, why: "partial evaluation failed"}
+	}
+	if why := tr.whyFull(); why != "" {
+		return &propPlan{rego: true, why: why}
 	}
 	if len(pq.Support) > 0 {
 		return &propPlan{rego: true, why: "residual needs support rules"}

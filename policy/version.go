@@ -55,6 +55,9 @@ type version struct {
 	// whose definitions can produce different values, where OPA raises a conflict
 	// error at evaluation that an inlined residual would not.
 	noInline []string
+	// prone are noInline's paths, which a plan's partial evaluation watches for
+	// (conflictTracer).
+	prone []ast.Ref
 	// reads are the members of input the policy reads (nil: the whole input, or a
 	// member chosen at evaluation). A plan's cache key leaves the others out, so that
 	// listings differing only in what the policy ignores (sizeLimit, say) share it.
@@ -146,6 +149,7 @@ func compileWith(ctx context.Context, src *source, planCacheSize int, caps *ast.
 		propCollection:   propertyRuleCollection(c),
 		propPlans:        newPlanCache(planCacheSize),
 	}
+	v.prone = proneRefs(v.noInline)
 	common := []func(*rego.Rego){rego.Compiler(c), rego.Store(store), rego.StrictBuiltinErrors(false)}
 	if v.allow, err = rego.New(append(common, rego.Query(decisionQuery))...).PrepareForEval(ctx); err != nil {
 		return nil, fmt.Errorf("prepare decision query: %w", err)
@@ -229,87 +233,6 @@ func inputReads(c *ast.Compiler) map[string]bool {
 	return reads
 }
 
-// conflictProneRules returns the rules that can conflict: single-value rules
-// (complete rules, functions and object entries) whose definitions do not all
-// produce one and the same constant; every single-value rule that builds an object
-// key by key (p[k] := 1, whose key is known only when it is evaluated); and every
-// rule whose path overlaps another's (p[k] := 1 beside p.user := 2, p.user.x := 2 or
-// p.s contains "x"), whatever its kind. OPA reports a conflict when two of them
-// succeed with different values for one key, but partial evaluation inlines each
-// definition on its own, which would turn that error (a denial) into an allow. Not
-// inlining them keeps them as support rules, which the translator refuses, so such
-// policies are evaluated in Rego. (rego.DisableInlining matches paths by prefix
-// both ways, so naming an object's path also keeps the rules under it; they are
-// named anyway.)
-func conflictProneRules(c *ast.Compiler) []string {
-	type group struct {
-		path         ast.Ref
-		value        *ast.Term
-		single, many bool // single-value rules, multi-value rules (p contains x) at the path
-		prone        bool
-	}
-	groups := map[string]*group{}
-	var order []string
-	for _, m := range c.Modules {
-		for _, r := range m.Rules {
-			path := r.Ref().GroundPrefix()
-			key := path.String()
-			g, ok := groups[key]
-			if !ok {
-				g = &group{path: path}
-				groups[key] = g
-				order = append(order, key)
-			}
-			if r.Head.RuleKind() != ast.SingleValue {
-				g.many = true
-				continue
-			}
-			g.single = true
-			if !r.Ref().IsGround() {
-				g.prone = true
-			}
-			if r.Default {
-				continue
-			}
-			for rr := r; rr != nil; rr = rr.Else {
-				val := rr.Head.Value
-				switch {
-				case val == nil || !ast.IsConstant(val.Value):
-					g.prone = true
-				case g.value == nil:
-					g.value = val
-				case !g.value.Equal(val):
-					g.prone = true
-				}
-			}
-		}
-	}
-	for _, g := range groups {
-		if g.single && g.many {
-			g.prone = true
-		}
-	}
-	// Paths that overlap: one rule's path is a prefix of another's, whatever the
-	// rules' kinds (p[k] := 1 beside p.user := 2 or p.s contains "x").
-	for _, k := range order {
-		g := groups[k]
-		for i := 1; i < len(g.path); i++ {
-			if above, ok := groups[g.path[:i].String()]; ok {
-				above.prone = true
-				g.prone = true
-			}
-		}
-	}
-	var out []string
-	for _, k := range order {
-		if groups[k].prone {
-			out = append(out, k)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // outcome is one evaluation of the decision.
 type outcome struct {
 	allowed bool // the decision is the boolean true
@@ -363,16 +286,22 @@ func (v *version) decideBatch(ctx context.Context, base, objects ast.Value, allo
 }
 
 // residual partially evaluates the decision for a base input (everything but
-// input.object).
-func (v *version) residual(ctx context.Context, base ast.Value) (*rego.PartialQueries, error) {
+// input.object). full is why the residual must not decide objects (conflictTracer),
+// or "".
+func (v *version) residual(ctx context.Context, base ast.Value) (pq *rego.PartialQueries, full string, err error) {
 	if v.partialErr != nil {
-		return nil, fmt.Errorf("prepare partial query: %w", v.partialErr)
+		return nil, "", fmt.Errorf("prepare partial query: %w", v.partialErr)
 	}
-	pq, err := partialEval(func() (*rego.PartialQueries, error) { return v.partial.Partial(ctx, rego.EvalParsedInput(base)) })
+	opts := []rego.EvalOption{rego.EvalParsedInput(base)}
+	tr := newConflictTracer(v.prone)
+	if tr != nil {
+		opts = append(opts, rego.EvalQueryTracer(tr))
+	}
+	pq, err = partialEval(func() (*rego.PartialQueries, error) { return v.partial.Partial(ctx, opts...) })
 	if err != nil {
-		return nil, fmt.Errorf("partially evaluate %s: %w", decisionPath, err)
+		return nil, "", fmt.Errorf("partially evaluate %s: %w", decisionPath, err)
 	}
-	return pq, nil
+	return pq, tr.whyFull(), nil
 }
 
 // errPartialPanic reports a panic of OPA's partial evaluation.

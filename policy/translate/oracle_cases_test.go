@@ -30,7 +30,8 @@ func oracleCaseWorld(module string, props []string, hasRule bool) world {
 	}
 	subject := dirgate.Principal{DN: "CN=Caller,OU=IT,OU=Staff," + dc, GUID: "00000000-0000-0000-0000-0000000000ff",
 		SID: "S-1-5-21-1-2-3-999", DisplayName: "Caller",
-		Groups: []dirgate.GroupRef{{DN: admins.DN, GUID: admins.GUID, SID: "S-1-5-21-1-2-3-1000"}}}
+		Groups:        []dirgate.GroupRef{{DN: admins.DN, GUID: admins.GUID, SID: "S-1-5-21-1-2-3-1000"}},
+		AccountStatus: &dirgate.AccountStatus{}}
 	return world{
 		modules:  map[string]string{"p.rego": "package dirgate.authz\n\n" + module},
 		subjects: []dirgate.Principal{subject},
@@ -144,5 +145,40 @@ o.Caller contains "a" if input.object.objectTypeCode != 1
 	t.Run("properties", func(t *testing.T) {
 		checkWorld(t, oracleCaseWorld(helpers+"allow := true\n"+`properties contains "ms-mcs-admpwd" if "a" in o.Caller`+"\n",
 			[]string{"mail", "ms-mcs-admpwd"}, true))
+	})
+}
+
+// TestConflictBeforeUndefinedCaller: OPA evaluates a body in order, so a call to
+// a function whose definitions conflict for the object fails the decision even
+// when a later expression, over the caller alone, is undefined. Partial
+// evaluation with the object unknown drops such a body at the undefined
+// expression without reaching the call; the decision must still fail, for allow
+// and for the property rule, whose constant definitions then grant nothing.
+func TestConflictBeforeUndefinedCaller(t *testing.T) {
+	helpers := `
+f(x) := "a" if contains(x, "")
+f(x) := "a" if {
+	startswith(x, "CN=")
+} else := "b" if {
+	true
+}
+`
+	t.Run("allow", func(t *testing.T) {
+		checkWorld(t, oracleCaseWorld(helpers+`
+allow if {
+	f(upper(input.object.displayName)) == "a"
+	upper(input.subject.accountStatus.isDisabled) == "X"
+}
+allow if input.object.objectType == "computer"
+`, nil, false))
+	})
+	t.Run("properties", func(t *testing.T) {
+		checkWorld(t, oracleCaseWorld(helpers+`
+allow := true
+properties contains upper(input.subject.accountStatus.isDisabled) if {
+	regex.match("(?i)ou=staff", f(upper(input.object.displayName)))
+}
+properties contains "ms-mcs-admpwd"
+`, []string{"mail", "ms-mcs-admpwd"}, true))
 	})
 }
