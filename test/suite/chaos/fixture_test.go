@@ -23,8 +23,8 @@ type account struct {
 
 // fixture is the suite's own directory objects, in an OU of their own: the pool of
 // users that the workload moves in and out of groups, disables and signs in; two
-// callers that the tokens file names and nothing else touches; and four groups,
-// the second nested in the first.
+// callers that the tokens file names and nothing else touches; four groups, the
+// second nested in the first; and the staleness probe's group and users.
 type fixture struct {
 	OU      string
 	Users   []account // the pool
@@ -49,6 +49,15 @@ var initialMembers = [groupCount][]int{
 	{4, 5, 0},
 	{1, 3},
 }
+
+// The staleness probe: a group of its own (f.Groups[groupCount]) whose members,
+// probeUsers users of their own (f.Users[poolSize:]), only the probe process
+// changes, so that its changes stand alone long enough for the checker to measure
+// how long listings missed them (docs/chaos.md, "What the report counts").
+// probeInitial are its members at the start, as indexes among the probe users.
+const probeUsers = 6
+
+var probeInitial = []int{0, 1, 2}
 
 // nestPairs are the (outer, inner) groups the direct changers nest and unnest: inner
 // groups never hold groups, so no cycle can form.
@@ -91,12 +100,16 @@ func newFixture(t *testing.T, pair sambatest.Pair, run string) *fixture {
 	for i := range poolSize {
 		f.Users = append(f.Users, newUser(fmt.Sprintf("u%d", i)))
 	}
+	for i := range probeUsers {
+		f.Users = append(f.Users, newUser(fmt.Sprintf("p%d", i)))
+	}
 	for i := range 2 {
 		f.Callers = append(f.Callers, newUser(fmt.Sprintf("c%d", i)))
 	}
 	for i := range groupCount {
 		f.Groups = append(f.Groups, fmt.Sprintf("CN=chaos g%d,%s", i, f.OU))
 	}
+	f.Groups = append(f.Groups, fmt.Sprintf("CN=chaos probe,%s", f.OU))
 	// Inner groups first: a member value must name an existing object.
 	for _, i := range []int{1, 2, 3, 0} {
 		req := goldap.NewAddRequest(f.Groups[i], nil)
@@ -109,6 +122,15 @@ func newFixture(t *testing.T, pair sambatest.Pair, run string) *fixture {
 		add(req)
 		f.Initial[strings.ToLower(f.Groups[i])] = lower(members)
 	}
+	probe := goldap.NewAddRequest(f.Groups[groupCount], nil)
+	probe.Attribute("objectClass", []string{"top", "group"})
+	var probeMembers []string
+	for _, m := range probeInitial {
+		probeMembers = append(probeMembers, f.Users[poolSize+m].DN)
+	}
+	probe.Attribute("member", probeMembers)
+	add(probe)
+	f.Initial[strings.ToLower(f.Groups[groupCount])] = lower(probeMembers)
 	second := pair.DC(2).DialAdmin(t)
 	deadline := time.Now().Add(90 * time.Second)
 	for _, dn := range created {

@@ -91,7 +91,41 @@ func newSchedule(seed uint64, dur time.Duration, mode string) schedule {
 		s.Steps = append(s.Steps, processSteps(rng, p.name, p.min, p.max, dur))
 	}
 	s.Faults = faults(rng, dur, mode)
+	s.Steps = append(s.Steps, probeSteps(seed, dur)...)
 	return s
+}
+
+// The probe's pace: a change every probeGap to 1.25 probeGap, each to the next of
+// the probe users in turn, so that each user's changes are at least probeUsers
+// probeGap apart (15 s: more than the suite's S); a listing of the probe group every
+// 100 to 300 ms, which is the resolution of the staleness measured.
+const probeGap = 2500 * time.Millisecond
+
+// probeSteps draws the staleness probe's two processes from a stream of their
+// own, so that the other processes and the faults a seed gives do not depend on
+// them. The changer alternates each user's membership as if every change applied.
+func probeSteps(seed uint64, dur time.Duration) [][]step {
+	rng := rand.New(rand.NewPCG(seed^0x70726f6265, seed))
+	present := map[int]bool{}
+	for _, m := range probeInitial {
+		present[m] = true
+	}
+	var change, list []step
+	for i, at := 0, between(rng, 0, probeGap); at < dur; i, at = i+1, at+between(rng, probeGap, probeGap*5/4) {
+		m := i % probeUsers
+		st := step{At: at, Process: "probe-change", Kind: history.DirectAdd, DC: 1 + rng.IntN(2),
+			Group: groupCount, Member: poolSize + m, MemberGroup: -1}
+		if present[m] {
+			st.Kind = history.DirectRemove
+		}
+		present[m] = !present[m]
+		change = append(change, st)
+	}
+	for at := between(rng, 0, 300*time.Millisecond); at < dur; at += between(rng, 100*time.Millisecond, 300*time.Millisecond) {
+		list = append(list, step{At: at, Process: "probe-list", Kind: history.List, Replica: pick(rng, replicaNames),
+			Group: groupCount, MemberGroup: -1, Caller: rng.IntN(2)})
+	}
+	return [][]step{change, list}
 }
 
 func pick[T any](rng *rand.Rand, xs []T) T { return xs[rng.IntN(len(xs))] }

@@ -499,13 +499,11 @@ func (c *checker) staleness() {
 	var all, calm []time.Duration
 	for k, ks := range c.model.keys {
 		ls := c.listings[listKey{k.g, false}]
-		possibleBefore := false
 		maxEnd := int64(math.MinInt64)
 		for i, d := range ks.writes {
-			prevPossible, prevEnd := possibleBefore, maxEnd
-			possibleBefore = possibleBefore || !d.effective
+			prevEnd := maxEnd
 			maxEnd = max(maxEnd, d.end)
-			if !d.effective || !d.direct || prevPossible || prevEnd >= d.start {
+			if !d.effective || !d.direct || prevEnd >= d.start || c.possiblyLater(ks.writes[:i], d) {
 				continue
 			}
 			next := inf
@@ -532,6 +530,26 @@ func (c *checker) staleness() {
 	}
 	c.r.Staleness = distribution(all)
 	c.r.StalenessCalm = distribution(calm)
+}
+
+// possiblyLater reports whether a write of unknown outcome among before may still
+// take effect after d, or be ordered after it by AD's replication: it may apply
+// until MaxRequest after its start, and then needs Converge of calm, as rule 1
+// counts it (model.go, index). Without MaxRequest every such write may.
+func (c *checker) possiblyLater(before []*write, d *write) bool {
+	for _, u := range before {
+		if u.effective {
+			continue
+		}
+		if c.cfg.MaxRequest <= 0 {
+			return true
+		}
+		late := u.start + int64(c.cfg.MaxRequest)
+		if d.start < max(c.f.dc.calmSince(u.start, late, c.cfg.Converge), late+1) {
+			return true
+		}
+	}
+	return false
 }
 
 func distribution(xs []time.Duration) Distribution {

@@ -395,6 +395,31 @@ func TestStalenessDistribution(t *testing.T) {
 	}
 }
 
+// Staleness after a write of unknown outcome: a change is measured once the
+// unknown write can no longer take effect after it (MaxRequest after its start,
+// then Converge of calm), not while it may, and never without MaxRequest.
+func TestStalenessAfterUnknownWrite(t *testing.T) {
+	var b builder
+	failed := b.direct(DirectRemove, 2, g1, u1, 0, 100) // the connection failed: removed, or not
+	b.ops[failed-1].Err = "connection reset"
+	b.direct(DirectRemove, 1, g1, u1, 1500, 1600) // too soon after: not measured
+	b.list("A", g1, 1700, 1710, u2)
+	b.direct(DirectAdd, 1, g1, u1, 5000, 5100) // measured
+	b.list("A", g1, 5300, 5310, u2)            // missed it 200ms after
+	b.list("A", g1, 5400, 5410, u1, u2)
+	cfg := testCfg
+	cfg.MaxRequest = time.Second
+	r := Check(b.ops, cfg)
+	wantAnomalies(t, r)
+	if want := (Distribution{N: 1, P50: 200 * time.Millisecond, P90: 200 * time.Millisecond, P99: 200 * time.Millisecond, Max: 200 * time.Millisecond}); r.Staleness != want {
+		t.Errorf("staleness %v, want %v", r.Staleness, want)
+	}
+	cfg.MaxRequest = 0
+	if r := Check(b.ops, cfg); r.Staleness.N != 0 {
+		t.Errorf("without MaxRequest: staleness %v, want none measured", r.Staleness)
+	}
+}
+
 func TestReadWriteRoundTrip(t *testing.T) {
 	no := true
 	ops := []Op{
