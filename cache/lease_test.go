@@ -72,7 +72,7 @@ func TestLeaseServesWithoutTokenReads(t *testing.T) {
 		t.Errorf("100 hits under a lease read tokens %d times", n)
 	}
 
-	off := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: new(time.Duration(0))})
+	off := newInstance(t, demo(t), Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Lease: new(time.Duration(0)), Timeout: time.Second})
 	for range 3 {
 		off.list(t, fixture.DesktopEngineersDN, dirgate.ListOptions{})
 	}

@@ -49,7 +49,9 @@ func TestRedisWriterCannotChangeAPrincipal(t *testing.T) {
 	for _, secret := range [][]byte{nil, sealSecret} {
 		prefix := "s" + strconv.Itoa(len(secret)) + ":"
 		t.Run("secret of "+strconv.Itoa(len(secret))+" bytes", func(t *testing.T) {
-			cfg := Config{Secret: secret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), KeyPrefix: prefix, Logger: quiet}
+			// Timeout: the test reads Redis on a loaded machine; a slow answer
+			// would bypass the cache and never reach the forged entry.
+			cfg := Config{Secret: secret, Redis: redisClient(t, redisconn.Config{Addrs: []string{srv.Addr()}}), KeyPrefix: prefix, Logger: quiet, Timeout: testTimeout}
 			c, err := cfg.Open(t.Context(), dir)
 			if secret == nil {
 				if err == nil {
