@@ -140,24 +140,3 @@ func (d DN) DomainName() string {
 	}
 	return strings.Join(dcs, ".")
 }
-
-// Parent returns the DN without its leaf RDN, as text rebuilt from the parsed parts.
-func (d DN) Parent() (DN, bool) {
-	if len(d.rdn) < 2 {
-		return DN{}, false
-	}
-	var b strings.Builder
-	for i, r := range d.rdn[1:] {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		for j, a := range r.attrs {
-			if j > 0 {
-				b.WriteByte('+')
-			}
-			b.WriteString(a.Type + "=" + ldap.EscapeDN(a.Value))
-		}
-	}
-	p, err := ParseDN(b.String())
-	return p, err == nil
-}

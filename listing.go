@@ -1,6 +1,10 @@
 package dirgate
 
-import "context"
+import (
+	"context"
+
+	"github.com/dirgate/dirgate/internal/encodedlisting"
+)
 
 // CacheStatus tells how a listing was served; the HTTP layer reports it in the
 // X-Dirgate-Cache header.
@@ -37,10 +41,11 @@ func (s CacheStatus) Worse(o CacheStatus) CacheStatus {
 // modified in place.
 type Listing struct {
 	Objects []Object
-	// Encoded pairs Objects with their encodings (its Objects() is Objects); nil when
-	// the lister has none. A renderer joins responses from it instead of encoding
-	// each object again (render/).
-	Encoded *EncodedListing
+	// Encoded holds the encodings of Objects, in their order; nil when the lister has
+	// none. A renderer joins responses from it instead of encoding each object again
+	// (render/). A cache fill makes a new one, so its identity names one version of
+	// the listing.
+	Encoded *encodedlisting.Listing
 	// Status says how a cache served the listing; "" when no cache took part.
 	Status CacheStatus
 }

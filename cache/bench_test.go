@@ -143,7 +143,7 @@ func benchListing(b *testing.B, in instance, id dirgate.Identifier, want dirgate
 		if err != nil {
 			b.Fatal(err)
 		}
-		body, err := render.AppendJSON(nil, l.Encoded, objs)
+		body, err := render.AppendJSON(nil, l, objs)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -202,7 +202,7 @@ func BenchmarkListing1000(b *testing.B) {
 			b.Fatal(err)
 		}
 		for b.Loop() {
-			if _, err := render.AppendJSON(nil, nil, objs); err != nil {
+			if _, err := render.AppendJSON(nil, dirgate.Listing{}, objs); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -215,7 +215,7 @@ func BenchmarkDecode1000(b *testing.B) {
 	d := newBenchDir(1000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)
 	el, _ := encodedtest.EncodeListing(objs)
-	v := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
+	v := encodeFrags(&entry{check: "x"}, objs, el.Encoded.Fragments())
 	b.SetBytes(int64(len(v)))
 	for b.Loop() {
 		if _, err := decodeEntry(v); err != nil {

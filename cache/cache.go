@@ -237,7 +237,7 @@ func (c *Cache) Listing(ctx context.Context, group dirgate.Object, opts dirgate.
 	if err != nil {
 		return dirgate.Listing{}, err
 	}
-	return dirgate.Listing{Objects: e.list.Objects(), Encoded: e.list, Status: status}, nil
+	return dirgate.Listing{Objects: e.objs, Encoded: e.list, Status: status}, nil
 }
 
 // Lookup resolves id from the cache (LookupServed).
@@ -288,7 +288,7 @@ func (c *Cache) lookup(ctx context.Context, id dirgate.Identifier, props []strin
 	if err != nil {
 		return dirgate.Object{}, "", err
 	}
-	return e.list.Objects()[0], status, nil
+	return e.objs[0], status, nil
 }
 
 // Members passes through: listings are cached whole, by Listing.

@@ -9,6 +9,7 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 )
 
 // An entry is stored as one binary value, decoded without reflection:
@@ -21,7 +22,7 @@ import (
 //
 // The encodings are laid out as the listing's JSON, so that when the decoded entry's
 // encodings slice the value, so does a response of every object: it is sent from
-// the value itself, not from a copy (EncodedListing.JSON; the copy was
+// the value itself, not from a copy (encodedlisting.Listing.JSON; the copy was
 // 42 MiB for 100,000 members). Flag 1 is the earlier layout, each encoding beside
 // its object as a string, still decoded (a value written before the upgrade). A
 // release that knows only flag 1 refuses flag 2 as corrupt, which the cache treats
@@ -52,12 +53,16 @@ type entry struct {
 	filled time.Time // when the fill started: the entry reflects the directory at least as of then
 	fresh  time.Time // served as a hit until then; as stale at most MaxStale after filled
 	deps   []dep
-	list   *dirgate.EncodedListing // objects, and their encodings when fragments are kept
+	objs   []dirgate.Object
+	list   *encodedlisting.Listing // the encodings of objs, when fragments are kept: Fragments is nil otherwise
 	size   int                     // bytes held in memory, for the first level's bound
 	// trust is the lease generation for which a token read found the entry current
 	// (lease.go); the only field that changes after decoding.
 	trust atomic.Uint64
 }
+
+// GUID is the GUID of e's i-th object, which its encodings' index reads.
+func (e *entry) GUID(i int) string { return e.objs[i].GUID }
 
 // objectOverhead approximates the memory of a decoded object beyond its strings
 // (which share the stored value): struct, property map, status structs.

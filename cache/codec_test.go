@@ -72,7 +72,7 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 	in := &entry{check: "listing|x", filled: time.Unix(1700000000, 123), fresh: time.Unix(1700000300, 0),
 		deps: []dep{{"00000000-0000-0000-0000-000000000001", "tok"}}}
-	for _, frags := range [][]string{el.Fragments(), nil} {
+	for _, frags := range [][]string{el.Encoded.Fragments(), nil} {
 		got, err := decodeEntry(encodeFrags(in, objs, frags))
 		if err != nil {
 			t.Fatal(err)
@@ -80,10 +80,10 @@ func TestCodecRoundTrip(t *testing.T) {
 		if got.check != in.check || !got.filled.Equal(in.filled) || !got.fresh.Equal(in.fresh) || !reflect.DeepEqual(got.deps, in.deps) {
 			t.Errorf("header = %+v, want %+v", got, in)
 		}
-		if !reflect.DeepEqual(got.list.Objects(), objs) {
+		if !reflect.DeepEqual(got.objs, objs) {
 			for i := range objs {
-				if !reflect.DeepEqual(got.list.Objects()[i], objs[i]) {
-					g, w := got.list.Objects()[i], objs[i]
+				if !reflect.DeepEqual(got.objs[i], objs[i]) {
+					g, w := got.objs[i], objs[i]
 					t.Fatalf("object %d = %+v %+v %+v\nwant %+v %+v %+v", i, g, g.AccountStatus, g.PasswordStatus, w, w.AccountStatus, w.PasswordStatus)
 				}
 			}
@@ -92,7 +92,7 @@ func TestCodecRoundTrip(t *testing.T) {
 			t.Errorf("fragments differ (with fragments: %v)", frags != nil)
 		}
 		want, _ := json.Marshal(objs)
-		body, err := render.AppendJSON(nil, got.list, got.list.Objects())
+		body, err := render.AppendJSON(nil, dirgate.Listing{Objects: got.objs, Encoded: got.list}, got.objs)
 		if err != nil || string(body) != string(want) {
 			t.Errorf("joined body differs from json.Marshal (err %v)", err)
 		}
@@ -125,12 +125,12 @@ func TestEncodeEntryObjectJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := decodeEntry(encodeFrags(in, objs, el.Fragments()))
+	w, err := decodeEntry(encodeFrags(in, objs, el.Encoded.Fragments()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != entrySize(in, objs, lensOf(el.Fragments())) || g.list.JSON() != w.list.JSON() ||
-		!reflect.DeepEqual(g.list.Fragments(), w.list.Fragments()) || !reflect.DeepEqual(g.list.Objects(), objs) {
+	if len(got) != entrySize(in, objs, lensOf(el.Encoded.Fragments())) || g.list.JSON() != w.list.JSON() ||
+		!reflect.DeepEqual(g.list.Fragments(), w.list.Fragments()) || !reflect.DeepEqual(g.objs, objs) {
 		t.Errorf("objectJSON's value differs from EncodeListing's")
 	}
 	calls := 0
@@ -185,12 +185,12 @@ func TestDecodeEntryInto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if &got.list.Objects()[0] != &dst[0] || !reflect.DeepEqual(got.list.Objects(), want.list.Objects()) {
-		t.Errorf("decoded into dst: same array %v, equal %v", &got.list.Objects()[0] == &dst[0], reflect.DeepEqual(got.list.Objects(), want.list.Objects()))
+	if &got.objs[0] != &dst[0] || !reflect.DeepEqual(got.objs, want.objs) {
+		t.Errorf("decoded into dst: same array %v, equal %v", &got.objs[0] == &dst[0], reflect.DeepEqual(got.objs, want.objs))
 	}
 	small := make([]dirgate.Object, 1)
 	got, err = decodeEntryInto(v, small)
-	if err != nil || &got.list.Objects()[0] == &small[0] || small[0].GUID != "" || !reflect.DeepEqual(got.list.Objects(), want.list.Objects()) {
+	if err != nil || &got.objs[0] == &small[0] || small[0].GUID != "" || !reflect.DeepEqual(got.objs, want.objs) {
 		t.Errorf("an array too small was used or changed (err %v)", err)
 	}
 }
@@ -204,7 +204,7 @@ func TestDecodedEntrySharesTheValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := encodeFrags(&entry{check: "c"}, objs, el.Fragments())
+	v := encodeFrags(&entry{check: "c"}, objs, el.Encoded.Fragments())
 	e, err := decodeEntry(v)
 	if err != nil {
 		t.Fatal(err)
@@ -221,7 +221,7 @@ func TestDecodedEntrySharesTheValue(t *testing.T) {
 			t.Fatalf("encoding %d is not a slice of the stored value", i)
 		}
 	}
-	if got, want := e.list.FragmentBytes(), len(strings.Join(el.Fragments(), "")); got != want {
+	if got, want := e.list.FragmentBytes(), len(strings.Join(el.Encoded.Fragments(), "")); got != want {
 		t.Errorf("FragmentBytes = %d, want %d", got, want)
 	}
 }
@@ -242,16 +242,16 @@ func TestDecodeEarlierLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.check != "listing|legacy" || len(e.list.Objects()) != 6 || e.list.JSON() != "" {
-		t.Fatalf("decoded %q, %d objects, JSON %.20q", e.check, len(e.list.Objects()), e.list.JSON())
+	if e.check != "listing|legacy" || len(e.objs) != 6 || e.list.JSON() != "" {
+		t.Fatalf("decoded %q, %d objects, JSON %.20q", e.check, len(e.objs), e.list.JSON())
 	}
-	want, _ := json.Marshal(e.list.Objects())
+	want, _ := json.Marshal(e.objs)
 	if got := "[" + strings.Join(e.list.Fragments(), ",") + "]"; got != string(want) {
 		t.Errorf("encodings differ from the objects' JSON:\n%s\n%s", got, want)
 	}
 	// Re-encoded, it takes the joined layout, with the same content.
-	again, err := decodeEntry(encodeFrags(e, e.list.Objects(), e.list.Fragments()))
-	if err != nil || again.list.JSON() != string(want) || !reflect.DeepEqual(again.list.Objects(), e.list.Objects()) {
+	again, err := decodeEntry(encodeFrags(e, e.objs, e.list.Fragments()))
+	if err != nil || again.list.JSON() != string(want) || !reflect.DeepEqual(again.objs, e.objs) {
 		t.Fatalf("re-encoded: %v", err)
 	}
 }
@@ -342,11 +342,11 @@ func FuzzDecodeEntry(f *testing.F) {
 		if j := e.list.JSON(); j != "" && j != "["+strings.Join(e.list.Fragments(), ",")+"]" {
 			t.Fatalf("the listing's JSON %.60q is not its encodings joined", j)
 		}
-		again, err := decodeEntry(encodeFrags(e, e.list.Objects(), e.list.Fragments()))
+		again, err := decodeEntry(encodeFrags(e, e.objs, e.list.Fragments()))
 		if err != nil {
 			t.Fatalf("re-encoded entry does not decode: %v", err)
 		}
-		if again.check != e.check || !reflect.DeepEqual(again.deps, e.deps) || !reflect.DeepEqual(again.list.Objects(), e.list.Objects()) {
+		if again.check != e.check || !reflect.DeepEqual(again.deps, e.deps) || !reflect.DeepEqual(again.objs, e.objs) {
 			t.Fatal("re-encoded entry differs")
 		}
 	})
@@ -378,7 +378,7 @@ func TestEntrySize(t *testing.T) {
 		deps[i] = dep{fmt.Sprint(i), long}
 	}
 	for _, e := range []*entry{{}, {check: long, filled: time.Unix(-1e10, 5), fresh: time.Unix(1e10, 0), deps: deps}} {
-		for _, frags := range [][]string{el.Fragments(), nil} {
+		for _, frags := range [][]string{el.Encoded.Fragments(), nil} {
 			if got, want := len(encodeFrags(e, objs, frags)), entrySize(e, objs, lensOf(frags)); got != want {
 				t.Errorf("encoded %d bytes, sized %d (fragments %v, %d deps)", got, want, frags != nil, len(e.deps))
 			}

@@ -20,7 +20,7 @@ func TestPackLargeEntries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	blob := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
+	blob := encodeFrags(&entry{check: "x"}, objs, el.Encoded.Fragments())
 	if len(blob) <= compressAbove {
 		t.Fatalf("a listing of 5,000 is %d bytes, not above %d", len(blob), compressAbove)
 	}
@@ -97,7 +97,7 @@ func BenchmarkPack(b *testing.B) {
 	d := newBenchDir(5000)
 	objs, _ := d.Members(b.Context(), d.group, benchProps)
 	el, _ := encodedtest.EncodeListing(objs)
-	blob := encodeFrags(&entry{check: "x"}, objs, el.Fragments())
+	blob := encodeFrags(&entry{check: "x"}, objs, el.Encoded.Fragments())
 	packed := pack(blob)
 	b.Run("pack", func(b *testing.B) {
 		b.SetBytes(int64(len(blob)))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 )
 
 // The decoding of the values codec.go encodes.
@@ -77,17 +78,16 @@ func decodeEntryInto(s string, dst []dirgate.Object) (*entry, error) {
 	if d.off != len(s) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", errCorrupt, len(s)-d.off)
 	}
-	var list *dirgate.EncodedListing
+	e.objs = objs
 	var err error
 	if flags == flagJoined {
-		list, err = dirgate.NewJoinedListing(objs, frags, joined)
+		e.list, err = encodedlisting.NewJoined(n, frags, joined, e)
 	} else {
-		list, err = dirgate.NewEncodedListing(objs, frags)
+		e.list, err = encodedlisting.New(n, frags, e)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errCorrupt, err)
 	}
-	e.list = list
 	e.size = len(s) + n*objectOverhead
 	return e, nil
 }
@@ -233,7 +233,7 @@ func (d *decoder) length() int {
 
 // split slices joined, a JSON array of encodings of the given lengths, into frags:
 // each encoding a substring of it. Whether the separators are where the lengths put
-// them is NewJoinedListing's check.
+// them is encodedlisting.NewJoined's check.
 func (d *decoder) split(joined string, lens []int, frags []string) {
 	if d.err != nil {
 		return

@@ -310,8 +310,8 @@ func (c *Cache) decode(v string, req request) (*entry, error) {
 	if req.frags && e.list.Fragments() == nil {
 		return nil, fmt.Errorf("%w: listing without encodings", errCorrupt)
 	}
-	if req.root == "" && len(e.list.Objects()) != 1 {
-		return nil, fmt.Errorf("%w: lookup of %d objects", errCorrupt, len(e.list.Objects()))
+	if req.root == "" && len(e.objs) != 1 {
+		return nil, fmt.Errorf("%w: lookup of %d objects", errCorrupt, len(e.objs))
 	}
 	return e, nil
 }

@@ -65,7 +65,7 @@ func (c *Cache) DropLookups(guids []string, all bool) {
 		if !c.keys.isLookup(key) {
 			return false
 		}
-		objs := e.list.Objects()
+		objs := e.objs
 		return all || len(objs) == 1 && set[objs[0].GUID]
 	})
 }

@@ -127,7 +127,7 @@ func (in instance) tryList(ctx context.Context, group string, opts dirgate.ListO
 		return nil, l.Status, err
 	}
 	// The body the proxy would write must be what encoding the listing gives.
-	body, err := render.AppendJSON(nil, l.Encoded, objs)
+	body, err := render.AppendJSON(nil, l, objs)
 	if err != nil {
 		return nil, "", err
 	}

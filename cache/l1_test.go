@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 	"github.com/dirgate/dirgate/test/harness/fixture"
 )
 
@@ -20,7 +21,7 @@ func TestLargeEntryStaysDecoded(t *testing.T) {
 	probe.list(t, group, dirgate.ListOptions{})
 	var size int64
 	probe.c.l1.drop(func(key string, e *entry) bool {
-		if len(e.list.Objects()) > 1 {
+		if len(e.objs) > 1 {
 			size = max(size, int64(e.size+len(key)))
 		}
 		return false
@@ -29,7 +30,7 @@ func TestLargeEntryStaysDecoded(t *testing.T) {
 		t.Fatal("the listing is not in the first level")
 	}
 
-	listing := func(in instance) (*dirgate.EncodedListing, dirgate.CacheStatus) {
+	listing := func(in instance) (*encodedlisting.Listing, dirgate.CacheStatus) {
 		_, l, err := in.svc.ListingFor(t.Context(), dirgate.Principal{}, dirgate.MustParseIdentifier(group), dirgate.ListOptions{})
 		if err != nil {
 			t.Fatal(err)

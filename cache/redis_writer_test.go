@@ -140,7 +140,7 @@ func withCheckOf(t *testing.T, from, to string) string {
 		t.Fatal(err)
 	}
 	fe.check = te.check
-	return seal + encodeFrags(fe, fe.list.Objects(), fe.list.Fragments())
+	return seal + encodeFrags(fe, fe.objs, fe.list.Fragments())
 }
 
 // TestRedisValuesAreCapped: a value above the largest the cache writes is refused

@@ -230,13 +230,9 @@ func (v *version) filterRego(ctx context.Context, logger *slog.Logger, in Input,
 		}
 		out, err := v.decide(ctx, val)
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return filterStats{}, fmt.Errorf("decide listing: %w", ctxErr)
+			if err := st.objectFailed(ctx, logger, v.revision, objs[i].GUID, err); err != nil {
+				return filterStats{}, err
 			}
-			if st.errors == 0 {
-				logger.Error("policy: evaluation failed; object denied", "revision", v.revision, "object", objs[i].GUID, "err", err)
-			}
-			st.errors++
 			continue
 		}
 		allowed[i] = out.allowed
@@ -245,6 +241,20 @@ func (v *version) filterRego(ctx context.Context, logger *slog.Logger, in Input,
 		logger.Error("policy: evaluations failed in one listing; objects denied", "revision", v.revision, "count", st.errors)
 	}
 	return st, nil
+}
+
+// objectFailed counts a failed evaluation of the object guid, which is denied, and
+// logs the first of a listing; it returns the context's error instead when the
+// request ended, which fails the whole listing.
+func (st *filterStats) objectFailed(ctx context.Context, logger *slog.Logger, revision, guid string, err error) error {
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		return fmt.Errorf("decide listing: %w", ctxErr)
+	}
+	if st.errors == 0 {
+		logger.Error("policy: evaluation failed; object denied", "revision", revision, "object", guid, "err", err)
+	}
+	st.errors++
+	return nil
 }
 
 // isContextErr reports whether err is the end of a request's context.

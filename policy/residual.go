@@ -117,13 +117,9 @@ func (v *version) filterResidual(ctx context.Context, logger *slog.Logger, q *re
 		input.Insert(objectKey, arr.Elem(i))
 		rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				return filterStats{}, fmt.Errorf("decide listing: %w", ctxErr)
+			if err := st.objectFailed(ctx, logger, v.revision, objs[i].GUID, err); err != nil {
+				return filterStats{}, err
 			}
-			if st.errors == 0 {
-				logger.Error("policy: evaluation failed; object denied", "revision", v.revision, "object", objs[i].GUID, "err", err)
-			}
-			st.errors++
 			continue
 		}
 		// The residual rules only ever have the value true.

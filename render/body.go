@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 )
 
 // Body is the JSON of one listing response, rendered once and shared by every request
@@ -76,14 +77,14 @@ type BodyCache struct {
 	bigKey bodyKey
 	// watched are the listings whose collection drops the body beside the bound
 	// (runtime.AddCleanup), each registered once while it lives.
-	watched map[weak.Pointer[dirgate.EncodedListing]]struct{}
+	watched map[weak.Pointer[encodedlisting.Listing]]struct{}
 }
 
 // bodyKey holds the listing weakly: a listing evicted from its cache is not kept
 // alive by the bodies rendered from it, and a weak pointer never equals one made
 // from another listing, even one later allocated at the same address.
 type bodyKey struct {
-	listing weak.Pointer[dirgate.EncodedListing]
+	listing weak.Pointer[encodedlisting.Listing]
 	sel     string
 }
 
@@ -114,7 +115,7 @@ const maxPooledKey = 512 << 10
 
 // body returns the body of sel over listing e, rendering it at most once while it is
 // kept.
-func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection) *Body {
+func (c *BodyCache) body(e *encodedlisting.Listing, sel dirgate.Selection) *Body {
 	if c == nil {
 		return NewBody(renderSelection(e, sel))
 	}
@@ -174,11 +175,11 @@ func (c *BodyCache) body(e *dirgate.EncodedListing, sel dirgate.Selection) *Body
 
 // keepBig keeps b, rendered from e, beside the bound under k, in place of the body
 // kept there, until another takes its place or e is collected.
-func (c *BodyCache) keepBig(b *Body, k bodyKey, e *dirgate.EncodedListing) {
+func (c *BodyCache) keepBig(b *Body, k bodyKey, e *encodedlisting.Listing) {
 	c.big, c.bigKey = b, k
 	if _, ok := c.watched[k.listing]; !ok {
 		if c.watched == nil {
-			c.watched = map[weak.Pointer[dirgate.EncodedListing]]struct{}{}
+			c.watched = map[weak.Pointer[encodedlisting.Listing]]struct{}{}
 		}
 		c.watched[k.listing] = struct{}{}
 		runtime.AddCleanup(e, c.dropBig, k.listing)
@@ -187,7 +188,7 @@ func (c *BodyCache) keepBig(b *Body, k bodyKey, e *dirgate.EncodedListing) {
 
 // dropBig forgets the body kept beside the bound if it was rendered from the
 // listing wp, which has been collected: no request can find it any more.
-func (c *BodyCache) dropBig(wp weak.Pointer[dirgate.EncodedListing]) {
+func (c *BodyCache) dropBig(wp weak.Pointer[encodedlisting.Listing]) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.watched, wp)

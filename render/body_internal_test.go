@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
@@ -17,10 +18,11 @@ func BenchmarkBodyCacheHit(b *testing.B) {
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	e, err := encodedtest.EncodeListing(objs)
+	l, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		b.Fatal(err)
 	}
+	e := l.Encoded
 	sel := dirgate.NewSelection(len(objs))
 	for i := 0; i < len(objs); i += 2 {
 		sel.Set(i)
@@ -42,10 +44,11 @@ func TestBodyCacheEvictedVariant(t *testing.T) {
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	e, err := encodedtest.EncodeListing(objs)
+	l, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := l.Encoded
 	one := func(i int) dirgate.Selection {
 		s := dirgate.NewSelection(len(objs))
 		s.Set(i)
@@ -137,16 +140,17 @@ func TestBodyCacheBeyondBound(t *testing.T) {
 }
 
 // listingOf is an encoded listing of n objects and the selection of all of them.
-func listingOf(t *testing.T, n int) (*dirgate.EncodedListing, dirgate.Selection) {
+func listingOf(t *testing.T, n int) (*encodedlisting.Listing, dirgate.Selection) {
 	t.Helper()
 	objs := make([]dirgate.Object, n)
 	for i := range objs {
 		objs[i] = dirgate.Object{GUID: fmt.Sprint(i), DN: fmt.Sprintf("CN=u%d,DC=x", i)}
 	}
-	e, err := encodedtest.EncodeListing(objs)
+	l, err := encodedtest.EncodeListing(objs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	e := l.Encoded
 	all := dirgate.NewSelection(len(objs))
 	for i := range objs {
 		all.Set(i)

@@ -72,12 +72,14 @@ func (a *everyOther) AllowView(context.Context, dirgate.Principal, dirgate.Objec
 // encodedLister serves a listing with its encodings, as the cache does, and reports
 // status when set.
 type encodedLister struct {
-	e      *dirgate.EncodedListing
+	l      dirgate.Listing
 	status dirgate.CacheStatus
 }
 
 func (l encodedLister) Listing(ctx context.Context, _ dirgate.Object, _ dirgate.ListOptions) (dirgate.Listing, error) {
-	return dirgate.Listing{Objects: l.e.Objects(), Encoded: l.e, Status: l.status}, nil
+	listing := l.l
+	listing.Status = l.status
+	return listing, nil
 }
 
 // A listing read past the cache (bypass) is not found again: its body is rendered for
@@ -127,11 +129,11 @@ func TestListBodyIsList(t *testing.T) {
 		bodies *render.BodyCache
 	}
 	services := map[string]service{
-		"selector, shared":     {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, render.NewBodyCache(1 << 20)},
-		"selector, not kept":   {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, nil},
-		"selection shared":     {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{kept: map[int]dirgate.Selection{}}}, nil},
-		"no authorizer":        {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}}, render.NewBodyCache(1 << 20)},
-		"filter only":          {&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}}, render.NewBodyCache(1 << 20)},
+		"selector, shared":     {&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}, Authz: &everyOther{}}, render.NewBodyCache(1 << 20)},
+		"selector, not kept":   {&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}, Authz: &everyOther{}}, nil},
+		"selection shared":     {&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}, Authz: &everyOther{kept: map[int]dirgate.Selection{}}}, nil},
+		"no authorizer":        {&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}}, render.NewBodyCache(1 << 20)},
+		"filter only":          {&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}, Authz: &hideAuthz{hide: map[string]bool{"m0003": true}}}, render.NewBodyCache(1 << 20)},
 		"no encodings":         {&dirgate.MemberService{Dir: d, Authz: &everyOther{}}, render.NewBodyCache(1 << 20)},
 		"no encodings, no cap": {&dirgate.MemberService{Dir: d}, nil},
 	}
@@ -166,7 +168,7 @@ func TestListBodySharing(t *testing.T) {
 	d, objs := bigDir(t, 100)
 	enc, _ := encodedtest.EncodeListing(objs)
 	bodies := render.NewBodyCache(1 << 20)
-	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}, Authz: &everyOther{}}, bodies)
+	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}, Authz: &everyOther{}}, bodies)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	get := func(who string, limit int) render.Response {
 		b, _, err := svc.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{SizeLimit: limit})
@@ -194,7 +196,7 @@ func TestListBodySharing(t *testing.T) {
 	}
 	// A new fill of the same objects is a new listing: its own bodies.
 	enc2, _ := encodedtest.EncodeListing(slices.Clone(objs))
-	svc2 := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc2}, Authz: &everyOther{}}, bodies)
+	svc2 := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc2}, Authz: &everyOther{}}, bodies)
 	b2, _, err := svc2.ListBody(context.Background(), dirgate.Principal{DN: "even"}, id, dirgate.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +214,7 @@ func TestBodyCacheBound(t *testing.T) {
 	whole, _ := json.Marshal(objs)
 	bound := int64(len(whole) * 4) // a body of everything fits, four do not
 	bodies := render.NewBodyCache(bound)
-	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{e: enc}}, bodies)
+	svc := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{l: enc}}, bodies)
 	id := dirgate.MustParseIdentifier("CN=top,DC=x")
 	var kept []render.Response
 	for limit := 100; limit > 80; limit-- {

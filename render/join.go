@@ -7,19 +7,22 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 )
 
 // AppendJSON appends objs as a JSON array to dst, byte for byte what json.Marshal
-// gives for a non-nil slice (a nil slice gives [] too). An object is taken from e's
-// recorded encoding only when it is one of e's objects, unchanged: a filter that
-// returns altered copies (fewer properties, say) gets them encoded afresh. objs is
-// usually a subsequence of the listing (permission filtering keeps the order), so it
-// is matched with one forward scan. A nil e encodes every object.
-func AppendJSON(dst []byte, e *dirgate.EncodedListing, objs []dirgate.Object) ([]byte, error) {
+// gives for a non-nil slice (a nil slice gives [] too). An object is taken from the
+// listing's recorded encoding only when it is one of the listing's objects,
+// unchanged: a filter that returns altered copies (fewer properties, say) gets them
+// encoded afresh. objs is usually a subsequence of the listing (permission filtering
+// keeps the order), so it is matched with one forward scan. A listing without
+// encodings (Encoded nil) encodes every object.
+func AppendJSON(dst []byte, listing dirgate.Listing, objs []dirgate.Object) ([]byte, error) {
+	e := listing.Encoded
 	var listed []dirgate.Object
 	var frags []string
 	if e != nil {
-		listed, frags = e.Objects(), e.Fragments()
+		listed, frags = listing.Objects, e.Fragments()
 	}
 	if frags != nil && len(listed) > 0 {
 		// One allocation for the body, sized as objs at the listing's average.
@@ -123,12 +126,12 @@ func sameTime(a, b *dirgate.Timestamp) bool {
 // every position.
 //
 // A selection of every object (a caller who may see everything) is the listing's
-// own JSON when e has it (EncodedListing.JSON): the bytes of the cache's stored
+// own JSON when e has it (encodedlisting.Listing.JSON): the bytes of the cache's stored
 // value, returned without a copy (42 MiB for 100,000 members, per listing
 // served). They are a string's bytes, never to be written: the slice's capacity ends
 // at its length, so that an append copies rather than writes past it, and nothing
 // that receives a Body writes to its JSON.
-func renderSelection(e *dirgate.EncodedListing, sel dirgate.Selection) []byte {
+func renderSelection(e *encodedlisting.Listing, sel dirgate.Selection) []byte {
 	frags := e.Fragments()
 	if j := e.JSON(); j != "" && sel.Len() == len(frags) && sel.Count() == len(frags) {
 		return unsafe.Slice(unsafe.StringData(j), len(j))

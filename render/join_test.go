@@ -52,7 +52,7 @@ func TestAppendJSON(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want, _ := json.Marshal(tc.objs)
-			for name, enc := range map[string]*dirgate.EncodedListing{"encoded": e, "nil": nil} {
+			for name, enc := range map[string]dirgate.Listing{"encoded": e, "without encodings": {Objects: objs}} {
 				got, err := render.AppendJSON(nil, enc, tc.objs)
 				if err != nil || string(got) != string(want) {
 					t.Errorf("%s: got %s, %v\nwant %s", name, got, err, want)

@@ -1,6 +1,6 @@
 // Package render renders listing responses: the JSON body of a group's listing as a
 // caller receives it, joined from the objects' encodings a cache keeps
-// (dirgate.EncodedListing, handed back in the dirgate.Listing) instead of encoding
+// (the dirgate.Listing's Encoded, an encodedlisting.Listing) instead of encoding
 // every object again, and shared between the callers who
 // receive exactly the same objects of the same listing (BodyCache), with the
 // compressed forms of each body made once. The domain (dirgate.MemberService)
@@ -91,7 +91,7 @@ func (l *Lister) renderFiltered(ctx context.Context, p dirgate.Principal, group 
 	if err != nil {
 		return nil, err
 	}
-	b, err := AppendJSON(nil, listing.Encoded, objs)
+	b, err := AppendJSON(nil, listing, objs)
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}

@@ -8,12 +8,13 @@ import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 	"github.com/dirgate/dirgate/test/harness/encodedtest"
 )
 
 // joinedListing returns a listing of n objects whose encodings lie in its JSON, as a
 // cache's decoded entry has them (cache/codec.go).
-func joinedListing(t *testing.T, n int) *dirgate.EncodedListing {
+func joinedListing(t *testing.T, n int) dirgate.Listing {
 	t.Helper()
 	objs := make([]dirgate.Object, n)
 	for i := range objs {
@@ -23,18 +24,18 @@ func joinedListing(t *testing.T, n int) *dirgate.EncodedListing {
 	if err != nil {
 		t.Fatal(err)
 	}
-	joined := "[" + strings.Join(el.Fragments(), ",") + "]"
+	joined := "[" + strings.Join(el.Encoded.Fragments(), ",") + "]"
 	frags := make([]string, n)
 	off := 1
-	for i, f := range el.Fragments() {
+	for i, f := range el.Encoded.Fragments() {
 		frags[i] = joined[off : off+len(f)]
 		off += len(f) + 1
 	}
-	e, err := dirgate.NewJoinedListing(objs, frags, joined)
+	e, err := encodedlisting.NewJoined(n, frags, joined, encodedlisting.GUIDFunc(func(i int) string { return objs[i].GUID }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return dirgate.Listing{Objects: objs, Encoded: e}
 }
 
 // TestWholeListingBodyIsShared: a body of every object of a listing that has its
@@ -42,8 +43,9 @@ func joinedListing(t *testing.T, n int) *dirgate.EncodedListing {
 // its length, so appending to it copies. A partial selection, or a listing without
 // the JSON, is joined afresh. Every body is exactly json.Marshal's.
 func TestWholeListingBodyIsShared(t *testing.T) {
-	e := joinedListing(t, 300)
-	want, _ := json.Marshal(e.Objects())
+	l := joinedListing(t, 300)
+	e := l.Encoded
+	want, _ := json.Marshal(l.Objects)
 	for _, c := range []*BodyCache{nil, NewBodyCache(64 << 20), NewBodyCache(1)} {
 		b := c.body(e, dirgate.AllSelected(300, 0)).JSON()
 		if string(b) != string(want) {
@@ -58,19 +60,19 @@ func TestWholeListingBodyIsShared(t *testing.T) {
 		}
 	}
 	limited := NewBodyCache(64<<20).body(e, dirgate.AllSelected(300, 299)).JSON()
-	wantLimited, _ := json.Marshal(e.Objects()[:299])
+	wantLimited, _ := json.Marshal(l.Objects[:299])
 	if string(limited) != string(wantLimited) || unsafe.SliceData(limited) == unsafe.StringData(e.JSON()) {
 		t.Fatal("a partial selection is not joined afresh")
 	}
-	plain, err := encodedtest.EncodeListing(e.Objects())
+	plain, err := encodedtest.EncodeListing(l.Objects)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := renderSelection(plain, dirgate.AllSelected(300, 0)); string(b) != string(want) {
+	if b := renderSelection(plain.Encoded, dirgate.AllSelected(300, 0)); string(b) != string(want) {
 		t.Fatal("whole body of a listing without JSON differs from json.Marshal")
 	}
 	empty := joinedListing(t, 0)
-	if b := renderSelection(empty, dirgate.AllSelected(0, 0)); string(b) != "[]" {
+	if b := renderSelection(empty.Encoded, dirgate.AllSelected(0, 0)); string(b) != "[]" {
 		t.Fatalf("empty listing: %q", b)
 	}
 }

@@ -4,11 +4,12 @@
 // dirgate.Object.AppendJSON lays out an object's fields with them (object.go): a
 // listing's first fill encodes every member, and encoding/json took a fifth of it,
 // the reflection, the compaction of what MarshalJSON returned, and two copies per
-// object.
+// object. Decoded is a string as a client (and a policy) receives it once encoded.
 package objectjson
 
 import (
 	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -97,6 +98,26 @@ func appendDigits(dst []byte, v, n int) []byte {
 }
 
 const hexDigits = "0123456789abcdef"
+
+// Decoded is s as decoding its JSON encoding gives it back, as a client (and a
+// policy) receives it: encoding/json replaces each byte that is not valid UTF-8 with
+// U+FFFD.
+func Decoded(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b.WriteString("\uFFFD")
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
 
 // AppendString is encoding/json's string encoding with HTML escaping, as
 // json.Marshal applies it: '"' and '\\' escaped, \b \f \n \r \t short, other control

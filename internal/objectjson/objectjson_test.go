@@ -1,6 +1,7 @@
 package objectjson
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 )
@@ -19,4 +20,24 @@ func TestAppendTimestamp(t *testing.T) {
 			t.Errorf("appendTimestamp(%v) = %q, want x%q", tm, got, want)
 		}
 	}
+}
+
+// FuzzDecoded: Decoded is what encoding/json gives back for a string it encoded.
+func FuzzDecoded(f *testing.F) {
+	for _, s := range []string{"", "CN=a", "\xff", "a\xe2\x82", "Zoë", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want string
+		if err := json.Unmarshal(b, &want); err != nil {
+			t.Fatal(err)
+		}
+		if got := Decoded(s); got != want {
+			t.Fatalf("Decoded(%q) = %q, encoding/json gives %q", s, got, want)
+		}
+	})
 }

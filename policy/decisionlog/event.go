@@ -2,11 +2,10 @@ package decisionlog
 
 import (
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/objectjson"
 )
 
 // pending is a decision on its way to the sink (a dirgate.DecisionRecord): what
@@ -57,7 +56,7 @@ func (p *pending) Event() dirgate.DecisionEvent {
 	var erased []any
 	for _, mask := range p.masks.masks {
 		if eraseMember(mask, doc) {
-			erased = append(erased, jsonText(mask.raw))
+			erased = append(erased, objectjson.Decoded(mask.raw))
 		}
 	}
 	if erased != nil {
@@ -92,17 +91,17 @@ func (p *pending) doc() map[string]any {
 	l := &p.l
 	in := l.input()
 	subject := map[string]any{
-		"dn": jsonText(in.Subject.DN), "guid": jsonText(in.Subject.GUID), "sid": jsonText(in.Subject.SID),
-		"displayName": jsonText(in.Subject.DisplayName), "groupCount": float64(len(in.Subject.Groups)),
+		"dn": objectjson.Decoded(in.Subject.DN), "guid": objectjson.Decoded(in.Subject.GUID), "sid": objectjson.Decoded(in.Subject.SID),
+		"displayName": objectjson.Decoded(in.Subject.DisplayName), "groupCount": float64(len(in.Subject.Groups)),
 	}
 	var props any // null when nil, as encoding/json writes it
 	if in.Request.Properties != nil {
 		props = texts(in.Request.Properties)
 	}
 	input := map[string]any{
-		"action":  jsonText(in.Action),
+		"action":  objectjson.Decoded(in.Action),
 		"subject": subject,
-		"group":   map[string]any{"dn": jsonText(in.Group.DN), "guid": jsonText(in.Group.GUID)},
+		"group":   map[string]any{"dn": objectjson.Decoded(in.Group.DN), "guid": objectjson.Decoded(in.Group.GUID)},
 		"request": map[string]any{
 			"includeIndirect": in.Request.IncludeIndirect,
 			"properties":      props,
@@ -110,23 +109,23 @@ func (p *pending) doc() map[string]any {
 		},
 	}
 	if o := in.Object; o != nil {
-		input["object"] = map[string]any{"dn": jsonText(o.DN), "guid": jsonText(o.GUID), "objectType": jsonText(o.ObjectType)}
+		input["object"] = map[string]any{"dn": objectjson.Decoded(o.DN), "guid": objectjson.Decoded(o.GUID), "objectType": objectjson.Decoded(o.ObjectType)}
 	}
 	doc := map[string]any{
 		"time":        l.time.UTC().Format(time.RFC3339Nano),
 		"decision_id": l.id.String(),
-		"path":        jsonText(l.path()),
-		"revision":    jsonText(l.revision()),
+		"path":        objectjson.Decoded(l.path()),
+		"revision":    objectjson.Decoded(l.revision()),
 		"input":       input,
 		"result":      p.resultDoc(),
 		"duration_ms": float64(l.elapsed().Microseconds()) / 1000,
 	}
 	if r := &l.listing; l.isListing {
-		doc["engine"] = map[string]any{"mode": jsonText(r.Mode), "cachedPlan": r.CachedPlan, "reusedDecisions": r.Reused}
+		doc["engine"] = map[string]any{"mode": objectjson.Decoded(r.Mode), "cachedPlan": r.CachedPlan, "reusedDecisions": r.Reused}
 	}
 	if d := l.candidate(); d != nil {
 		doc["candidate"] = map[string]any{
-			"revision":      jsonText(d.Revision),
+			"revision":      objectjson.Decoded(d.Revision),
 			"newly_allowed": texts(d.NewlyAllowed),
 			"newly_denied":  texts(d.NewlyDenied),
 			"newlyAllowed":  float64(d.NAllowed),
@@ -193,26 +192,7 @@ func eraseMember(m Mask, doc map[string]any) bool {
 func texts(ss []string) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {
-		out[i] = jsonText(s)
+		out[i] = objectjson.Decoded(s)
 	}
 	return out
-}
-
-// jsonText is s as decoding its JSON encoding gives it back: encoding/json
-// replaces each byte that is not valid UTF-8 with U+FFFD.
-func jsonText(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString("\uFFFD")
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
 }

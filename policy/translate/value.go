@@ -5,12 +5,11 @@ package translate
 
 import (
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/objectjson"
 )
 
 // value is a Rego value: strings and booleans natively (the common case, without
@@ -78,32 +77,13 @@ func equal(a, b value) bool {
 // rendered Object has, with their JSON types. Other members (properties,
 // accountStatus, passwordStatus) send the residual to Rego evaluation.
 var objectFields = map[string]func(*dirgate.Object) value{
-	"guid":           func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.GUID)} },
-	"dn":             func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.DN)} },
-	"displayName":    func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.DisplayName)} },
-	"objectType":     func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.ObjectType)} },
-	"domainName":     func(o *dirgate.Object) value { return value{kind: kString, s: asJSON(o.DomainName)} },
+	"guid":           func(o *dirgate.Object) value { return value{kind: kString, s: objectjson.Decoded(o.GUID)} },
+	"dn":             func(o *dirgate.Object) value { return value{kind: kString, s: objectjson.Decoded(o.DN)} },
+	"displayName":    func(o *dirgate.Object) value { return value{kind: kString, s: objectjson.Decoded(o.DisplayName)} },
+	"objectType":     func(o *dirgate.Object) value { return value{kind: kString, s: objectjson.Decoded(o.ObjectType)} },
+	"domainName":     func(o *dirgate.Object) value { return value{kind: kString, s: objectjson.Decoded(o.DomainName)} },
 	"objectTypeCode": func(o *dirgate.Object) value { return value{kind: kAST, v: ast.Number(strconv.Itoa(o.ObjectTypeCode))} },
 	"directoryType":  func(o *dirgate.Object) value { return value{kind: kAST, v: ast.Number(strconv.Itoa(o.DirectoryType))} },
-}
-
-// asJSON returns s as a client (and a policy) receives it: encoding/json replaces
-// each byte that is not valid UTF-8 with U+FFFD.
-func asJSON(s string) string {
-	if utf8.ValidString(s) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b.WriteString("\uFFFD")
-		} else {
-			b.WriteString(s[i : i+size])
-		}
-		i += size
-	}
-	return b.String()
 }
 
 // hasVars reports whether x mentions a variable, not counting the heads of

@@ -1,21 +1,22 @@
 // Package encodedtest makes encoded listings for tests: the renderer's, the
 // cache's and the hostile-input suite's tests hold objects without their
 // encodings, which dirgate's cache writes straight into its stored value and pairs
-// with dirgate.NewJoinedListing (cache/codec.go).
+// with encodedlisting.NewJoined (cache/codec.go).
 package encodedtest
 
 import (
 	"unsafe"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/encodedlisting"
 )
 
-// EncodeListing encodes every object of objs (Object.AppendJSON) and pairs them
-// (dirgate.NewEncodedListing). The encodings are carved out of shared chunks: a
-// listing of 100,000 objects is some 44 MB of JSON, and one string per object was
-// 100,000 allocations for the collector to follow in the benchmarks that build one
-// (cache/bench_test.go).
-func EncodeListing(objs []dirgate.Object) (*dirgate.EncodedListing, error) {
+// EncodeListing encodes every object of objs (Object.AppendJSON) and returns the
+// listing of objs with those encodings (encodedlisting.New). The encodings are
+// carved out of shared chunks: a listing of 100,000 objects is some 44 MB of JSON,
+// and one string per object was 100,000 allocations for the collector to follow in
+// the benchmarks that build one (cache/bench_test.go).
+func EncodeListing(objs []dirgate.Object) (dirgate.Listing, error) {
 	frags := make([]string, len(objs))
 	var scratch, chunk []byte
 	for i := range objs {
@@ -29,7 +30,11 @@ func EncodeListing(objs []dirgate.Object) (*dirgate.EncodedListing, error) {
 		// are appended beyond them), so the string shares them rather than copying.
 		frags[i] = unsafe.String(unsafe.SliceData(chunk[start:]), len(scratch))
 	}
-	return dirgate.NewEncodedListing(objs, frags)
+	enc, err := encodedlisting.New(len(objs), frags, encodedlisting.GUIDFunc(func(i int) string { return objs[i].GUID }))
+	if err != nil {
+		return dirgate.Listing{}, err
+	}
+	return dirgate.Listing{Objects: objs, Encoded: enc}, nil
 }
 
 // encodeChunkBytes bounds what a chunk of EncodeListing wastes at its end and what
