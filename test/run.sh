@@ -41,9 +41,12 @@ forest_pid=""
 cleanup() {
   if [[ -n $pair_pid ]]; then kill -- "-$pair_pid" 2>/dev/null; wait "$pair_pid" 2>/dev/null; fi
   if [[ -n $forest_pid ]]; then kill -- "-$forest_pid" 2>/dev/null; wait "$forest_pid" 2>/dev/null; fi
-  bash test/harness/samba/forest.sh stop "$state/forest" || true
+  # The forest stops beside the others (about 5 s of waiting for its DCs).
+  bash test/harness/samba/forest.sh stop "$state/forest" &
+  local forest_stop=$!
   bash test/harness/samba/pair.sh stop "$state/pair" || true
   bash test/harness/samba/dc.sh stop "$state/samba" || true
+  wait "$forest_stop" || true
   rm -rf "$state"
 }
 trap cleanup EXIT
