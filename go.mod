@@ -149,9 +149,9 @@ require (
 )
 
 require (
-	github.com/Azure/go-ntlmssp v0.1.1 // indirect
+	github.com/Azure/go-ntlmssp v0.1.1
 	github.com/fsnotify/fsnotify v1.10.1
-	github.com/go-asn1-ber/asn1-ber v1.5.8 // indirect
+	github.com/go-asn1-ber/asn1-ber v1.5.8
 	github.com/google/uuid v1.6.0
 	github.com/sony/gobreaker/v2 v2.4.0
 	golang.org/x/crypto v0.57.0 // indirect

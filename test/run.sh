@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The one test command (make test, and CI through .ci/run): installs what the tests
-# need, checks formatting and vet, starts a throw-away Samba AD domain controller
-# and a pair of replicating ones (test/harness/samba/pair.sh), runs every Go test with the
-# race detector against them, and always tears them down.
+# need, checks formatting and vet, starts a throw-away Samba AD domain controller,
+# a pair of replicating ones (test/harness/samba/pair.sh) and two domains joined by a
+# forest trust (test/harness/samba/forest.sh), runs every Go test with the race
+# detector against them, and always tears them down.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,10 +37,16 @@ go vet ./...
 
 state=$(mktemp -d /tmp/dirgate-test.XXXXXX)
 pair_pid=""
+forest_pid=""
 cleanup() {
   if [[ -n $pair_pid ]]; then kill -- "-$pair_pid" 2>/dev/null; wait "$pair_pid" 2>/dev/null; fi
+  if [[ -n $forest_pid ]]; then kill -- "-$forest_pid" 2>/dev/null; wait "$forest_pid" 2>/dev/null; fi
+  # The forest stops beside the others (about 5 s of waiting for its DCs).
+  bash test/harness/samba/forest.sh stop "$state/forest" &
+  local forest_stop=$!
   bash test/harness/samba/pair.sh stop "$state/pair" || true
   bash test/harness/samba/dc.sh stop "$state/samba" || true
+  wait "$forest_stop" || true
   rm -rf "$state"
 }
 trap cleanup EXIT
@@ -54,6 +61,12 @@ mkdir -p "$state/pair"
 DIRGATE_PAIR_FIXTURE=1 DIRGATE_PAIR_NS_PREFIX=dgtest DIRGATE_PAIR_NET=10.231.78 \
   setsid bash test/harness/samba/pair.sh start "$state/pair" >"$state/pair.log" 2>&1 &
 pair_pid=$!
+# The two domains of test/harness/samba/forest.sh (tests of several domains) start beside
+# them, in namespaces of their own, apart from a forest of make samba-forest-start.
+mkdir -p "$state/forest"
+DIRGATE_FOREST_NS_PREFIX=dgtfor DIRGATE_FOREST_NET=10.231.79 \
+  setsid bash test/harness/samba/forest.sh start "$state/forest" >"$state/forest.log" 2>&1 &
+forest_pid=$!
 bash test/harness/samba/dc.sh start "$state/samba"
 set -a; . "$state/samba/env"; set +a
 if ! wait "$pair_pid"; then
@@ -63,6 +76,13 @@ fi
 pair_pid=""
 grep -F 'timings:' "$state/pair.log" || true
 set -a; . "$state/pair/env"; set +a
+if ! wait "$forest_pid"; then
+  forest_pid=""
+  cat "$state/forest.log"; echo "test: forest.sh start failed"; exit 1
+fi
+forest_pid=""
+grep -F 'timings:' "$state/forest.log" || true
+set -a; . "$state/forest/env"; set +a
 
 echo "test: go test -race"
 # The fault, failover, chaos and hostile-input suites run next, on their own (make

@@ -74,12 +74,7 @@ provision() {
   fi
   # Offline (on the ldb files, before the server starts): fixture passwords
   # need not be complex, and wrong binds must lock for the rest of a run.
-  if ! samba-tool domain passwordsettings set -s "$DIR/dc/etc/smb.conf" -H "tdb://$DIR/dc/private/sam.ldb" \
-    --complexity=off --min-pwd-length=1 --history-length=0 --min-pwd-age=0 \
-    --account-lockout-threshold="$LOCKOUT_THRESHOLD" --account-lockout-duration="$LOCKOUT_MINUTES" \
-    --reset-account-lockout-after="$LOCKOUT_MINUTES" >>"$DIR/log/provision.log" 2>&1; then
-    tail -n 30 "$DIR/log/provision.log" >&2; die "samba-tool domain passwordsettings failed"
-  fi
+  password_policy "$DIR/dc" "$DIR/log/provision.log"
 }
 
 fail_start() {

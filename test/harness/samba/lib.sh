@@ -1,18 +1,24 @@
-# lib.sh: what test/harness/samba/dc.sh (one DC on loopback) and test/harness/samba/pair.sh
-# (two replicating DCs in network namespaces) share: the domain's names and
-# lockout policy, logging and timing, package installation, process checks,
-# LDAP as Administrator, and seeding. Sourced, never run; the caller sets
-# LOG_TAG, DIR (the directory holding secrets/, tls/ and log/) and LDAPS_URL.
+# lib.sh: what test/harness/samba/dc.sh (one DC on loopback), test/harness/samba/pair.sh
+# (two replicating DCs in network namespaces) and test/harness/samba/forest.sh (two
+# domains joined by a forest trust) share: the domain's names and lockout
+# policy, logging and timing, package installation, process checks, LDAP as
+# Administrator, seeding, and the network, certificates and stopping of DCs in
+# namespaces. Sourced, never run; the caller sets LOG_TAG, DIR (the directory
+# holding secrets/, tls/ and log/) and LDAPS_URL.
 
-readonly REALM=CORP.EXAMPLE.COM
-readonly NETBIOS=CORP
-readonly BASE_DN='DC=corp,DC=example,DC=com'
-readonly ADMIN_DN="CN=Administrator,CN=Users,$BASE_DN"
+# use_domain REALM NETBIOS BASE_DN sets the names of the domain the functions
+# below work on (dc.sh and pair.sh: CORP, the default set here; forest.sh
+# switches between its two domains).
+use_domain() {
+  REALM=$1 NETBIOS=$2 BASE_DN=$3
+  ADMIN_DN="CN=Administrator,CN=Users,$BASE_DN"
+  SVC_DN="CN=$SVC_NAME,CN=Users,$BASE_DN"
+  # Account Operators is the smallest built-in group measured to let a bind
+  # remove group members over LDAP (a plain user gets 50 insufficientAccessRights).
+  SVC_GROUP_DN="CN=Account Operators,CN=Builtin,$BASE_DN"
+}
 readonly SVC_NAME=dirgate-svc
-readonly SVC_DN="CN=$SVC_NAME,CN=Users,$BASE_DN"
-# Account Operators is the smallest built-in group measured to let a bind
-# remove group members over LDAP (a plain user gets 50 insufficientAccessRights).
-readonly SVC_GROUP_DN="CN=Account Operators,CN=Builtin,$BASE_DN"
+use_domain CORP.EXAMPLE.COM CORP 'DC=corp,DC=example,DC=com'
 readonly LOCKOUT_THRESHOLD=3
 readonly LOCKOUT_MINUTES=720
 
@@ -67,6 +73,17 @@ pid_of() { # pid_of DIR: the samba root pid if it still runs
   [[ -f $f ]] || return 1
   pid=$(tr -dc 0-9 <"$f")
   [[ -n $pid ]] && alive "$pid" && echo "$pid"
+}
+
+# password_policy TARGETDIR LOG: offline, on a provisioned DC's files: no
+# complexity, length or age rules, and the lockout the README describes.
+password_policy() {
+  if ! samba-tool domain passwordsettings set -s "$1/etc/smb.conf" -H "tdb://$1/private/sam.ldb" \
+    --complexity=off --min-pwd-length=1 --history-length=0 --min-pwd-age=0 \
+    --account-lockout-threshold="$LOCKOUT_THRESHOLD" --account-lockout-duration="$LOCKOUT_MINUTES" \
+    --reset-account-lockout-after="$LOCKOUT_MINUTES" >>"$2" 2>&1; then
+    tail -n 30 "$2" >&2; die "samba-tool domain passwordsettings failed"
+  fi
 }
 
 # ------------------------------------------------------------------- LDAP ---
@@ -204,4 +221,152 @@ primaryGroupID: $rid
 q() { # q VALUE: shell-quote only when needed, so simple lines stay KEY=VALUE
   if [[ $1 =~ ^[A-Za-z0-9_./:,=@+-]*$ ]]; then printf '%s' "$1"
   else printf "'%s'" "${1//\'/\'\\\'\'}"; fi
+}
+
+# ------------------------------------------------------ DCs in namespaces ---
+# What pair.sh and forest.sh share: two DCs, each in a network namespace of its
+# own on a bridge. The caller defines ns N, host_if N, ns_if N, ip_of N,
+# mac_of N, in_ns N CMD..., dc_exec N CMD..., on N TOOL..., dc_fqdn N and
+# dcdir N, and sets NET (three octets), BRIDGE, STATE (its STATE_DIR), LOG_DIR,
+# START_TIMEOUT and OWNERS (a directory under /run naming, per namespace, the
+# STATE_DIR that made it).
+
+# net_down removes what net_up made; every step tolerates its absence, so it
+# also clears what a killed run left behind.
+net_down() {
+  local n
+  for n in 1 2; do
+    ip netns del "$(ns "$n")" 2>/dev/null || true
+    ip link del "$(host_if "$n")" 2>/dev/null || true
+    rm -rf "/etc/netns/$(ns "$n")"
+    rm -f "$OWNERS/$(ns "$n")"
+  done
+  ip link del "$BRIDGE" 2>/dev/null || true
+}
+
+# net_up: a bridge with $NET.1/24 in this namespace, a veth from it into each
+# DC's namespace. Every address has a permanent neighbour entry everywhere:
+# with ARP resolved once and for all, a dropped link (pair.sh linkdown) makes
+# packets vanish instead of failing fast with "no route to host" after ARP
+# gives up. Each namespace's resolv.conf names its own DC's DNS, then the
+# other's (ip netns exec mounts /etc/netns/NS/resolv.conf over /etc/resolv.conf).
+net_up() {
+  local n m
+  ip link add "$BRIDGE" address "$(mac_of 1)" type bridge
+  ip addr add "$NET.1/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  for n in 1 2; do
+    ip netns add "$(ns "$n")"
+    ip link add "$(host_if "$n")" type veth peer name "$(ns_if "$n")" netns "$(ns "$n")"
+    ip link set "$(host_if "$n")" master "$BRIDGE" up
+    in_ns "$n" ip link set lo up
+    in_ns "$n" ip link set "$(ns_if "$n")" address "$(mac_of "1$n")" up
+    in_ns "$n" ip addr add "$(ip_of "$n")/24" dev "$(ns_if "$n")"
+    ip neigh replace "$(ip_of "$n")" lladdr "$(mac_of "1$n")" dev "$BRIDGE" nud permanent
+    in_ns "$n" ip neigh replace "$NET.1" lladdr "$(mac_of 1)" dev "$(ns_if "$n")" nud permanent
+    m=$((3 - n))
+    mkdir -p "/etc/netns/$(ns "$n")"
+    mkdir -p "$OWNERS"
+    echo "$STATE" >"$OWNERS/$(ns "$n")"
+    printf 'nameserver %s\nnameserver %s\noptions timeout:1 attempts:1\n' "$(ip_of "$n")" "$(ip_of "$m")" \
+      >"/etc/netns/$(ns "$n")/resolv.conf"
+  done
+  in_ns 1 ip neigh replace "$(ip_of 2)" lladdr "$(mac_of 12)" dev "$(ns_if 1)" nud permanent
+  in_ns 2 ip neigh replace "$(ip_of 1)" lladdr "$(mac_of 11)" dev "$(ns_if 2)" nud permanent
+}
+
+# check_free CONF HINT refuses to take over namespaces or a subnet that
+# another STATE_DIR still uses (start cleans up only its own leftovers). CONF
+# is the file a running STATE_DIR holds (pair.conf), HINT how to choose others.
+check_free() {
+  local n owner
+  for n in 1 2; do
+    owner=$(cat "$OWNERS/$(ns "$n")" 2>/dev/null) || continue
+    if [[ $owner != "$STATE" && -f $owner/$1 ]]; then
+      die "namespace $(ns "$n") belongs to $owner: stop it first or $2"
+    fi
+  done
+  if ip -4 -o addr show | grep -v " $BRIDGE " | grep -qF " inet $NET."; then
+    die "$NET.0/24 is already in use on this machine: $2"
+  fi
+}
+
+# make_tls TLS_DIR CA_NAME LOG: one CA, and for DC N (key$N.pem, cert$N.pem) a
+# certificate for dc_fqdn N and its address, so a client verifies each DC
+# against its own name or IP.
+make_tls() {
+  local d=$1 ca=$2 n
+  mkdir -p "$d"
+  (
+    cd "$d"
+    openssl ecparam -name prime256v1 -genkey -noout -out ca.key
+    openssl req -x509 -new -key ca.key -out ca.pem -days 7 -subj "/O=dirgate test/CN=$ca" \
+      -set_serial "0x1$(openssl rand -hex 15)" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    for n in 1 2; do
+      openssl ecparam -name prime256v1 -genkey -noout -out "key$n.pem"
+      openssl req -new -key "key$n.pem" -out "dc$n.csr" -subj "/O=dirgate test/CN=$(dc_fqdn "$n")"
+      printf '%s\n' "subjectAltName=DNS:$(dc_fqdn "$n"),IP:$(ip_of "$n")" "basicConstraints=critical,CA:FALSE" \
+        "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >"dc$n.ext"
+      openssl x509 -req -in "dc$n.csr" -CA ca.pem -CAkey ca.key -days 7 -extfile "dc$n.ext" \
+        -set_serial "0x1$(openssl rand -hex 15)" -out "cert$n.pem"
+    done
+    chmod 600 ca.key key1.pem key2.pem
+  ) >"$3" 2>&1 || { cat "$3" >&2; die "creating certificates failed"; }
+}
+
+# start_dc N starts DC N's samba where dc_exec N runs it (its namespace) and
+# waits until an Administrator bind over LDAPS answers (on N TOOL ARGS...
+# runs an ldap-utils tool as Administrator against DC N; START_TIMEOUT).
+start_dc() {
+  local n=$1 d; d=$(dcdir "$n")
+  if pid_of "$d" >/dev/null; then return 0; fi
+  mkdir -p "$d/run" "$d/log"
+  # A pid file left by a stopped or killed samba would read as "exited" below
+  # until the new one overwrites it.
+  rm -f "$d/run/samba.pid"
+  dc_exec "$n" samba -s "$d/etc/smb.conf" -D </dev/null >>"$d/log/samba.log" 2>&1 \
+    || { tail -n 30 "$d/log/samba.log" >&2; die "DC$n: samba did not start"; }
+  local deadline=$(( $(date +%s) + START_TIMEOUT ))
+  until LDAPNETWORK_TIMEOUT=2 on "$n" ldapsearch -s base -b '' defaultNamingContext >"$d/log/wait.log" 2>&1; do
+    if [[ -f $d/run/samba.pid ]] && ! pid_of "$d" >/dev/null; then
+      tail -n 30 "$d/log/samba.log" >&2; die "DC$n: samba exited during start-up"
+    fi
+    if (( $(date +%s) >= deadline )); then
+      tail -n 30 "$d/log/samba.log" >&2; die "DC$n: LDAPS did not answer within ${START_TIMEOUT}s"
+    fi
+    sleep 0.2
+  done
+}
+
+# stop_dc N [KILL]: SIGTERM (SIGKILL of the process group with KILL, or when
+# TERM is ignored for 10 s) and wait until the root process is gone.
+stop_dc() {
+  local n=$1 how=${2:-TERM} d pid; d=$(dcdir "$n")
+  pid=$(pid_of "$d") || return 0
+  if [[ $how == KILL ]]; then
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  else
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
+    alive "$pid" && { kill -KILL -- "-$pid" 2>/dev/null || true; }
+  fi
+  for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
+  # Workers leave with the root; wait until none holds LDAPS, so a start can
+  # bind the port again at once.
+  for _ in $(seq 100); do pgrep -g "$pid" >/dev/null 2>&1 || break; sleep 0.05; done
+}
+
+declare -A BG=()
+bg() { # bg LABEL CMD...: run CMD in the background, timed; await LABEL collects it
+  local label=$1; shift
+  ( t0=$(now_ms); "$@"; echo "$label=$(since "$t0")ms" >"$LOG_DIR/$label.time" ) &
+  BG[$label]=$!
+}
+await() {
+  local label
+  for label; do
+    wait "${BG[$label]}" || die "$label failed (logs in $LOG_DIR)"
+    TIMINGS+=("$(cat "$LOG_DIR/$label.time")")
+  done
 }

@@ -61,14 +61,17 @@ load_conf() {
   [[ $NS_PREFIX =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "DIRGATE_PAIR_NS_PREFIX=$NS_PREFIX: want 1-8 lower-case letters/digits"
   BRIDGE=${NS_PREFIX}br
   DIR=$STATE/p
+  LOG_DIR=$DIR/log
 }
-ns() { echo "$NS_PREFIX$1"; }              # namespace of DC N
+ns() { echo "$NS_PREFIX$1"; }              # namespace of DC N (lib.sh's net_up and the rest)
 host_if() { echo "$NS_PREFIX$1h"; }        # DC N's veth end on the bridge
 ns_if() { echo "$NS_PREFIX$1n"; }          # DC N's veth end in its namespace
 ip_of() { echo "$NET.1$1"; }               # DC1 10.231.77.11, DC2 .12
 mac_of() { printf '02:64:67:00:00:%02x\n' "$1"; } # fixed, for permanent neighbours
 dcdir() { echo "$DIR/dc$1"; }
+dc_fqdn() { echo "dc$1.$DOMAIN"; }
 in_ns() { local n=$1; shift; ip netns exec "$(ns "$n")" "$@"; }
+dc_exec() { in_ns "$@"; }                  # where DC N's samba runs (lib.sh's start_dc)
 check_n() { [[ ${1:-} == 1 || ${1:-} == 2 ]] || die "DC number must be 1 or 2, got '${1:-}'"; }
 admin_pw() { cat "$DIR/secrets/admin.pw"; }
 url_of() { echo "ldaps://$(ip_of "$1"):636"; }
@@ -90,77 +93,6 @@ ensure_pair_tools() {
   for c in ip tc ss nft python3 testparm samba_spnupdate; do
     command -v "$c" >/dev/null 2>&1 || die "$c missing (iproute2, nftables, python3, samba, samba-ad-dc)"
   done
-}
-
-# ------------------------------------------------------------------ network ---
-
-# net_down removes what net_up made; every step tolerates its absence, so it
-# also clears what a killed run left behind.
-net_down() {
-  local n
-  for n in 1 2; do
-    ip netns del "$(ns "$n")" 2>/dev/null || true
-    ip link del "$(host_if "$n")" 2>/dev/null || true
-    rm -rf "/etc/netns/$(ns "$n")"
-    rm -f "$OWNERS/$(ns "$n")"
-  done
-  ip link del "$BRIDGE" 2>/dev/null || true
-}
-
-# net_up: a bridge with $NET.1/24 in this namespace, a veth from it into each
-# DC's namespace. Every address has a permanent neighbour entry everywhere:
-# with ARP resolved once and for all, a dropped link (linkdown) makes packets
-# vanish instead of failing fast with "no route to host" after ARP gives up.
-net_up() {
-  local n m
-  ip link add "$BRIDGE" address "$(mac_of 1)" type bridge
-  ip addr add "$NET.1/24" dev "$BRIDGE"
-  ip link set "$BRIDGE" up
-  for n in 1 2; do
-    ip netns add "$(ns "$n")"
-    ip link add "$(host_if "$n")" type veth peer name "$(ns_if "$n")" netns "$(ns "$n")"
-    ip link set "$(host_if "$n")" master "$BRIDGE" up
-    in_ns "$n" ip link set lo up
-    in_ns "$n" ip link set "$(ns_if "$n")" address "$(mac_of "1$n")" up
-    in_ns "$n" ip addr add "$(ip_of "$n")/24" dev "$(ns_if "$n")"
-    ip neigh replace "$(ip_of "$n")" lladdr "$(mac_of "1$n")" dev "$BRIDGE" nud permanent
-    in_ns "$n" ip neigh replace "$NET.1" lladdr "$(mac_of 1)" dev "$(ns_if "$n")" nud permanent
-    # Each DC resolves through its own DNS first, then the other's (ip netns
-    # exec mounts /etc/netns/NS/resolv.conf over /etc/resolv.conf).
-    m=$((3 - n))
-    mkdir -p "/etc/netns/$(ns "$n")"
-    mkdir -p "$OWNERS"
-    echo "$STATE" >"$OWNERS/$(ns "$n")"
-    printf 'nameserver %s\nnameserver %s\noptions timeout:1 attempts:1\n' "$(ip_of "$n")" "$(ip_of "$m")" \
-      >"/etc/netns/$(ns "$n")/resolv.conf"
-  done
-  in_ns 1 ip neigh replace "$(ip_of 2)" lladdr "$(mac_of 12)" dev "$(ns_if 1)" nud permanent
-  in_ns 2 ip neigh replace "$(ip_of 1)" lladdr "$(mac_of 11)" dev "$(ns_if 2)" nud permanent
-}
-
-# ---------------------------------------------------------------------- TLS ---
-
-# make_tls: one CA, and for DC N a certificate for dcN.corp.example.com and
-# its address, so a client verifies each DC against its own name or IP.
-make_tls() {
-  local d="$DIR/tls" n
-  mkdir -p "$d"
-  (
-    cd "$d"
-    openssl ecparam -name prime256v1 -genkey -noout -out ca.key
-    openssl req -x509 -new -key ca.key -out ca.pem -days 7 -subj "/O=dirgate test/CN=dirgate pair test CA" \
-      -set_serial "0x1$(openssl rand -hex 15)" \
-      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
-    for n in 1 2; do
-      openssl ecparam -name prime256v1 -genkey -noout -out "key$n.pem"
-      openssl req -new -key "key$n.pem" -out "dc$n.csr" -subj "/O=dirgate test/CN=dc$n.$DOMAIN"
-      printf '%s\n' "subjectAltName=DNS:dc$n.$DOMAIN,IP:$(ip_of "$n")" "basicConstraints=critical,CA:FALSE" \
-        "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" >"dc$n.ext"
-      openssl x509 -req -in "dc$n.csr" -CA ca.pem -CAkey ca.key -days 7 -extfile "dc$n.ext" \
-        -set_serial "0x1$(openssl rand -hex 15)" -out "cert$n.pem"
-    done
-    chmod 600 ca.key key1.pem key2.pem
-  ) >"$DIR/log/tls.log" 2>&1 || { cat "$DIR/log/tls.log" >&2; die "creating certificates failed"; }
 }
 
 # --------------------------------------------------------------------- samba ---
@@ -193,12 +125,7 @@ provision_dc1() {
     --adminpass="$(admin_pw)" "${opts[@]}" >"$DIR/log/provision.log" 2>&1; then
     tail -n 30 "$DIR/log/provision.log" >&2; die "samba-tool domain provision failed"
   fi
-  if ! samba-tool domain passwordsettings set -s "$d/etc/smb.conf" -H "tdb://$d/private/sam.ldb" \
-    --complexity=off --min-pwd-length=1 --history-length=0 --min-pwd-age=0 \
-    --account-lockout-threshold="$LOCKOUT_THRESHOLD" --account-lockout-duration="$LOCKOUT_MINUTES" \
-    --reset-account-lockout-after="$LOCKOUT_MINUTES" >>"$DIR/log/provision.log" 2>&1; then
-    tail -n 30 "$DIR/log/provision.log" >&2; die "samba-tool domain passwordsettings failed"
-  fi
+  password_policy "$d" "$DIR/log/provision.log"
 }
 
 join_dc2() {
@@ -215,47 +142,6 @@ check_forwarder() {
   # testparm exits 1 over the cache directory samba creates at its first start.
   local f; f=$(testparm -s "$(dcdir "$1")/etc/smb.conf" --parameter-name="dns forwarder" 2>/dev/null) || true
   [[ $f == 127.0.0.1 ]] || die "DC$1: dns forwarder is '$f', want 127.0.0.1"
-}
-
-# start_dc N starts DC N's samba in its namespace and waits until an
-# Administrator bind over LDAPS answers.
-start_dc() {
-  local n=$1 d; d=$(dcdir "$n")
-  if pid_of "$d" >/dev/null; then return 0; fi
-  mkdir -p "$d/run" "$d/log"
-  # A pid file left by a stopped or killed samba would read as "exited" below
-  # until the new one overwrites it.
-  rm -f "$d/run/samba.pid"
-  in_ns "$n" samba -s "$d/etc/smb.conf" -D </dev/null >>"$d/log/samba.log" 2>&1 \
-    || { tail -n 30 "$d/log/samba.log" >&2; die "DC$n: samba did not start"; }
-  local deadline=$(( $(date +%s) + START_TIMEOUT ))
-  until LDAPNETWORK_TIMEOUT=2 on "$n" ldapsearch -s base -b '' defaultNamingContext >"$d/log/wait.log" 2>&1; do
-    if [[ -f $d/run/samba.pid ]] && ! pid_of "$d" >/dev/null; then
-      tail -n 30 "$d/log/samba.log" >&2; die "DC$n: samba exited during start-up"
-    fi
-    if (( $(date +%s) >= deadline )); then
-      tail -n 30 "$d/log/samba.log" >&2; die "DC$n: LDAPS did not answer within ${START_TIMEOUT}s"
-    fi
-    sleep 0.2
-  done
-}
-
-# stop_dc N [KILL]: SIGTERM (SIGKILL of the process group with KILL, or when
-# TERM is ignored for 10 s) and wait until the root process is gone.
-stop_dc() {
-  local n=$1 how=${2:-TERM} d pid; d=$(dcdir "$n")
-  pid=$(pid_of "$d") || return 0
-  if [[ $how == KILL ]]; then
-    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
-  else
-    kill -TERM "$pid" 2>/dev/null || true
-    for _ in $(seq 100); do alive "$pid" || break; sleep 0.1; done
-    alive "$pid" && { kill -KILL -- "-$pid" 2>/dev/null || true; }
-  fi
-  for _ in $(seq 100); do alive "$pid" || break; sleep 0.05; done
-  # Workers leave with the root; wait until none holds LDAPS, so start N can
-  # bind the port again at once.
-  for _ in $(seq 100); do pgrep -g "$pid" >/dev/null 2>&1 || break; sleep 0.05; done
 }
 
 # spnupdate N gives DC N's machine account its replication SPNs (Samba's
@@ -333,20 +219,6 @@ pair_fixture() { [[ ${DIRGATE_PAIR_FIXTURE:-0} != 0 && -f $FIXTURE_DIR/samba-see
 last_fixture_dn() { sed -n 's/^dn: //p' "$FIXTURE_DIR/samba-seed.ldif" | tail -n 1; }
 last_smoke_dn() { sed -n 's/^dn: //p' "$SMOKE_DIR/smoke.ldif" | tail -n 1; }
 
-declare -A BG=()
-bg() { # bg LABEL CMD...: run CMD in the background, timed; await LABEL collects it
-  local label=$1; shift
-  ( t0=$(now_ms); "$@"; echo "$label=$(since "$t0")ms" >"$DIR/log/$label.time" ) &
-  BG[$label]=$!
-}
-await() {
-  local label
-  for label; do
-    wait "${BG[$label]}" || die "$label failed (logs in $DIR/log)"
-    TIMINGS+=("$(cat "$DIR/log/$label.time")")
-  done
-}
-
 # --------------------------------------------------------------------- env ---
 
 write_env() {
@@ -378,21 +250,6 @@ write_env() {
 
 # ---------------------------------------------------------------- commands ---
 
-# check_free refuses to take over namespaces or a subnet that a pair of
-# another STATE_DIR still uses (start cleans up only its own leftovers).
-check_free() {
-  local n owner
-  for n in 1 2; do
-    owner=$(cat "$OWNERS/$(ns "$n")" 2>/dev/null) || continue
-    if [[ $owner != "$STATE" && -f $owner/pair.conf ]]; then
-      die "namespace $(ns "$n") belongs to the pair in $owner: stop it (pair.sh stop $owner) or set DIRGATE_PAIR_NS_PREFIX and DIRGATE_PAIR_NET"
-    fi
-  done
-  if ip -4 -o addr show | grep -v " $BRIDGE " | grep -qF " inet $NET."; then
-    die "$NET.0/24 is already in use on this machine: set DIRGATE_PAIR_NET"
-  fi
-}
-
 cmd_stop_all() {
   local n
   if [[ -d $DIR ]]; then for n in 1 2; do undelay "$n" 2>/dev/null || true; stop_dc "$n"; done; fi
@@ -408,7 +265,7 @@ cmd_start_all() {
   mkdir -p "$STATE"
   STATE=$(cd "$STATE" && pwd)
   load_conf
-  check_free
+  check_free pair.conf "set DIRGATE_PAIR_NS_PREFIX and DIRGATE_PAIR_NET"
   cmd_stop_all
   local sock="$DIR/dc1/private/ldap_priv/ldapi"
   ((${#sock} <= 107)) || die "STATE_DIR path too long for Samba's sockets ($sock): use a shorter one"
@@ -419,7 +276,7 @@ cmd_start_all() {
   (umask 077; gen_password >"$DIR/secrets/admin.pw")
   ldap_env
   timed network net_up
-  timed tls make_tls
+  timed tls make_tls "$DIR/tls" "dirgate pair test CA" "$DIR/log/tls.log"
   timed provision provision_dc1
   check_forwarder 1
   timed start-dc1 start_dc 1

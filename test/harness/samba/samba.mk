@@ -6,6 +6,9 @@
 #   make samba-stop      stop it and delete its files (safe to repeat)
 #   make samba-pair-start / samba-pair-stop / samba-pair-status
 #                        the same for two replicating DCs (test/harness/samba/pair.sh)
+#   make samba-forest-start / samba-forest-stop / samba-forest-status
+#                        the same for two domains joined by a forest trust
+#                        (test/harness/samba/forest.sh)
 #
 # A test target runs commands against a DC with $(call with-samba,CMD): it
 # starts the DC, exports the DIRGATE_TEST_LDAP_* variables from $(SAMBA_ENV),
@@ -21,7 +24,8 @@ SAMBA_STATE_DIR ?= /tmp/dirgate-samba
 SAMBA_ENV := $(SAMBA_STATE_DIR)/env
 SAMBA_DC := bash $(abspath $(dir $(lastword $(MAKEFILE_LIST))))/dc.sh
 
-.PHONY: samba-start samba-stop samba-status samba-pair-start samba-pair-stop samba-pair-status
+.PHONY: samba-start samba-stop samba-status samba-pair-start samba-pair-stop samba-pair-status \
+	samba-forest-start samba-forest-stop samba-forest-status
 
 samba-start: ## Start the test Samba AD DC (writes $(SAMBA_ENV))
 	$(SAMBA_DC) start $(SAMBA_STATE_DIR)
@@ -52,3 +56,19 @@ samba-pair-stop: ## Stop the two test DCs, remove their namespaces and files
 
 samba-pair-status: ## Say whether each of the two test DCs answers
 	$(SAMBA_PAIR) status $(SAMBA_PAIR_STATE_DIR)
+
+# Two domains, each with one DC in a network namespace, joined by a two-way
+# forest trust (test/harness/samba/forest.sh). Source $(SAMBA_FOREST_ENV) for
+# DIRGATE_TEST_FOREST_*.
+SAMBA_FOREST_STATE_DIR ?= /tmp/dirgate-forest
+SAMBA_FOREST_ENV := $(SAMBA_FOREST_STATE_DIR)/env
+SAMBA_FOREST := bash $(abspath $(dir $(lastword $(MAKEFILE_LIST))))/forest.sh
+
+samba-forest-start: ## Start the two test domains joined by a forest trust (writes $(SAMBA_FOREST_ENV))
+	$(SAMBA_FOREST) start $(SAMBA_FOREST_STATE_DIR)
+
+samba-forest-stop: ## Stop the two test domains, remove their namespaces and files
+	$(SAMBA_FOREST) stop $(SAMBA_FOREST_STATE_DIR)
+
+samba-forest-status: ## Say whether each test domain's DC answers
+	$(SAMBA_FOREST) status $(SAMBA_FOREST_STATE_DIR)

@@ -221,6 +221,7 @@ var notInRepo = map[string]bool{
 	"run.json": true, "large.json": true, "large-64.json": true, // the load tool's output
 	"initial.json": true, "report.json": true, "history.jsonl": true, // a chaos run's files
 	"sentinel.conf": true, "resolv.conf": true, "STATE_DIR/pair.conf": true, // other programs' and the harness's run-time files
+	"smb.conf": true, "krb5.conf": true, "STATE_DIR/forest.conf": true,
 }
 
 func (r *repo) checkPath(from, cited, anchor string) string {
