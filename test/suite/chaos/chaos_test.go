@@ -124,7 +124,7 @@ func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode str
 	ops := rec.history()
 	summarize(t, ops)
 	rep := history.Check(ops, checkConfig(f))
-	t.Logf("checks: %v; staleness of direct changes %v, outside DC faults %v", rep.Checks, rep.Staleness, rep.StalenessCalm)
+	t.Logf("checks: %v; staleness of direct changes %v, outside DC faults %v (by the DC changed: %v)", rep.Checks, rep.Staleness, rep.StalenessCalm, rep.StalenessCalmByDC)
 	writeJSON(t, filepath.Join(out, "initial.json"), f.Initial)
 	writeJSON(t, filepath.Join(out, "report.json"), rep)
 	if len(rep.Anomalies) > 0 {

@@ -49,6 +49,10 @@ type Report struct {
 	// missed it, in all and outside DC faults.
 	Staleness     Distribution `json:"staleness"`
 	StalenessCalm Distribution `json:"stalenessCalm"`
+	// StalenessCalmByDC is StalenessCalm by the DC the change was made on ("dc1",
+	// "dc2"): a change made on the DC a replica reads shows after the change feed's
+	// next read, one made on another DC once replication has brought it there.
+	StalenessCalmByDC map[string]Distribution `json:"stalenessCalmByDC,omitempty"`
 }
 
 // Distribution summarises durations.
@@ -497,6 +501,7 @@ func (c *checker) availability(ops []Op) {
 // enough to be seen, how long listings still missed it.
 func (c *checker) staleness() {
 	var all, calm []time.Duration
+	byDC := map[string][]time.Duration{}
 	for k, ks := range c.model.keys {
 		ls := c.listings[listKey{k.g, false}]
 		maxEnd := int64(math.MinInt64)
@@ -525,11 +530,19 @@ func (c *checker) staleness() {
 			all = append(all, st)
 			if !c.f.dc.overlaps(d.end, plus(d.end, st)) {
 				calm = append(calm, st)
+				dc := fmt.Sprintf("dc%d", d.dc)
+				byDC[dc] = append(byDC[dc], st)
 			}
 		}
 	}
 	c.r.Staleness = distribution(all)
 	c.r.StalenessCalm = distribution(calm)
+	for dc, xs := range byDC {
+		if c.r.StalenessCalmByDC == nil {
+			c.r.StalenessCalmByDC = map[string]Distribution{}
+		}
+		c.r.StalenessCalmByDC[dc] = distribution(xs)
+	}
 }
 
 // possiblyLater reports whether a write of unknown outcome among before may still

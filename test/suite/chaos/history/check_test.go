@@ -379,6 +379,13 @@ func TestStalenessDistribution(t *testing.T) {
 	if r.StalenessCalm != wantCalm {
 		t.Errorf("calm staleness %v, want %v", r.StalenessCalm, wantCalm)
 	}
+	byDC := map[string]Distribution{
+		"dc1": {N: 1, P50: 1300 * time.Millisecond, P90: 1300 * time.Millisecond, P99: 1300 * time.Millisecond, Max: 1300 * time.Millisecond},
+		"dc2": {N: 1},
+	}
+	if !reflect.DeepEqual(r.StalenessCalmByDC, byDC) {
+		t.Errorf("calm staleness by DC %v, want %v", r.StalenessCalmByDC, byDC)
+	}
 	if s := r.Staleness.String(); s != "n=3 p50=600ms p90=1300ms p99=1300ms max=1300ms" {
 		t.Errorf("String: %s", s)
 	}
