@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -17,6 +19,29 @@ func shellVars(script string) map[string]string {
 		vars[m[1]] = m[2]
 	}
 	return vars
+}
+
+// shellValues runs script in bash and returns the values names then hold.
+func shellValues(t *testing.T, script string, names []string) map[string]string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(script + "\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "printf '%%s\\0' \"${%s-}\"\n", n)
+	}
+	out, err := exec.Command("bash", "-c", b.String()).Output()
+	if err != nil {
+		t.Fatalf("bash: %v", err)
+	}
+	vals := strings.Split(string(out), "\x00")
+	if len(vals) != len(names)+1 {
+		t.Fatalf("bash printed %d values for %d names", len(vals)-1, len(names))
+	}
+	m := map[string]string{}
+	for i, n := range names {
+		m[n] = vals[i]
+	}
+	return m
 }
 
 // TestSambaImageFollowsHarness keeps deploy/samba in step with
@@ -36,10 +61,20 @@ func TestSambaImageFollowsHarness(t *testing.T) {
 	dc := read(filepath.Join(repoRoot, "test/harness/samba/dc.sh")) + "\n" + read(filepath.Join(repoRoot, "test/harness/samba/lib.sh"))
 	entry := read("samba/entrypoint.sh")
 
-	dcVars, entryVars := shellVars(dc), shellVars(entry)
-	for _, name := range []string{"REALM", "NETBIOS", "BASE_DN", "ADMIN_DN", "SVC_NAME", "SVC_DN", "SVC_GROUP_DN", "LOCKOUT_THRESHOLD", "LOCKOUT_MINUTES"} {
-		if dcVars[name] == "" || dcVars[name] != entryVars[name] {
-			t.Errorf("%s: dc.sh has %q, samba/entrypoint.sh %q", name, dcVars[name], entryVars[name])
+	// The domain's names are compared as bash expands them: lib.sh sets them in a
+	// function (forest.sh switches between two domains), entrypoint.sh as readonly
+	// assignments.
+	names := []string{"REALM", "NETBIOS", "BASE_DN", "ADMIN_DN", "SVC_NAME", "SVC_DN", "SVC_GROUP_DN", "LOCKOUT_THRESHOLD", "LOCKOUT_MINUTES"}
+	entryVars := shellVars(entry)
+	var assignments strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&assignments, "readonly %s=%s\n", name, entryVars[name])
+	}
+	harness := shellValues(t, "source "+strconv.Quote(filepath.Join(repoRoot, "test/harness/samba/lib.sh")), names)
+	image := shellValues(t, assignments.String(), names)
+	for _, name := range names {
+		if harness[name] == "" || harness[name] != image[name] {
+			t.Errorf("%s: the harness (lib.sh) has %q, samba/entrypoint.sh %q", name, harness[name], image[name])
 		}
 	}
 
