@@ -33,6 +33,11 @@ type ChangePosition struct {
 	// per DC). At most MaxChangeMarks are kept, the oldest dropped
 	// (upstream/ldap/marks.go).
 	Marks []ChangeMark `json:"marks,omitempty"`
+	// Follow are where the feed stands on each source it follows besides the one
+	// it reads from (the LDAP upstream follows every DC it may read listings from,
+	// upstream/ldap/follow.go). Unlike a mark, a follow mark never becomes the
+	// position. At most MaxChangeMarks are kept.
+	Follow []ChangeMark `json:"follow,omitempty"`
 }
 
 // ChangeMark is where a change feed stood on another source: its fields mean what
@@ -43,7 +48,7 @@ type ChangeMark struct {
 	Time   time.Time `json:"time"`
 }
 
-// MaxChangeMarks bounds ChangePosition.Marks.
+// MaxChangeMarks bounds ChangePosition.Marks, and ChangePosition.Follow.
 const MaxChangeMarks = 16
 
 // ChangeKind is what happened to an object.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -390,6 +391,8 @@ func TestDecodePosition(t *testing.T) {
 		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":[{"source":"` + strings.Repeat("y", maxSourceBytes+1) + `","usn":1,"time":"2020-01-01T00:00:00Z"}]}`,
 		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","marks":[` + strings.Repeat(`{"source":"y","usn":1,"time":"2020-01-01T00:00:00Z"},`, dirgate.MaxChangeMarks) + `{"source":"y","usn":1,"time":"2020-01-01T00:00:00Z"}]}`,
 		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","pad":"` + strings.Repeat(" ", maxPositionBytes) + `"}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","follow":[{"source":"y","usn":1}]}`,
+		`{"source":"x","usn":1,"time":"2020-01-01T00:00:00Z","follow":[` + strings.Repeat(`{"source":"y","usn":1,"time":"2020-01-01T00:00:00Z"},`, dirgate.MaxChangeMarks) + `{"source":"y","usn":1,"time":"2020-01-01T00:00:00Z"}]}`,
 	} {
 		if _, err := decodePosition(bad); err == nil {
 			t.Errorf("%.200s decoded", bad)
@@ -409,6 +412,7 @@ func TestPositionWithMarksFits(t *testing.T) {
 	p := dirgate.ChangePosition{Source: src(99), USN: 1 << 40, Time: t0}
 	for i := range dirgate.MaxChangeMarks {
 		p.Marks = append(p.Marks, dirgate.ChangeMark{Source: src(i), USN: 1<<40 + uint64(i), Time: t0.Add(time.Duration(i) * time.Second)})
+		p.Follow = append(p.Follow, dirgate.ChangeMark{Source: src(50 + i), USN: 1<<40 + uint64(i), Time: t0})
 	}
 	b, err := encodePosition(p)
 	if err != nil {
@@ -418,7 +422,7 @@ func TestPositionWithMarksFits(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(*got, p) {
 		t.Fatalf("%d bytes: %v", len(b), err)
 	}
-	t.Logf("a position with %d marks of %d-byte sources: %d bytes (bound %d)", len(p.Marks), len(src(0)), len(b), maxPositionBytes)
+	t.Logf("a position with %d marks and %d follow marks of %d-byte sources: %d bytes (bound %d)", len(p.Marks), len(p.Follow), len(src(0)), len(b), maxPositionBytes)
 
 	// Sources as long as allowed: the oldest marks give way to fit the bound.
 	long := func(i int) string { return fmt.Sprintf("%04d", i) + strings.Repeat(`\x`, (maxSourceBytes-4)/2) }
@@ -427,6 +431,8 @@ func TestPositionWithMarksFits(t *testing.T) {
 		q.Marks = append(q.Marks, dirgate.ChangeMark{Source: long(i), USN: 1, Time: t0})
 	}
 	q.Marks = append(q.Marks, dirgate.ChangeMark{Source: strings.Repeat("z", maxSourceBytes+1), USN: 1, Time: t0}, dirgate.ChangeMark{Source: "nt", USN: 1})
+	// Follow marks as long: they give way first.
+	q.Follow = []dirgate.ChangeMark{{Source: long(100), USN: 1, Time: t0}, {Source: long(101), USN: 1, Time: t0}}
 	b, err = encodePosition(q)
 	if err != nil {
 		t.Fatal(err)
@@ -438,7 +444,10 @@ func TestPositionWithMarksFits(t *testing.T) {
 	if len(got.Marks) == 0 || len(got.Marks) >= dirgate.MaxChangeMarks || got.Marks[len(got.Marks)-1].Source != long(dirgate.MaxChangeMarks+2) {
 		t.Fatalf("%d marks kept, the last %.10q", len(got.Marks), got.Marks[len(got.Marks)-1].Source)
 	}
-	if len(q.Marks) != dirgate.MaxChangeMarks+5 {
+	if len(got.Follow) != 0 {
+		t.Fatalf("%d follow marks kept while marks gave way", len(got.Follow))
+	}
+	if len(q.Marks) != dirgate.MaxChangeMarks+5 || len(q.Follow) != 2 {
 		t.Fatal("encodePosition changed its argument")
 	}
 }
@@ -449,6 +458,7 @@ func FuzzDecodePosition(f *testing.F) {
 	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","marks":[{"source":"c|d","usn":3,"time":"2026-01-01T00:00:00Z"}]}`)
 	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","marks":[{"source":"","usn":3,"time":"2026-01-01T00:00:00Z"}]}`)
 	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","marks":null}`)
+	f.Add(`{"source":"a|b","usn":12,"time":"2026-01-01T00:00:00Z","follow":[{"source":"c|d","usn":3,"time":"2026-01-01T00:00:00Z"}]}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		p, err := decodePosition(s)
 		if err != nil || p == nil {
@@ -457,10 +467,10 @@ func FuzzDecodePosition(f *testing.F) {
 		if p.Source == "" || p.Time.IsZero() || len(p.Source) > maxSourceBytes {
 			t.Fatal("incomplete position accepted")
 		}
-		if len(p.Marks) > dirgate.MaxChangeMarks {
-			t.Fatalf("%d marks accepted", len(p.Marks))
+		if len(p.Marks) > dirgate.MaxChangeMarks || len(p.Follow) > dirgate.MaxChangeMarks {
+			t.Fatalf("%d marks, %d follow marks accepted", len(p.Marks), len(p.Follow))
 		}
-		for _, m := range p.Marks {
+		for _, m := range append(slices.Clone(p.Marks), p.Follow...) {
 			if m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes {
 				t.Fatalf("mark %+v accepted", m)
 			}

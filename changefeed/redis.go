@@ -48,7 +48,7 @@ const maxEvents = 1000
 const maxEventGUIDs = 2 * DefaultMaxBatch
 
 // maxPositionBytes bounds a stored position (decodePosition), and its read: room
-// for dirgate.MaxChangeMarks marks besides the position (an AD source, an NTDS
+// for dirgate.MaxChangeMarks marks and as many follow marks besides the position (an AD source, an NTDS
 // Settings DN and an invocationId, is about 150 to 200 bytes). maxSourceBytes bounds
 // each source in it; encodePosition drops the oldest marks of a position that would
 // not fit, so that what the leader stores is always read back.
@@ -380,34 +380,50 @@ func decodePosition(s string) (*dirgate.ChangePosition, error) {
 	if len(p.Source) > maxSourceBytes {
 		return nil, errors.New("change feed: stored position's source is too long")
 	}
-	if len(p.Marks) > dirgate.MaxChangeMarks {
-		return nil, fmt.Errorf("change feed: stored position has %d marks, over %d", len(p.Marks), dirgate.MaxChangeMarks)
-	}
-	for _, m := range p.Marks {
-		if m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes {
-			return nil, errors.New("change feed: stored position has an incomplete or overlong mark")
+	for _, marks := range [][]dirgate.ChangeMark{p.Marks, p.Follow} {
+		if len(marks) > dirgate.MaxChangeMarks {
+			return nil, fmt.Errorf("change feed: stored position has %d marks, over %d", len(marks), dirgate.MaxChangeMarks)
+		}
+		for _, m := range marks {
+			if badMark(m) {
+				return nil, errors.New("change feed: stored position has an incomplete or overlong mark")
+			}
 		}
 	}
 	return &p, nil
 }
 
-// encodePosition renders p for storage. Marks decodePosition would refuse, those
-// beyond dirgate.MaxChangeMarks, and the oldest ones while the whole is over maxPositionBytes, are left out: a mark is
-// only a shortcut (without it, returning to its source resyncs), while a position
+func badMark(m dirgate.ChangeMark) bool {
+	return m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes
+}
+
+// encodePosition renders p for storage. Marks and follow marks decodePosition
+// would refuse, those beyond dirgate.MaxChangeMarks, and the oldest ones while the
+// whole is over maxPositionBytes (follow marks first), are left out: a mark is only
+// a shortcut (without it, returning to its source resyncs), a follow mark too
+// (without it, its source is followed from where it stands), while a position
 // decodePosition refused would make every new leader resync.
 func encodePosition(p dirgate.ChangePosition) ([]byte, error) {
-	p.Marks = slices.DeleteFunc(slices.Clone(p.Marks), func(m dirgate.ChangeMark) bool {
-		return m.Source == "" || m.Time.IsZero() || len(m.Source) > maxSourceBytes
-	})
-	if n := len(p.Marks) - dirgate.MaxChangeMarks; n > 0 {
-		p.Marks = p.Marks[n:]
+	keep := func(marks []dirgate.ChangeMark) []dirgate.ChangeMark {
+		marks = slices.DeleteFunc(slices.Clone(marks), badMark)
+		if n := len(marks) - dirgate.MaxChangeMarks; n > 0 {
+			marks = marks[n:]
+		}
+		return marks
 	}
+	p.Marks, p.Follow = keep(p.Marks), keep(p.Follow)
 	for {
 		b, err := json.Marshal(p)
-		if err != nil || len(b) <= maxPositionBytes || len(p.Marks) == 0 {
+		switch {
+		case err != nil || len(b) <= maxPositionBytes:
 			return b, err
+		case len(p.Follow) > 0:
+			p.Follow = p.Follow[1:]
+		case len(p.Marks) > 0:
+			p.Marks = p.Marks[1:]
+		default:
+			return b, nil
 		}
-		p.Marks = p.Marks[1:]
 	}
 }
 

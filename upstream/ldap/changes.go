@@ -71,15 +71,34 @@ func (d *Directory) ReadChanges(ctx context.Context, pos dirgate.ChangePosition,
 		span.End()
 	}()
 	var changes []change
+	var primary string
 	err = d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
 		// A failed attempt is run again on a new connection, perhaps to another
 		// DC: nothing the failed one read is kept.
 		var rerr error
 		b, changes, rerr = d.readChangesOn(ctx, c, pos, max)
+		primary = servedBy(ctx)
 		return rerr
 	})
 	if err != nil {
 		return dirgate.ChangeBatch{}, wrap("read changes", err)
+	}
+	// The other DCs (follow.go). The primary's own follow mark moves with its
+	// position, so that a DC the feed leaves after a failover is followed from
+	// where the feed stood on it.
+	b.Position.Follow = withMark(pos.Follow, dirgate.ChangeMark{Source: b.Position.Source, USN: b.Position.USN, Time: b.Position.Time})
+	for _, f := range d.followOthers(ctx, primary, pos, max-len(changes)) {
+		b.Position.Follow = withMark(b.Position.Follow, f.mark)
+		switch {
+		case b.Resync != "":
+		case f.resync != "":
+			b.Resync, b.Detail, changes = f.resync, f.detail, nil
+		default:
+			changes = append(changes, f.changes...)
+		}
+	}
+	if len(changes) > max && b.Resync == "" {
+		b.Resync, b.Detail, changes = dirgate.ResyncBurst, fmt.Sprintf("more than %d objects changed on the DCs followed", max), nil
 	}
 	// Primary groups come as a RID: their GUIDs are read once and remembered (the
 	// same in every DC's copy of the domain, so any DC may answer).
