@@ -30,14 +30,20 @@ import (
 // mark cannot be trusted (a restored database, a USN that went back, a mark older
 // than followMaxAge), is followed from its current USN without reading what came
 // before: changes that reached it earlier are in what it answers already. A DC that
-// does not answer within the attempt timeout is skipped for this read; a burst or
-// an entry the feed cannot parse on it resyncs, as on the primary.
+// does not answer within the attempt timeout, or whose connection pool has no spare
+// slot (a follow read never makes a call wait for a connection: pool.spare), is
+// skipped for this read; a burst or an entry the feed cannot parse on it resyncs,
+// as on the primary.
 
 // followMaxAge is how old a follow mark may be and still be read from. An older one
 // (the feed stopped for a while) is set afresh rather than read from: the DC may
 // have changed more than a batch holds since, and the primary's position, not the
 // follow mark, is what covers that time.
 const followMaxAge = 10 * time.Minute
+
+// errPoolBusy: the server's connections are (all but one) in use by calls, which a
+// follow read never competes with; it is skipped this time.
+var errPoolBusy = errors.New("ldap: the server's connections are in use; following it waits for the next read")
 
 // followed is what reading one other DC gave.
 type followed struct {
@@ -80,9 +86,12 @@ func (d *Directory) followOthers(ctx context.Context, primary string, pos dirgat
 func (d *Directory) followOn(ctx context.Context, s *server, pos dirgate.ChangePosition, max int) (f followed, err error) {
 	ctx, cancel := context.WithTimeout(ctx, d.cfg.AttemptTimeout)
 	defer cancel()
-	pc, err := s.pool.get(ctx, false)
+	pc, ok, err := s.pool.spare(ctx)
 	if err != nil {
 		return f, err
+	}
+	if !ok {
+		return f, errPoolBusy
 	}
 	defer func() {
 		if err != nil {

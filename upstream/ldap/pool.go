@@ -55,6 +55,28 @@ func (p *pool) get(ctx context.Context, fresh bool) (*pooledConn, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	return p.take(ctx, fresh)
+}
+
+// spare is get for work that must never make a call wait for a connection (the
+// change feed following another DC, follow.go): it waits for nothing, and takes a
+// slot only while at least one more stays free; ok is false when it took none.
+func (p *pool) spare(ctx context.Context) (pc *pooledConn, ok bool, err error) {
+	if cap(p.slots)-len(p.slots) < 2 {
+		return nil, false, nil
+	}
+	select {
+	case p.slots <- struct{}{}:
+	default:
+		return nil, false, nil
+	}
+	pc, err = p.take(ctx, false)
+	return pc, true, err
+}
+
+// take returns a connection for a slot the caller holds, releasing the slot on
+// failure.
+func (p *pool) take(ctx context.Context, fresh bool) (*pooledConn, error) {
 	if p.isClosed() {
 		<-p.slots
 		return nil, errPoolClosed

@@ -183,3 +183,36 @@ func TestPoolClose(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolSpare: a spare connection is taken only while another slot stays free,
+// never waited for, and returned like any other.
+func TestPoolSpare(t *testing.T) {
+	var cd countingDial
+	p := newPool(3, time.Minute, cd.dial)
+	ctx := context.Background()
+	a, err := p.get(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, ok, err := p.spare(ctx)
+	if err != nil || !ok {
+		t.Fatalf("one of three slots in use: spare = %v, %v; want a connection", ok, err)
+	}
+	if _, ok, _ := p.spare(ctx); ok {
+		t.Fatal("two of three slots in use: spare took the last one")
+	}
+	p.put(s)
+	b, err := p.get(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, ok, _ := p.spare(ctx); ok || time.Since(start) > time.Second {
+		t.Fatalf("two of three slots in use: spare = %v after %v", ok, time.Since(start))
+	}
+	p.put(a)
+	p.put(b)
+	if got := len(p.slots); got != 0 {
+		t.Fatalf("%d slots still held", got)
+	}
+}
