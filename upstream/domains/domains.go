@@ -1,0 +1,346 @@
+// Package domains serves several Active Directory domains as one dirgate.Directory:
+// a router over one directory per domain (each an upstream/ldap Directory that
+// cmd/dirgate opens with that domain's DCs and service account), reached only through
+// the root package's interfaces.
+//
+// An object is served by the domain that holds it: a DN by the domain whose base DN
+// it lies under, a SID by the domain whose SID is its domain part, a GUID by the first
+// domain that knows it, the home domain (the first) asked first. A group's members
+// come from the group's own domain; each member that stands for an object of another
+// configured domain (a foreign security principal whose SID belongs to it, or a DN
+// under its base DN) is replaced by that object as its own domain holds it
+// (docs/directory.md, "Several domains: how dirgate serves them").
+package domains
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
+	"github.com/dirgate/dirgate/internal/ldapentry"
+)
+
+// DefaultConcurrency bounds the look-ups of one listing's foreign members in flight
+// at once, over all domains.
+const DefaultConcurrency = 8
+
+// maxConcurrency bounds Concurrency: beyond it a setting is a typo.
+const maxConcurrency = 256
+
+// Domain is one domain of the forest as the router reaches it.
+type Domain struct {
+	// BaseDN is the domain's naming context (or a subtree of it) that its directory
+	// serves: the router sends it every DN that lies under it.
+	BaseDN string
+	// SID is the domain's SID (S-1-5-21-…), as its directory read it from the
+	// domain object: the router sends it every SID whose domain part it is, and
+	// resolves the foreign security principals that carry such a SID there.
+	SID string
+	// Dir is the domain's directory.
+	Dir dirgate.Directory
+	// Schema, when set, names the attributes the domain's schema withholds from the
+	// property policy's "*" (dirgate.PropertySchema). Domains of other forests may
+	// have other schemas: the router withholds what any domain's schema names.
+	Schema dirgate.PropertySchema
+}
+
+// Config describes the domains. It is the factory of the router: fill it, then Open.
+type Config struct {
+	// Domains are the domains served; the first is the home domain, which answers
+	// what no other domain is found to hold (a SID of no configured domain, a GUID
+	// no domain knows) exactly as it would alone.
+	Domains []Domain
+	// Concurrency bounds the look-ups of one listing's foreign members in flight at
+	// once; 0 means DefaultConcurrency.
+	Concurrency int
+	// Logger receives the domains that could not resolve a listing's foreign
+	// members; nil is slog.Default().
+	Logger *slog.Logger
+}
+
+// Validate reports every problem at once, each a *fielderr.Error naming its field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) { errs = append(errs, fielderr.New(field, format, args...)) }
+	if len(c.Domains) == 0 {
+		bad("Domains", "must name at least the home domain")
+	}
+	if c.Concurrency < 0 || c.Concurrency > maxConcurrency {
+		bad("Concurrency", "must be between 1 and %d, got %d", maxConcurrency, c.Concurrency)
+	}
+	bases := make([]dirgate.DN, len(c.Domains))
+	sids := map[string]int{}
+	for i, d := range c.Domains {
+		field := fmt.Sprintf("Domains[%d]", i)
+		if d.Dir == nil {
+			bad(field, "has no directory")
+		}
+		b, err := dirgate.ParseDN(d.BaseDN)
+		if err != nil || b.IsZero() {
+			bad(field, "base DN %q is not a DN: %v", d.BaseDN, err)
+		}
+		bases[i] = b
+		if !isDomainSID(d.SID) {
+			bad(field, "SID %q is not a domain SID (S-1-5-21-…)", d.SID)
+		} else if j, ok := sids[strings.ToUpper(d.SID)]; ok {
+			bad(field, "is the same domain as Domains[%d] (SID %s): each domain is configured once", j, d.SID)
+		} else {
+			sids[strings.ToUpper(d.SID)] = i
+		}
+		for j := range i {
+			if bases[i].IsZero() || bases[j].IsZero() {
+				continue
+			}
+			if err := Overlap(bases[j], bases[i]); err != nil {
+				bad(field, "base DN %w Domains[%d]", err, j)
+			}
+		}
+	}
+	return fielderr.Join(errs...)
+}
+
+// Overlap reports whether the base DNs a and b are the same or one lies below the
+// other, which the router refuses: a DN must name one domain (a child domain of the
+// same forest, whose naming context lies below its parent's, is not served yet:
+// docs/directory.md, "Several domains: how dirgate serves them").
+func Overlap(a, b dirgate.DN) error {
+	switch {
+	case a.EqualFold(b):
+		return fmt.Errorf("%s is the base DN of", b)
+	case b.IsDescendantOf(a):
+		return fmt.Errorf("%s lies below %s, the base DN of", b, a)
+	case a.IsDescendantOf(b):
+		return fmt.Errorf("%s lies above %s, the base DN of", b, a)
+	}
+	return nil
+}
+
+// isDomainSID accepts S-1-5-21-a-b-c (an NT domain's SID: MS-DTYP 2.4.2.4).
+func isDomainSID(s string) bool {
+	rest, ok := strings.CutPrefix(strings.ToUpper(s), "S-1-5-21-")
+	if !ok {
+		return false
+	}
+	parts := strings.Split(rest, "-")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || len(p) > 10 || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Directory is the router. It implements dirgate.Directory, dirgate.TransitiveLister
+// (when every domain's directory does) and dirgate.PropertySchema. It is safe for
+// concurrent use.
+type Directory struct {
+	domains     []*domain // home first
+	concurrency int
+	log         *slog.Logger
+	schema      atomic.Pointer[schemaUnion]
+}
+
+type domain struct {
+	Domain
+	base dirgate.DN
+	sid  string // upper-case
+	name string // DNS name, for errors and logs
+}
+
+var (
+	_ dirgate.Directory        = (*Directory)(nil)
+	_ dirgate.TransitiveLister = (*Directory)(nil)
+	_ dirgate.PropertySchema   = (*Directory)(nil)
+)
+
+// Open validates c and returns the router.
+func (c Config) Open() (*Directory, error) {
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("domains: %w", err)
+	}
+	r := &Directory{concurrency: c.Concurrency, log: c.Logger}
+	if r.concurrency == 0 {
+		r.concurrency = DefaultConcurrency
+	}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	for _, d := range c.Domains {
+		base := dirgate.MustParseDN(d.BaseDN) // validated
+		r.domains = append(r.domains, &domain{Domain: d, base: base, sid: strings.ToUpper(d.SID), name: base.DomainName()})
+	}
+	return r, nil
+}
+
+// home is the first domain.
+func (r *Directory) home() *domain { return r.domains[0] }
+
+// ofDN returns the domain whose base DN holds dn, nil for none.
+func (r *Directory) ofDN(dn string) *domain {
+	var parsed dirgate.DN
+	for _, d := range r.domains {
+		in, ok := ldapentry.ContainsPlain(d.base, dn)
+		if !ok {
+			if parsed.IsZero() {
+				p, err := dirgate.ParseDN(dn)
+				if err != nil {
+					return nil
+				}
+				parsed = p
+			}
+			in = parsed.EqualFold(d.base) || parsed.IsDescendantOf(d.base)
+		}
+		if in {
+			return d
+		}
+	}
+	return nil
+}
+
+// ofParsedDN is ofDN for a parsed DN.
+func (r *Directory) ofParsedDN(dn dirgate.DN) *domain {
+	for _, d := range r.domains {
+		if dn.EqualFold(d.base) || dn.IsDescendantOf(d.base) {
+			return d
+		}
+	}
+	return nil
+}
+
+// ofSID returns the domain whose SID is sid's domain part (sid less its last
+// sub-authority, the RID), nil for none: a builtin or well-known SID, or one of a
+// domain not configured.
+func (r *Directory) ofSID(sid string) *domain {
+	i := strings.LastIndexByte(sid, '-')
+	if i < 0 {
+		return nil
+	}
+	part := sid[:i]
+	for _, d := range r.domains {
+		if strings.EqualFold(part, d.sid) {
+			return d
+		}
+	}
+	return nil
+}
+
+// ofObject returns the domain that holds obj (by its DN), the home domain when
+// none does (an object the router did not hand out).
+func (r *Directory) ofObject(obj dirgate.Object) *domain {
+	if d := r.ofDN(obj.DN); d != nil {
+		return d
+	}
+	return r.home()
+}
+
+// Lookup sends a DN to the domain whose base DN holds it (the home domain answers
+// one that no domain holds, as it would alone: not found), a SID to the domain of
+// its domain part (the home domain for any other SID: builtin and well-known SIDs,
+// and those of domains not configured, which it holds as foreign security
+// principals if at all), and a GUID to the home domain, then to the others at once
+// when the home domain does not know it.
+func (r *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	switch id.Kind() {
+	case dirgate.KindDN:
+		if d := r.ofParsedDN(id.DN()); d != nil {
+			return d.Dir.Lookup(ctx, id, props)
+		}
+	case dirgate.KindSID:
+		if d := r.ofSID(id.Canonical()); d != nil {
+			return d.Dir.Lookup(ctx, id, props)
+		}
+	case dirgate.KindGUID:
+		return r.lookupGUID(ctx, id, props)
+	}
+	return r.home().Dir.Lookup(ctx, id, props)
+}
+
+// lookupGUID asks the home domain, then every other domain concurrently, and
+// returns the object of the first domain in order that holds it. Not found is the
+// answer only when every domain says so; a domain that failed makes the failure the
+// answer, since the object may be there.
+func (r *Directory) lookupGUID(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	obj, homeErr := r.home().Dir.Lookup(ctx, id, props)
+	if dirgate.ErrorCode(homeErr) != dirgate.ENOTFOUND || len(r.domains) == 1 {
+		return obj, homeErr
+	}
+	others := r.domains[1:]
+	objs := make([]dirgate.Object, len(others))
+	errs := make([]error, len(others))
+	done := make(chan struct{}, len(others))
+	for i, d := range others {
+		go func() {
+			objs[i], errs[i] = d.Dir.Lookup(ctx, id, props)
+			done <- struct{}{}
+		}()
+	}
+	for range others {
+		<-done
+	}
+	var failed error
+	for i, err := range errs {
+		switch dirgate.ErrorCode(err) {
+		case "":
+			return objs[i], nil
+		case dirgate.ENOTFOUND:
+		default:
+			if failed == nil {
+				failed = fmt.Errorf("domains: lookup in %s: %w", others[i].name, err)
+			}
+		}
+	}
+	if failed != nil {
+		return dirgate.Object{}, failed
+	}
+	return dirgate.Object{}, homeErr
+}
+
+// MemberOf asks the object's own domain: groups of other domains that hold it
+// through a foreign security principal are not among its groups (docs/directory.md,
+// "Several domains: how dirgate serves them").
+func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
+	return r.ofObject(obj).Dir.MemberOf(ctx, obj)
+}
+
+// ErrAcrossDomains is the detail of a membership change between a group and a
+// member of two different domains, which the router refuses.
+var ErrAcrossDomains = errors.New("the group and the member belong to different domains")
+
+// RemoveMember asks the group's domain, when the member belongs to it too.
+func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
+	d, err := r.sameDomain(group, member, "remove member")
+	if err != nil {
+		return err
+	}
+	return d.Dir.RemoveMember(ctx, group, member)
+}
+
+// AddMember asks the group's domain, when the member belongs to it too.
+func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	d, err := r.sameDomain(group, member, "add member")
+	if err != nil {
+		return err
+	}
+	return d.Dir.AddMember(ctx, group, member)
+}
+
+// sameDomain returns the group's domain, or an EINVALID error when the member lies
+// in another: a member of another domain is held as a foreign security principal,
+// which dirgate does not create or find for a change yet.
+func (r *Directory) sameDomain(group, member dirgate.Object, op string) (*domain, error) {
+	d := r.ofObject(group)
+	if m := r.ofDN(member.DN); m != nil && m != d {
+		return nil, dirgate.WrapError(dirgate.EINVALID,
+			"The member belongs to another domain than the group; dirgate does not change memberships across domains.",
+			fmt.Errorf("domains: %s: group in %s, member in %s: %w", op, d.name, m.name, ErrAcrossDomains))
+	}
+	return d, nil
+}
