@@ -1,0 +1,443 @@
+package domains
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/fielderr"
+)
+
+func ident(t *testing.T, s string) dirgate.Identifier {
+	t.Helper()
+	id, err := dirgate.ParseIdentifier(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// dns lists objects as "DN (domainName)", sorted, for comparing listings.
+func dns(objs []dirgate.Object) []string {
+	out := make([]string, len(objs))
+	for i, o := range objs {
+		out[i] = o.DN + " (" + o.DomainName + ")"
+	}
+	slices.Sort(out)
+	return out
+}
+
+func want(objs ...dirgate.Object) []string { return dns(objs) }
+
+func TestLookupRoutes(t *testing.T) {
+	f := newForest()
+	r := f.router(0)
+	ctx := context.Background()
+	tests := []struct {
+		name     string
+		id       string
+		want     dirgate.Object
+		wantCode string
+		// asked are the domains asked, in order of their first question.
+		corp, fab int
+	}{
+		// A DN goes to the domain whose base DN holds it, and only there.
+		{name: "DN of the other domain", id: f.fUser.DN, want: f.fUser, fab: 1},
+		{name: "DN of the home domain", id: f.cUser.DN, want: f.cUser, corp: 1},
+		// A SID goes to the domain of its domain part.
+		{name: "SID of the other domain", id: f.fGlobal.SID, want: f.fGlobal, fab: 1},
+		{name: "SID of the home domain", id: f.cGlobal.SID, want: f.cGlobal, corp: 1},
+		// A SID of a domain not configured is the home domain's, as it would be
+		// alone: here the FSP CORP holds for it does not exist.
+		{name: "SID of an unknown domain", id: "S-1-5-21-7-8-9-1104", wantCode: dirgate.ENOTFOUND, corp: 1},
+		// A GUID is asked of the home domain first, then of the others.
+		{name: "GUID of the home domain", id: f.cLocal.GUID, want: f.cLocal, corp: 1},
+		{name: "GUID of the other domain", id: f.fLocal.GUID, want: f.fLocal, corp: 1, fab: 1},
+		{name: "GUID of no domain", id: "00000000-0000-4000-8000-999999999999", wantCode: dirgate.ENOTFOUND, corp: 1, fab: 1},
+		// A DN under no configured base DN: the home domain answers not found, as
+		// it does alone.
+		{name: "DN of no domain", id: "CN=User,DC=other,DC=example", wantCode: dirgate.ENOTFOUND, corp: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c0, f0 := f.corp.lookupCount(), f.fab.lookupCount()
+			got, err := r.Lookup(ctx, ident(t, tt.id), nil)
+			if code := dirgate.ErrorCode(err); code != tt.wantCode {
+				t.Fatalf("error %v (code %q), want code %q", err, code, tt.wantCode)
+			}
+			if tt.wantCode == "" && (got.GUID != tt.want.GUID || got.DomainName != tt.want.DomainName) {
+				t.Errorf("got %s (%s), want %s (%s)", got.DN, got.DomainName, tt.want.DN, tt.want.DomainName)
+			}
+			if c, fb := f.corp.lookupCount()-c0, f.fab.lookupCount()-f0; c != tt.corp || fb != tt.fab {
+				t.Errorf("asked CORP %d and FABRIKAM %d times, want %d and %d", c, fb, tt.corp, tt.fab)
+			}
+		})
+	}
+}
+
+// A GUID the home domain does not know, while another domain is down, may be
+// there: the answer is the failure, not "not found".
+func TestLookupGUIDOtherDomainDown(t *testing.T) {
+	f := newForest()
+	r := f.router(0)
+	f.fab.down.Store(true)
+	_, err := r.Lookup(context.Background(), ident(t, f.fUser.GUID), nil)
+	if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || !errors.Is(err, errDown) {
+		t.Fatalf("error %v, want FABRIKAM's unavailability", err)
+	}
+	if _, err := r.Lookup(context.Background(), ident(t, f.cUser.GUID), nil); err != nil {
+		t.Fatalf("the home domain's object while another is down: %v", err)
+	}
+}
+
+func TestMembersReplacesForeignPrincipals(t *testing.T) {
+	f := newForest()
+	r := f.router(0)
+	props := []string{"samaccountname"}
+	got, err := r.Members(context.Background(), f.cLocal, props)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.cUniversal, f.fUser); !slices.Equal(g, w) {
+		t.Fatalf("members %q, want %q", g, w)
+	}
+	for _, o := range got {
+		if o.GUID == f.fUser.GUID {
+			if o.DomainName != "fabrikam.example.net" || o.ObjectType != dirgate.TypeUser {
+				t.Errorf("FABRIKAM's user listed as %s %s", o.ObjectType, o.DomainName)
+			}
+			if v := o.Properties["samaccountname"]; !slices.Equal(v, []string{"User"}) {
+				t.Errorf("sAMAccountName %q, want FABRIKAM's object read with the requested properties", v)
+			}
+		}
+	}
+	// FABRIKAM's own listing names CORP's Global group in its place.
+	got, err = r.Members(context.Background(), f.fLocal, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.fUniversal, f.cGlobal); !slices.Equal(g, w) {
+		t.Fatalf("members %q, want %q", g, w)
+	}
+}
+
+// An FSP that no configured domain resolves is listed as the directory holds it:
+// one of a domain not configured, one of a configured domain that has no such
+// object, and a well-known SID.
+func TestMembersKeepsUnresolvedForeignPrincipals(t *testing.T) {
+	f := newForest()
+	unknownDomain := f.corp.add(fsp(corpBase, "S-1-5-21-7-8-9-1104"))
+	noObject := f.corp.add(fsp(corpBase, fabSID+"-9999"))
+	wellKnown := f.corp.add(fsp(corpBase, "S-1-5-11"))
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=Mixed,"+ou+corpBase, corpSID+"-1200"), unknownDomain, noObject, wellKnown, f.cFSP)
+	got, err := f.router(0).Members(context.Background(), g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(unknownDomain, noObject, wellKnown, f.fUser); !slices.Equal(g, w) {
+		t.Fatalf("members %q, want %q", g, w)
+	}
+	if n := f.fab.lookupCount(); n != 2 {
+		t.Errorf("FABRIKAM asked %d times, want 2 (its two FSPs; never the others)", n)
+	}
+}
+
+// A domain that is down leaves its FSPs as they are, and is asked once per
+// listing, not once per member.
+func TestMembersOtherDomainDown(t *testing.T) {
+	f := newForest()
+	var members []dirgate.Object
+	for i := range 20 {
+		u := f.fab.add(object(dirgate.TypeUser, fmt.Sprintf("CN=U%d,%s%s", i, ou, fabBase), fmt.Sprintf("%s-%d", fabSID, 2000+i)))
+		members = append(members, f.corp.add(fsp(corpBase, u.SID)))
+	}
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=Many,"+ou+corpBase, corpSID+"-1201"), members...)
+	f.fab.down.Store(true)
+	got, err := f.router(1).Members(context.Background(), g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(members...); !slices.Equal(g, w) {
+		t.Fatalf("members %q, want the FSPs %q", g, w)
+	}
+	if n := f.fab.lookupCount(); n != 1 {
+		t.Errorf("FABRIKAM asked %d times while down, want 1", n)
+	}
+	// Concurrently, at most the look-ups in flight when the first failed.
+	f.fab.lookups = nil
+	f.fab.delay = 5 * time.Millisecond
+	if _, err := f.router(4).Members(context.Background(), g, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.fab.lookupCount(); n > 4 {
+		t.Errorf("FABRIKAM asked %d times while down with 4 look-ups at once, want at most 4", n)
+	}
+	// Back up: every FSP is replaced.
+	f.fab.down.Store(false)
+	got, err = f.router(4).Members(context.Background(), g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range got {
+		if o.ObjectType != dirgate.TypeUser || o.DomainName != "fabrikam.example.net" {
+			t.Fatalf("%s listed as %s %s once FABRIKAM answers", o.DN, o.ObjectType, o.DomainName)
+		}
+	}
+}
+
+// The foreign members of one listing are looked up concurrently, never more at
+// once than the bound.
+func TestMembersResolvesConcurrentlyBounded(t *testing.T) {
+	f := newForest()
+	var members []dirgate.Object
+	for i := range 40 {
+		u := f.fab.add(object(dirgate.TypeUser, fmt.Sprintf("CN=U%d,%s%s", i, ou, fabBase), fmt.Sprintf("%s-%d", fabSID, 3000+i)))
+		members = append(members, f.corp.add(fsp(corpBase, u.SID)))
+	}
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=Many,"+ou+corpBase, corpSID+"-1202"), members...)
+	f.fab.delay = 10 * time.Millisecond
+	start := time.Now()
+	got, err := f.router(8).Members(context.Background(), g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	if len(got) != 40 || got[0].ObjectType != dirgate.TypeUser {
+		t.Fatalf("%d members, first %s", len(got), got[0].ObjectType)
+	}
+	if m := f.fab.maxIn.Load(); m < 2 || m > 8 {
+		t.Errorf("%d look-ups in flight at most, want between 2 and 8", m)
+	}
+	if elapsed > 40*10*time.Millisecond/2 {
+		t.Errorf("40 look-ups of 10 ms took %v: not concurrent", elapsed)
+	}
+}
+
+// A member held by its DN under another domain's base DN (as AD holds a member
+// of another domain of the same forest) is replaced by the object that domain
+// holds.
+func TestMembersReplacesMemberOfAnotherBaseDN(t *testing.T) {
+	f := newForest()
+	phantom := f.fUser2
+	phantom.ObjectType, phantom.DisplayName = dirgate.TypeContainer, "as CORP shows it"
+	phantom.GUID = "00000000-0000-4000-8000-888888888888"
+	f.corp.add(phantom)
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=ByDN,"+ou+corpBase, corpSID+"-1203"), phantom, f.cUser)
+	got, err := f.router(0).Members(context.Background(), g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.fUser2, f.cUser); !slices.Equal(g, w) {
+		t.Fatalf("members %q, want %q", g, w)
+	}
+	for _, o := range got {
+		if o.DN == f.fUser2.DN && (o.GUID != f.fUser2.GUID || o.ObjectType != dirgate.TypeUser) {
+			t.Errorf("FABRIKAM's User2 listed as %+v", o)
+		}
+	}
+}
+
+// Two FSPs (or an FSP and a DN) that stand for one object list it once.
+func TestMembersDedupesReplacements(t *testing.T) {
+	f := newForest()
+	twin := fsp(corpBase, f.fUser.SID)
+	twin.DN = "CN=" + f.fUser.SID + "\\0ACNF:dup,CN=ForeignSecurityPrincipals," + corpBase
+	f.corp.add(twin)
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=Twice,"+ou+corpBase, corpSID+"-1204"), f.cFSP, twin)
+	got, err := f.router(0).Members(context.Background(), g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.fUser); !slices.Equal(g, w) {
+		t.Fatalf("members %q, want %q", g, w)
+	}
+}
+
+// addCycle makes CORP's Global hold FABRIKAM's Local through an FSP: FABRIKAM's
+// Local holds CORP's Global the same way, so the two form a cycle across domains.
+func addCycle(f *forest) {
+	back := f.corp.add(fsp(corpBase, f.fLocal.SID))
+	f.corp.members[f.cGlobal.GUID] = append(f.corp.members[f.cGlobal.GUID], back.GUID)
+}
+
+// Nested listings through the router follow nesting across domains, each object
+// once, never the listed group, a cycle across domains ending: through the member
+// service's breadth-first expansion and through the transitive listing alike.
+func TestNestedAcrossDomainsWithCycle(t *testing.T) {
+	f := newForest()
+	addCycle(f)
+	r := f.router(0)
+	opts := dirgate.ListOptions{IncludeIndirect: true, Properties: []string{"samaccountname"}}
+	tests := []struct {
+		name  string
+		group dirgate.Object
+		want  []string
+	}{
+		// FABRIKAM's Local: its own nesting, then CORP's Global and its users, and
+		// back to FABRIKAM's Local (the listed group: not listed).
+		{"FABRIKAM's Local", f.fLocal, want(f.fUniversal, f.fGlobal, f.fUser, f.fUser2, f.cGlobal, f.cUser, f.cUser2)},
+		// CORP's Local: FABRIKAM's User through its FSP, and through the cycle
+		// (Global holds FABRIKAM's Local) everything FABRIKAM's Local holds.
+		{"CORP's Local", f.cLocal, want(f.cUniversal, f.cGlobal, f.cUser, f.cUser2, f.fUser, f.fLocal, f.fUniversal, f.fGlobal, f.fUser2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+" expanded", func(t *testing.T) {
+			got, err := dirgate.Expand(context.Background(), dirgate.Expansion{Dir: r}, tt.group, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := dns(got); !slices.Equal(g, tt.want) {
+				t.Fatalf("listing %q\nwant %q", g, tt.want)
+			}
+			for _, o := range got {
+				if o.DomainName != dirgate.MustParseDN(o.DN).DomainName() || o.Properties["samaccountname"] == nil {
+					t.Errorf("%s: domainName %q, properties %v", o.DN, o.DomainName, o.Properties)
+				}
+			}
+		})
+		t.Run(tt.name+" transitive", func(t *testing.T) {
+			got, err := r.TransitiveMembers(context.Background(), tt.group, opts.Properties)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := dns(got); !slices.Equal(g, tt.want) {
+				t.Fatalf("listing %q\nwant %q", g, tt.want)
+			}
+		})
+	}
+}
+
+// A nested listing while the other domain is down lists its FSP and goes no
+// further there.
+func TestNestedOtherDomainDown(t *testing.T) {
+	f := newForest()
+	f.fab.down.Store(true)
+	got, err := dirgate.Expand(context.Background(), dirgate.Expansion{Dir: f.router(0)}, f.cLocal, dirgate.ListOptions{IncludeIndirect: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.cUniversal, f.cGlobal, f.cUser, f.cUser2, f.cFSP); !slices.Equal(g, w) {
+		t.Fatalf("listing %q\nwant %q", g, w)
+	}
+}
+
+func TestMembersContextEnded(t *testing.T) {
+	f := newForest()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	f.corp.down.Store(false)
+	// CORP's fake does not look at the context for Members; FABRIKAM's look-up does.
+	if _, err := f.router(0).Members(ctx, f.cLocal, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want the context's", err)
+	}
+}
+
+func TestWritesRouteToTheGroupsDomain(t *testing.T) {
+	f := newForest()
+	r := f.router(0)
+	ctx := context.Background()
+	if err := r.RemoveMember(ctx, f.fGlobal, f.fUser); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddMember(ctx, f.cGlobal, f.cUser); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.fab.writes, []string{"remove " + f.fUser.GUID + " from " + f.fGlobal.GUID}) ||
+		!slices.Equal(f.corp.writes, []string{"add " + f.cUser.GUID + " to " + f.cGlobal.GUID}) {
+		t.Fatalf("writes: CORP %q, FABRIKAM %q", f.corp.writes, f.fab.writes)
+	}
+	// A member of another domain: refused, neither domain written to.
+	for _, err := range []error{r.AddMember(ctx, f.cLocal, f.fUser2), r.RemoveMember(ctx, f.cLocal, f.fUser)} {
+		if dirgate.ErrorCode(err) != dirgate.EINVALID || !errors.Is(err, ErrAcrossDomains) {
+			t.Errorf("error %v, want EINVALID across domains", err)
+		}
+	}
+	if len(f.corp.writes) != 1 || len(f.fab.writes) != 1 {
+		t.Errorf("writes across domains reached a domain: CORP %q, FABRIKAM %q", f.corp.writes, f.fab.writes)
+	}
+	// The FSP itself is CORP's: removing it is CORP's change.
+	if err := r.RemoveMember(ctx, f.cLocal, f.cFSP); err != nil || len(f.corp.writes) != 2 {
+		t.Errorf("removing CORP's FSP: %v, writes %q", err, f.corp.writes)
+	}
+}
+
+func TestMemberOfRoutes(t *testing.T) {
+	f := newForest()
+	got, err := f.router(0).MemberOf(context.Background(), f.fUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.fGlobal); !slices.Equal(g, w) {
+		t.Fatalf("groups %q, want %q", g, w)
+	}
+}
+
+type schemaMap struct{ m map[string]bool }
+
+func (s *schemaMap) NamedOnlyProperties() map[string]bool { return s.m }
+
+// A trusted forest's schema may withhold attributes the home schema does not
+// know (a LAPS extension installed there only): the router withholds both.
+func TestSchemaUnion(t *testing.T) {
+	home := &schemaMap{m: map[string]bool{"unixuserpassword": true}}
+	other := &schemaMap{m: map[string]bool{"ms-mcs-admpwd": true}}
+	f := newForest()
+	r, err := Config{Domains: []Domain{
+		{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Schema: home},
+		{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Schema: other},
+	}}.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := r.NamedOnlyProperties()
+	if !got["unixuserpassword"] || !got["ms-mcs-admpwd"] || len(got) != 2 {
+		t.Fatalf("union %v", got)
+	}
+	if again := r.NamedOnlyProperties(); mapPointer(again) != mapPointer(got) {
+		t.Error("the union was made again although no schema changed")
+	}
+	other.m = map[string]bool{"ms-mcs-admpwd": true, "ms-laps-password": true}
+	if got := r.NamedOnlyProperties(); !got["ms-laps-password"] || !got["unixuserpassword"] {
+		t.Fatalf("after FABRIKAM's schema was read again: %v", got)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	d := &fakeDir{}
+	tests := []struct {
+		name    string
+		domains []Domain
+		want    []string // substrings, one per error
+	}{
+		{"fine", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}, {BaseDN: fabBase, SID: fabSID, Dir: d}}, nil},
+		{"none", nil, []string{"Domains: must name at least the home domain"}},
+		{"same base DN", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}, {BaseDN: "dc=CORP,dc=example,dc=com", SID: fabSID, Dir: d}},
+			[]string{"Domains[1]: base DN dc=CORP,dc=example,dc=com is the base DN of Domains[0]"}},
+		{"base DN below another", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}, {BaseDN: "DC=child," + corpBase, SID: fabSID, Dir: d}},
+			[]string{"Domains[1]: base DN DC=child,DC=corp,DC=example,DC=com lies below DC=corp,DC=example,DC=com, the base DN of Domains[0]"}},
+		{"base DN above another", []Domain{{BaseDN: "OU=x," + corpBase, SID: corpSID, Dir: d}, {BaseDN: corpBase, SID: fabSID, Dir: d}},
+			[]string{"Domains[1]: base DN DC=corp,DC=example,DC=com lies above OU=x,DC=corp,DC=example,DC=com"}},
+		{"same domain twice", []Domain{{BaseDN: "OU=a," + corpBase, SID: corpSID, Dir: d}, {BaseDN: "OU=b," + corpBase, SID: strings.ToLower(corpSID), Dir: d}},
+			[]string{"Domains[1]: is the same domain as Domains[0]"}},
+		{"no SID, no directory, no DN", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}, {BaseDN: "", SID: "S-1-5-32-544"}},
+			[]string{"Domains[1]: has no directory", "Domains[1]: base DN \"\" is not a DN", "Domains[1]: SID \"S-1-5-32-544\" is not a domain SID"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := fielderr.List(Config{Domains: tt.domains}.Validate())
+			if len(errs) != len(tt.want) {
+				t.Fatalf("errors %q, want %d", errs, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.Contains(errs[i].Error(), w) {
+					t.Errorf("error %d: %q, want it to contain %q", i, errs[i], w)
+				}
+			}
+		})
+	}
+}
