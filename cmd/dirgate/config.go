@@ -62,8 +62,11 @@ type Config struct {
 	Throttle throttle.Config
 	// Session: session-ttl, token-ttl.
 	Session session.Config
-	// LDAP: ldap-*, validated with the ldap upstream only.
+	// LDAP: ldap-*, validated with the ldap upstream only: the home domain.
 	LDAP ldap.Config
+	// LDAPDomainsFile names the YAML file of the further domains served beside the
+	// home domain (domains.go).
+	LDAPDomainsFile string
 	// Redis: the connection's redis-* settings.
 	Redis redisconn.Config
 	// RedisWait: redis-wait-replicas, redis-wait-timeout (sign-in's deletions).
@@ -143,6 +146,7 @@ func (c *Config) settings(fs *flag.FlagSet) {
 	fs.DurationVar(&c.LDAP.DiscoveryInterval, "ldap-discovery-interval", ldap.DefaultDiscoveryInterval, "how often the DNS SRV records of ldap-domain are read again")
 	fs.DurationVar(&c.LDAP.IdleTimeout, "ldap-idle-timeout", ldap.DefaultIdleTimeout, "pooled connections unused for longer are closed and re-dialled")
 	fs.IntVar(&c.LDAP.PageSize, "ldap-page-size", ldap.DefaultPageSize, "page size of paged searches (AD's MaxPageSize is 1000)")
+	fs.StringVar(&c.LDAPDomainsFile, "ldap-domains-file", "", "YAML file of further domains served beside the one of the ldap-* settings, each with its own domain controllers, base DN and service account (docs/settings.md); empty: that domain alone")
 	fs.BoolVar(&c.LDAP.UseInChain, "ldap-in-chain", false, "expand nested groups with the in-chain matching rule instead of breadth-first reads (slow on Samba)")
 
 	fs.Var((*commaList)(&c.Redis.Addrs), "redis-addr", "Redis host:port, comma-separated (Sentinels or Cluster seeds); empty keeps the cache in process")
@@ -379,6 +383,9 @@ func (c *Config) Validate() error {
 	}
 	switch c.Upstream {
 	case "memory":
+		if c.LDAPDomainsFile != "" {
+			bad("ldap-domains-file", "is only used with the ldap upstream")
+		}
 		if c.TokensFile == "" && c.MemoryLDIF != "" {
 			bad("tokens-file", "is required unless the embedded demo directory is served")
 		}
@@ -387,6 +394,10 @@ func (c *Config) Validate() error {
 			bad("tokens-file", "is required with the ldap upstream")
 		}
 		errs = append(errs, adapterErrors(c.LDAP.Validate(), "LDAP")...)
+		if c.LDAPDomainsFile != "" {
+			_, err := loadDomains(c.LDAPDomainsFile, c.LDAP)
+			errs = append(errs, fielderr.List(err)...)
+		}
 	default:
 		bad("upstream", "must be memory or ldap")
 	}

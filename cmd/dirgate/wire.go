@@ -54,7 +54,11 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		m.ready.add("upstream", func(context.Context) error { return serversReady(d.Servers()) })
 		// Each DC has its own breaker (serverBreaker); the wrapper only records
 		// spans and durations.
-		return breaker.New(d, breaker.Settings{Name: "ldap", TelemetryOnly: true}), nil
+		home := breaker.New(d, breaker.Settings{Name: "ldap", TelemetryOnly: true})
+		if m.Config.LDAPDomainsFile == "" {
+			return home, nil // one domain: no router in the way
+		}
+		return m.openDomains(ctx, cfg, d, home)
 	}
 	return nil, fmt.Errorf("upstream %q is not available in this build", m.Config.Upstream)
 }
