@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
+	"github.com/dirgate/dirgate/test/harness/sambatest"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// openForest opens the directory dirgate serves for the harness's forest
+// (test/harness/samba/forest.sh): CORP the home domain of the ldap-* settings,
+// FABRIKAM the one further domain of ldap-domains-file, wired as the program wires
+// them (openDirectory).
+func openForest(t *testing.T, f sambatest.Forest, extra ...string) dirgate.Directory {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	corpPW, fabPW := write("corp-password", f.Corp.Password), write("fabrikam-password", f.Fabrikam.Password)
+	domainsFile := write("domains.yaml", "domains:\n  - base-dn: "+f.Fabrikam.BaseDN+"\n    url: "+f.Fabrikam.URL+
+		"\n    bind-dn: "+f.Fabrikam.BindDN+"\n    password-file: "+fabPW+"\n    ca-file: "+f.Fabrikam.CAFile+"\n")
+	cfg, err := LoadConfig(append([]string{"--upstream", "ldap", "--tokens-file", write("tokens.yaml", "[]\n"),
+		"--ldap-url", f.Corp.URL, "--ldap-bind-dn", f.Corp.BindDN, "--ldap-password-file", corpPW,
+		"--ldap-base-dn", f.Corp.BaseDN, "--ldap-ca-file", f.Corp.CAFile, "--ldap-domains-file", domainsFile}, extra...),
+		func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	m.ready = &readiness{}
+	d, err := m.openDirectory(context.Background())
+	t.Cleanup(func() {
+		for i := len(m.closers) - 1; i >= 0; i-- {
+			m.closers[i]()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// held is an object as its own domain's DC holds it.
+type held struct {
+	guid, sam, domain string
+}
+
+// readHeld reads dn from the DC of the domain whose base DN holds it, as that
+// domain's service account.
+func readHeld(t *testing.T, f sambatest.Forest, dn string) held {
+	t.Helper()
+	d := f.Corp
+	if strings.HasSuffix(strings.ToLower(dn), strings.ToLower(f.Fabrikam.BaseDN)) {
+		d = f.Fabrikam
+	}
+	conn := d.DC().DialService(t)
+	res, err := conn.Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{"objectGUID", "sAMAccountName"}, nil))
+	if err != nil {
+		t.Fatalf("%s's DC: read %s: %v", d.NetBIOS, dn, err)
+	}
+	e := res.Entries[0]
+	return held{guid: ldapentry.GUIDFromBytes(e.GetRawAttributeValue("objectGUID")), sam: e.GetAttributeValue("sAMAccountName"),
+		domain: d.DNSName()}
+}
+
+// TestDomainsForestLDAP lists groups of both domains through the router against
+// the harness's two DCs, and holds every object listed against what its own
+// domain's DC holds: DN, GUID, domainName and sAMAccountName. CORP's Local group
+// holds FABRIKAM's User through a foreign security principal; FABRIKAM's Local
+// holds CORP's Global group so, and so CORP's users through it.
+func TestDomainsForestLDAP(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	ctx := context.Background()
+	c, fb := f.Corp, f.Fabrikam
+	tests := []struct {
+		name     string
+		group    string
+		indirect bool
+		want     []string // DNs
+	}{
+		{"CORP's Local, direct", c.LocalDN, false, []string{c.UniversalDN, fb.UserDN}},
+		{"CORP's Local, indirect", c.LocalDN, true, []string{c.UniversalDN, c.GlobalDN, c.UserDN, c.User2DN, fb.UserDN}},
+		{"FABRIKAM's Local, direct", fb.LocalDN, false, []string{fb.UniversalDN, c.GlobalDN}},
+		{"FABRIKAM's Local, indirect", fb.LocalDN, true, []string{fb.UniversalDN, fb.GlobalDN, fb.UserDN, fb.User2DN, c.GlobalDN, c.UserDN, c.User2DN}},
+	}
+	for _, mode := range []struct {
+		name  string
+		extra []string
+	}{{"breadth first", nil}, {"in chain", []string{"--ldap-in-chain"}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			dir := openForest(t, f, mode.extra...)
+			svc := &dirgate.MemberService{Dir: dir}
+			if t, ok := dir.(dirgate.TransitiveLister); ok && len(mode.extra) > 0 {
+				svc.Transitive = t
+			}
+			for _, tt := range tests {
+				t.Run(tt.name, func(t *testing.T) {
+					objs, err := svc.List(ctx, dirgate.Principal{}, mustID(t, tt.group),
+						dirgate.ListOptions{IncludeIndirect: tt.indirect, Properties: []string{"samaccountname"}})
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got []string
+					for _, o := range objs {
+						got = append(got, o.DN)
+						h := readHeld(t, f, o.DN)
+						if o.GUID != h.guid || o.DomainName != h.domain || !slices.Equal(o.Properties["samaccountname"], []string{h.sam}) {
+							t.Errorf("%s listed as GUID %s, domainName %s, sAMAccountName %q; its DC holds %s, %s, %q",
+								o.DN, o.GUID, o.DomainName, o.Properties["samaccountname"], h.guid, h.domain, h.sam)
+						}
+						if o.ObjectType == dirgate.TypeForeignPrincipal {
+							t.Errorf("%s: a foreign security principal listed although its domain is configured", o.DN)
+						}
+					}
+					if g, w := keys(t, got), keys(t, tt.want); !slices.Equal(g, w) {
+						t.Errorf("listed %q\nwant %q", g, w)
+					}
+				})
+			}
+		})
+	}
+}
+
+// TestDomainsForestLDAPResolve: an object of FABRIKAM is found by DN, SID and
+// GUID through the router, as FABRIKAM's DC holds it.
+func TestDomainsForestLDAPResolve(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	dir := openForest(t, f)
+	h := readHeld(t, f, f.Fabrikam.UserDN)
+	byDN, err := dir.Lookup(context.Background(), mustID(t, f.Fabrikam.UserDN), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{f.Fabrikam.UserDN, byDN.SID, h.guid} {
+		o, err := dir.Lookup(context.Background(), mustID(t, id), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if o.GUID != h.guid || o.DomainName != "fabrikam.example.net" || !strings.HasPrefix(o.SID, f.Fabrikam.SID+"-") {
+			t.Errorf("%s: %s %s %s %s", id, o.DN, o.GUID, o.DomainName, o.SID)
+		}
+	}
+}
+
+func mustID(t *testing.T, s string) dirgate.Identifier {
+	t.Helper()
+	id, err := dirgate.ParseIdentifier(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
