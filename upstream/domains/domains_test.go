@@ -1,9 +1,11 @@
 package domains
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +100,10 @@ func TestLookupGUIDOtherDomainDown(t *testing.T) {
 func TestMembersReplacesForeignPrincipals(t *testing.T) {
 	f := newForest()
 	r := f.router(0)
+	// Members of one domain only: no other domain is asked.
+	if _, err := r.Members(context.Background(), f.cGlobal, nil); err != nil || f.fab.lookupCount() != 0 || f.corp.lookupCount() != 0 {
+		t.Fatalf("CORP's Global: %v; look-ups CORP %d, FABRIKAM %d, want none", err, f.corp.lookupCount(), f.fab.lookupCount())
+	}
 	props := []string{"samaccountname"}
 	got, err := r.Members(context.Background(), f.cLocal, props)
 	if err != nil {
@@ -158,9 +164,16 @@ func TestMembersOtherDomainDown(t *testing.T) {
 	}
 	g := f.corp.add(object(dirgate.TypeGroup, "CN=Many,"+ou+corpBase, corpSID+"-1201"), members...)
 	f.fab.down.Store(true)
-	got, err := f.router(1).Members(context.Background(), g, nil)
+	var logs bytes.Buffer
+	r := f.router(1)
+	r.log = slog.New(slog.NewTextHandler(&logs, nil))
+	got, err := r.Members(context.Background(), g, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l := logs.String(); strings.Count(l, "level=WARN") != 1 || !strings.Contains(l, "domain=fabrikam.example.net") ||
+		!strings.Contains(l, "all domain controllers are down") {
+		t.Errorf("log %q, want one warning naming FABRIKAM and its failure", l)
 	}
 	if g, w := dns(got), want(members...); !slices.Equal(g, w) {
 		t.Fatalf("members %q, want the FSPs %q", g, w)
