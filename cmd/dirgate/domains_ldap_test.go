@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
@@ -18,8 +19,9 @@ import (
 // openForest opens the directory dirgate serves for the harness's forest
 // (test/harness/samba/forest.sh): CORP the home domain of the ldap-* settings,
 // FABRIKAM the one further domain of ldap-domains-file, wired as the program wires
-// them (openDirectory).
-func openForest(t *testing.T, f sambatest.Forest, extra ...string) dirgate.Directory {
+// them (openDirectory). extra are further settings; "--home-alone" leaves
+// ldap-domains-file out, serving CORP alone.
+func openForest(t testing.TB, f sambatest.Forest, extra ...string) dirgate.Directory {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -32,10 +34,14 @@ func openForest(t *testing.T, f sambatest.Forest, extra ...string) dirgate.Direc
 	corpPW, fabPW := write("corp-password", f.Corp.Password), write("fabrikam-password", f.Fabrikam.Password)
 	domainsFile := write("domains.yaml", "domains:\n  - base-dn: "+f.Fabrikam.BaseDN+"\n    url: "+f.Fabrikam.URL+
 		"\n    bind-dn: "+f.Fabrikam.BindDN+"\n    password-file: "+fabPW+"\n    ca-file: "+f.Fabrikam.CAFile+"\n")
-	cfg, err := LoadConfig(append([]string{"--upstream", "ldap", "--tokens-file", write("tokens.yaml", "[]\n"),
+	args := []string{"--upstream", "ldap", "--tokens-file", write("tokens.yaml", "[]\n"),
 		"--ldap-url", f.Corp.URL, "--ldap-bind-dn", f.Corp.BindDN, "--ldap-password-file", corpPW,
-		"--ldap-base-dn", f.Corp.BaseDN, "--ldap-ca-file", f.Corp.CAFile, "--ldap-domains-file", domainsFile}, extra...),
-		func(string) string { return "" }, io.Discard)
+		"--ldap-base-dn", f.Corp.BaseDN, "--ldap-ca-file", f.Corp.CAFile}
+	if !slices.Contains(extra, "--home-alone") {
+		args = append(args, "--ldap-domains-file", domainsFile)
+	}
+	extra = slices.DeleteFunc(slices.Clone(extra), func(s string) bool { return s == "--home-alone" })
+	cfg, err := LoadConfig(append(args, extra...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +66,7 @@ type held struct {
 
 // readHeld reads dn from the DC of the domain whose base DN holds it, as that
 // domain's service account.
-func readHeld(t *testing.T, f sambatest.Forest, dn string) held {
+func readHeld(t testing.TB, f sambatest.Forest, dn string) held {
 	t.Helper()
 	d := f.Corp
 	if strings.HasSuffix(strings.ToLower(dn), strings.ToLower(f.Fabrikam.BaseDN)) {
@@ -156,11 +162,66 @@ func TestDomainsForestLDAPResolve(t *testing.T) {
 	}
 }
 
-func mustID(t *testing.T, s string) dirgate.Identifier {
+func mustID(t testing.TB, s string) dirgate.Identifier {
 	t.Helper()
 	id, err := dirgate.ParseIdentifier(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// BenchmarkDomainsForestListing measures a nested listing read from the DCs (no
+// cache) through the router: CORP's Local group, whose FSP stands for FABRIKAM's
+// User, beside a CORP group of the same shape and size served by CORP alone (CORP's
+// Universal and a CORP user in place of the FSP: five objects, three levels), and
+// CORP's Local served by CORP alone (the FSP listed as such). Each iteration is
+// timed on its own; median-ms is their median (docs/directory.md, "Several domains:
+// how dirgate serves them").
+func BenchmarkDomainsForestListing(b *testing.B) {
+	f := sambatest.ForestFromEnv(b)
+	c := f.Corp
+	user, _ := c.DC().TempUser(b, "dgbench-user", "Bench-Pass-1-x", nil)
+	admin := c.DC().DialAdmin(b)
+	group := "CN=dgbench-local," + c.OU
+	_ = admin.Del(goldap.NewDelRequest(group, nil)) // left over by a killed run
+	add := goldap.NewAddRequest(group, nil)
+	add.Attribute("objectClass", []string{"top", "group"})
+	add.Attribute("sAMAccountName", []string{"dgbench-local"})
+	add.Attribute("groupType", []string{"-2147483644"}) // domain local, security
+	add.Attribute("member", []string{c.UniversalDN, user})
+	if err := admin.Add(add); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { admin.Del(goldap.NewDelRequest(group, nil)) })
+	router, alone := openForest(b, f), openForest(b, f, "--home-alone")
+	opts := dirgate.ListOptions{IncludeIndirect: true, Properties: []string{"samaccountname"}}
+	for _, bc := range []struct {
+		name  string
+		dir   dirgate.Directory
+		group string
+	}{
+		{"router CORP Local", router, c.LocalDN},
+		{"CORP alone same-size group", alone, group},
+		{"CORP alone CORP Local", alone, c.LocalDN},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			svc := &dirgate.MemberService{Dir: bc.dir}
+			id := mustID(b, bc.group)
+			var times []time.Duration
+			n := 0
+			for b.Loop() {
+				start := time.Now()
+				objs, err := svc.List(context.Background(), dirgate.Principal{}, id, opts)
+				times = append(times, time.Since(start))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(objs)
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+			b.ReportMetric(float64(n), "objects")
+		})
+	}
 }
