@@ -311,36 +311,62 @@ func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 }
 
 // ErrAcrossDomains is the detail of a membership change between a group and a
-// member of two different domains, which the router refuses.
-var ErrAcrossDomains = errors.New("the group and the member belong to different domains")
+// member of another domain that the group's domain holds no foreign security
+// principal for, which the router refuses.
+var ErrAcrossDomains = errors.New("the group's domain holds no foreign security principal for the member of another domain")
 
-// RemoveMember asks the group's domain, when the member belongs to it too.
+// RemoveMember asks the group's domain to remove member, or, for a member of
+// another domain, the foreign security principal the group's domain holds for it
+// (foreignPrincipal).
 func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
-	d, err := r.sameDomain(group, member, "remove member")
+	d, m, err := r.changeOf(ctx, group, member, "remove member")
 	if err != nil {
 		return err
 	}
-	return d.Dir.RemoveMember(ctx, group, member)
+	return d.Dir.RemoveMember(ctx, group, m)
 }
 
-// AddMember asks the group's domain, when the member belongs to it too.
+// AddMember asks the group's domain to add member, or, for a member of another
+// domain, the foreign security principal the group's domain holds for it
+// (foreignPrincipal).
 func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
-	d, err := r.sameDomain(group, member, "add member")
+	d, m, err := r.changeOf(ctx, group, member, "add member")
 	if err != nil {
 		return err
 	}
-	return d.Dir.AddMember(ctx, group, member)
+	return d.Dir.AddMember(ctx, group, m)
 }
 
-// sameDomain returns the group's domain, or an EINVALID error when the member lies
-// in another: a member of another domain is held as a foreign security principal,
-// which dirgate does not create or find for a change yet.
-func (r *Directory) sameDomain(group, member dirgate.Object, op string) (*domain, error) {
+// changeOf returns the group's domain and the member as that domain holds it: the
+// member itself when it lies in the group's domain (or in none configured), else
+// the foreign security principal the group's domain holds for the member's SID, an
+// object of the group's domain (looked up by SID there: the group's DC answers an
+// FSP's SID with the FSP). A member of another domain for which the group's domain
+// holds no FSP is an EINVALID error: dirgate does not create FSPs, and does not write
+// a member of another domain by its DN (AD within one forest; not measured).
+func (r *Directory) changeOf(ctx context.Context, group, member dirgate.Object, op string) (*domain, dirgate.Object, error) {
 	d := r.ofObject(group)
-	if m := r.ofDN(member.DN); m != nil && m != d {
-		return nil, dirgate.WrapError(dirgate.EINVALID,
-			"The member belongs to another domain than the group; dirgate does not change memberships across domains.",
-			fmt.Errorf("domains: %s: group in %s, member in %s: %w", op, d.name, m.name, ErrAcrossDomains))
+	m := r.ofDN(member.DN)
+	if m == nil || m == d {
+		return d, member, nil
 	}
-	return d, nil
+	refuse := func(detail error) (*domain, dirgate.Object, error) {
+		return nil, dirgate.Object{}, dirgate.WrapError(dirgate.EINVALID,
+			"The member belongs to another domain than the group, and the group's domain holds no foreign security principal for it; dirgate does not create one.",
+			fmt.Errorf("domains: %s: group in %s, member in %s: %w", op, d.name, m.name, detail))
+	}
+	id, err := dirgate.ParseIdentifier(member.SID)
+	if err != nil || id.Kind() != dirgate.KindSID {
+		return refuse(ErrAcrossDomains)
+	}
+	fsp, err := d.Dir.Lookup(ctx, id, nil)
+	switch {
+	case dirgate.ErrorCode(err) == dirgate.ENOTFOUND:
+		return refuse(ErrAcrossDomains)
+	case err != nil:
+		return nil, dirgate.Object{}, fmt.Errorf("domains: %s: the foreign security principal in %s: %w", op, d.name, err)
+	case fsp.ObjectType != dirgate.TypeForeignPrincipal || r.ofDN(fsp.DN) != d:
+		return refuse(fmt.Errorf("%w (the SID names a %s there)", ErrAcrossDomains, fsp.ObjectType))
+	}
+	return d, fsp, nil
 }

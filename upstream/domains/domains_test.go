@@ -364,18 +364,38 @@ func TestWritesRouteToTheGroupsDomain(t *testing.T) {
 		!slices.Equal(f.corp.writes, []string{"add " + f.cUser.GUID + " to " + f.cGlobal.GUID}) {
 		t.Fatalf("writes: CORP %q, FABRIKAM %q", f.corp.writes, f.fab.writes)
 	}
-	// A member of another domain: refused, neither domain written to.
-	for _, err := range []error{r.AddMember(ctx, f.cLocal, f.fUser2), r.RemoveMember(ctx, f.cLocal, f.fUser)} {
+	// A member of another domain that the group's domain holds an FSP for: the
+	// change is the FSP's, in the group's domain (FABRIKAM's User, listed in
+	// CORP's Local in place of its FSP, removed by its own GUID or DN).
+	f.corp.writes, f.fab.writes = nil, nil
+	if err := r.RemoveMember(ctx, f.cLocal, f.fUser); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddMember(ctx, f.cGlobal, f.fUser); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(f.corp.writes, []string{"remove " + f.cFSP.GUID + " from " + f.cLocal.GUID, "add " + f.cFSP.GUID + " to " + f.cGlobal.GUID}) || f.fab.writes != nil {
+		t.Fatalf("writes: CORP %q, FABRIKAM %q, want CORP's FSP's", f.corp.writes, f.fab.writes)
+	}
+	// None held: refused, neither domain written to.
+	f.corp.writes = nil
+	for _, err := range []error{r.AddMember(ctx, f.cLocal, f.fUser2), r.RemoveMember(ctx, f.cLocal, f.fUser2)} {
 		if dirgate.ErrorCode(err) != dirgate.EINVALID || !errors.Is(err, ErrAcrossDomains) {
 			t.Errorf("error %v, want EINVALID across domains", err)
 		}
 	}
-	if len(f.corp.writes) != 1 || len(f.fab.writes) != 1 {
+	if f.corp.writes != nil || f.fab.writes != nil {
 		t.Errorf("writes across domains reached a domain: CORP %q, FABRIKAM %q", f.corp.writes, f.fab.writes)
 	}
 	// The FSP itself is CORP's: removing it is CORP's change.
-	if err := r.RemoveMember(ctx, f.cLocal, f.cFSP); err != nil || len(f.corp.writes) != 2 {
+	if err := r.RemoveMember(ctx, f.cLocal, f.cFSP); err != nil || !slices.Equal(f.corp.writes, []string{"remove " + f.cFSP.GUID + " from " + f.cLocal.GUID}) {
 		t.Errorf("removing CORP's FSP: %v, writes %q", err, f.corp.writes)
+	}
+	// The group's domain down: its failure, nothing written.
+	f.corp.writes = nil
+	f.corp.down.Store(true)
+	if err := r.RemoveMember(ctx, f.cLocal, f.fUser); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || f.corp.writes != nil {
+		t.Errorf("CORP down: %v, writes %q", err, f.corp.writes)
 	}
 }
 
