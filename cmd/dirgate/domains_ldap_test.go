@@ -225,3 +225,59 @@ func BenchmarkDomainsForestListing(b *testing.B) {
 		})
 	}
 }
+
+// TestDomainsForestLDAPChanges: FABRIKAM's User, listed in CORP's Local in place of
+// its FSP and named by its own GUID, is removed and added back through the FSP that
+// CORP holds for it; FABRIKAM's User2, for which CORP holds no FSP, is refused.
+func TestDomainsForestLDAPChanges(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	c, fb := f.Corp, f.Fabrikam
+	ctx := context.Background()
+	svc := &dirgate.MemberService{Dir: openForest(t, f)}
+	admin := c.DC().DialAdmin(t)
+	members := func() []string {
+		res, err := admin.Search(goldap.NewSearchRequest(c.LocalDN, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+			"(objectClass=*)", []string{"member"}, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys(t, res.Entries[0].GetAttributeValues("member"))
+	}
+	seed := members()
+	t.Cleanup(func() { // the seed back, whatever happened
+		m := goldap.NewModifyRequest(c.LocalDN, nil)
+		m.Replace("member", []string{c.UniversalDN, c.FSPDN})
+		if err := admin.Modify(m); err != nil {
+			t.Errorf("restore CORP's Local: %v", err)
+		}
+	})
+	if want := keys(t, []string{c.UniversalDN, c.FSPDN}); !slices.Equal(seed, want) {
+		t.Fatalf("CORP's Local holds %q before the test, want %q", seed, want)
+	}
+	user := readHeld(t, f, fb.UserDN)
+	res, err := svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, user.guid))
+	if err != nil || res.NoChanges || res.ResultType != dirgate.ResultSucceeded {
+		t.Fatalf("remove FABRIKAM's User from CORP's Local: %+v, %v", res, err)
+	}
+	if got, want := members(), keys(t, []string{c.UniversalDN}); !slices.Equal(got, want) {
+		t.Fatalf("after the removal CORP's Local holds %q, want %q", got, want)
+	}
+	res, err = svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, user.guid))
+	if err != nil || !res.NoChanges {
+		t.Fatalf("remove again: %+v, %v, want no changes", res, err)
+	}
+	res, err = svc.Add(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.UserDN))
+	if err != nil || res.NoChanges || res.ResultType != dirgate.ResultSucceeded {
+		t.Fatalf("add FABRIKAM's User back: %+v, %v", res, err)
+	}
+	if got := members(); !slices.Equal(got, seed) {
+		t.Fatalf("after the addition CORP's Local holds %q, want %q", got, seed)
+	}
+	_, err = svc.Add(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.User2DN))
+	if dirgate.ErrorCode(err) != dirgate.EINVALID {
+		t.Fatalf("add FABRIKAM's User2, which CORP holds no FSP for: %v, want EINVALID", err)
+	}
+	if got := members(); !slices.Equal(got, seed) {
+		t.Fatalf("after the refusal CORP's Local holds %q, want %q", got, seed)
+	}
+}
