@@ -23,6 +23,13 @@ import (
 // ldap-domains-file out, serving CORP alone.
 func openForest(t testing.TB, f sambatest.Forest, extra ...string) dirgate.Directory {
 	t.Helper()
+	d, _ := openForestMain(t, f, extra...)
+	return d
+}
+
+// openForestMain is openForest, also returning the program whose directory it is.
+func openForestMain(t testing.TB, f sambatest.Forest, extra ...string) (dirgate.Directory, *Main) {
+	t.Helper()
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -56,7 +63,7 @@ func openForest(t testing.TB, f sambatest.Forest, extra ...string) dirgate.Direc
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	return d, m
 }
 
 // held is an object as its own domain's DC holds it.
@@ -145,7 +152,13 @@ func TestDomainsForestLDAP(t *testing.T) {
 // GUID through the router, as FABRIKAM's DC holds it.
 func TestDomainsForestLDAPResolve(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
-	dir := openForest(t, f)
+	dir, m := openForestMain(t, f)
+	// FABRIKAM's DCs are reported on /readyz beside CORP's.
+	for _, check := range []string{"upstream", "upstream fabrikam.example.net"} {
+		if c := m.ready.checks[check]; c == nil || c(context.Background()) != nil {
+			t.Errorf("readiness check %q: missing or failing", check)
+		}
+	}
 	h := readHeld(t, f, f.Fabrikam.UserDN)
 	byDN, err := dir.Lookup(context.Background(), mustID(t, f.Fabrikam.UserDN), nil)
 	if err != nil {
