@@ -294,3 +294,27 @@ func TestDomainsForestLDAPChanges(t *testing.T) {
 		t.Fatalf("after the refusal CORP's Local holds %q, want %q", got, seed)
 	}
 }
+
+// TestDomainsForestLDAPSignIn: each domain's User signs in by UPN and as
+// DOMAIN\user through the router, bound in its own domain, the subject the
+// account its own DC holds.
+func TestDomainsForestLDAPSignIn(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	_, m := openForestMain(t, f)
+	for _, d := range []sambatest.ForestDomain{f.Corp, f.Fabrikam} {
+		want := readHeld(t, f, d.UserDN)
+		for _, n := range []string{d.UserUPN(), d.NetBIOS + `\` + d.UserName} {
+			name, err := dirgate.ParseSignInName(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id, err := m.checker.CheckPassword(context.Background(), name, d.UserPassword)
+			if err != nil {
+				t.Fatalf("%s: %v", n, err)
+			}
+			if id.Canonical() != want.guid {
+				t.Errorf("%s signed in as %s, want %s (%s)", n, id, want.guid, d.UserDN)
+			}
+		}
+	}
+}

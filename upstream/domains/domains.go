@@ -47,6 +47,9 @@ type Domain struct {
 	// property policy's "*" (dirgate.PropertySchema). Domains of other forests may
 	// have other schemas: the router withholds what any domain's schema names.
 	Schema dirgate.PropertySchema
+	// Checker, when set, checks the passwords of the domain's accounts
+	// (CheckPassword): names of this domain are signed in here.
+	Checker dirgate.CredentialChecker
 }
 
 // Config describes the domains. It is the factory of the router: fill it, then Open.
@@ -139,8 +142,8 @@ func isDomainSID(s string) bool {
 }
 
 // Directory is the router. It implements dirgate.Directory, dirgate.TransitiveLister
-// (when every domain's directory does) and dirgate.PropertySchema. It is safe for
-// concurrent use.
+// (when every domain's directory does), dirgate.PropertySchema and
+// dirgate.CredentialChecker (signin.go). It is safe for concurrent use.
 type Directory struct {
 	domains     []*domain // home first
 	concurrency int

@@ -1,0 +1,75 @@
+package domains
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/dirgate/dirgate"
+)
+
+// NetBIOSNamer is a CredentialChecker that knows its domain's NetBIOS name (the
+// LDAP upstream reads it from the domain's crossRef), so that DOMAIN\user is sent
+// to the domain it names.
+type NetBIOSNamer interface {
+	NetBIOSName(ctx context.Context) (string, error)
+}
+
+var _ dirgate.CredentialChecker = (*Directory)(nil)
+
+// CheckPassword implements dirgate.CredentialChecker: the name is checked by the
+// domain it names, and only there. user@domain goes to the domain whose DNS name
+// (its base DN's DC components) is the suffix; DOMAIN\user to the domain whose
+// NetBIOS name is DOMAIN. Any other name (a UPN suffix that is no configured
+// domain's name, a NetBIOS name of none) goes to the home domain, which refuses it
+// as an unknown account, as it does alone. A domain without a Checker refuses
+// sign-in as the home domain would an unknown name.
+func (r *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, password string) (dirgate.Identifier, error) {
+	d, err := r.signInDomain(ctx, name)
+	if err != nil {
+		return dirgate.Identifier{}, err
+	}
+	if d.Checker == nil {
+		d = r.home()
+	}
+	if d.Checker == nil {
+		return dirgate.Identifier{}, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("domains: sign-in: the home domain checks no passwords"))
+	}
+	return d.Checker.CheckPassword(ctx, name, password)
+}
+
+// signInDomain returns the domain name names. A NetBIOS name is compared with the
+// home domain's first, then with each other's (each read once, then kept by the
+// domain's checker); a domain that cannot say its NetBIOS name while no other
+// matched makes its failure the answer, since the name may be its.
+func (r *Directory) signInDomain(ctx context.Context, name dirgate.SignInName) (*domain, error) {
+	if !name.DownLevel {
+		for _, d := range r.domains {
+			if strings.EqualFold(name.Domain, d.name) {
+				return d, nil
+			}
+		}
+		return r.home(), nil
+	}
+	var failed error
+	for _, d := range r.domains {
+		n, ok := d.Checker.(NetBIOSNamer)
+		if !ok {
+			continue
+		}
+		nb, err := n.NetBIOSName(ctx)
+		if err != nil {
+			if failed == nil {
+				failed = fmt.Errorf("domains: sign-in: the NetBIOS name of %s: %w", d.name, err)
+			}
+			continue
+		}
+		if strings.EqualFold(name.Domain, nb) {
+			return d, nil
+		}
+	}
+	if failed != nil {
+		return nil, failed
+	}
+	return r.home(), nil
+}
