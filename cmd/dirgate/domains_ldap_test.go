@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
+	bundled "github.com/dirgate/dirgate/rego"
 	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
@@ -30,6 +33,29 @@ func openForest(t testing.TB, f sambatest.Forest, extra ...string) dirgate.Direc
 // openForestMain is openForest, also returning the program whose directory it is.
 func openForestMain(t testing.TB, f sambatest.Forest, extra ...string) (dirgate.Directory, *Main) {
 	t.Helper()
+	cfg, err := LoadConfig(forestArgs(t, f, extra...), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	m.ready = &readiness{}
+	d, err := m.openDirectory(context.Background())
+	t.Cleanup(func() {
+		for i := len(m.closers) - 1; i >= 0; i-- {
+			m.closers[i]()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, m
+}
+
+// forestArgs are the settings of dirgate in front of the forest: CORP the home
+// domain, FABRIKAM in ldap-domains-file, then extra ("--home-alone" leaves the file
+// out).
+func forestArgs(t testing.TB, f sambatest.Forest, extra ...string) []string {
+	t.Helper()
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		p := filepath.Join(dir, name)
@@ -47,23 +73,7 @@ func openForestMain(t testing.TB, f sambatest.Forest, extra ...string) (dirgate.
 	if !slices.Contains(extra, "--home-alone") {
 		args = append(args, "--ldap-domains-file", domainsFile)
 	}
-	extra = slices.DeleteFunc(slices.Clone(extra), func(s string) bool { return s == "--home-alone" })
-	cfg, err := LoadConfig(append(args, extra...), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	m.ready = &readiness{}
-	d, err := m.openDirectory(context.Background())
-	t.Cleanup(func() {
-		for i := len(m.closers) - 1; i >= 0; i-- {
-			m.closers[i]()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d, m
+	return append(args, slices.DeleteFunc(slices.Clone(extra), func(s string) bool { return s == "--home-alone" })...)
 }
 
 // held is an object as its own domain's DC holds it.
@@ -315,6 +325,61 @@ func TestDomainsForestLDAPSignIn(t *testing.T) {
 			if id.Canonical() != want.guid {
 				t.Errorf("%s signed in as %s, want %s (%s)", n, id, want.guid, d.UserDN)
 			}
+		}
+	}
+}
+
+// TestDomainsForestEndToEnd runs the program in front of the forest, with the
+// cache, the policy and sign-in: FABRIKAM's User signs in by its UPN, and a role
+// granted to FABRIKAM's Global group (its own domain's) lets it list CORP's Local
+// group, nested, where it appears itself in place of its FSP with FABRIKAM's
+// domainName; the second listing is the cache's.
+func TestDomainsForestEndToEnd(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	policy := filepath.Join(t.TempDir(), "policy")
+	if err := os.Mkdir(policy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := bundled.WriteWithRoles(policy, map[string]any{"name": "fabrikam-global-views-all", "trustees": []string{f.Fabrikam.GlobalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}, "properties": []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off"), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	root := "http://" + m.Addr() + "/restApi"
+	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
+	u := root + "/api/directoryObjects/groupMembers?includeIndirect=true&properties=sAMAccountName&group=" + url.QueryEscape(f.Corp.LocalDN)
+	for i, wantCache := range []string{"miss", "hit"} {
+		r := call(t, "GET", u, token)
+		if r.status != 200 {
+			t.Fatalf("listing %d: %d %s", i, r.status, r.body)
+		}
+		if got := r.header.Get("X-Dirgate-Cache"); got != wantCache {
+			t.Errorf("listing %d: X-Dirgate-Cache %q, want %q", i, got, wantCache)
+		}
+		var objs []dirgate.Object
+		if err := json.Unmarshal(r.body, &objs); err != nil {
+			t.Fatal(err)
+		}
+		var dns []string
+		for _, o := range objs {
+			dns = append(dns, o.DN)
+			h := readHeld(t, f, o.DN)
+			if o.GUID != h.guid || o.DomainName != h.domain || !slices.Equal(o.Properties["samaccountname"], []string{h.sam}) {
+				t.Errorf("%s listed as %s %s %q; its DC holds %s %s %q", o.DN, o.GUID, o.DomainName, o.Properties["samaccountname"], h.guid, h.domain, h.sam)
+			}
+		}
+		c := f.Corp
+		if g, w := keys(t, dns), keys(t, []string{c.UniversalDN, c.GlobalDN, c.UserDN, c.User2DN, f.Fabrikam.UserDN}); !slices.Equal(g, w) {
+			t.Errorf("listing %d: %q\nwant %q", i, g, w)
 		}
 	}
 }
