@@ -263,7 +263,7 @@ func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.
 	doms := []domains.Domain{{BaseDN: home.BaseDN, SID: homeDir.DomainSID(), Dir: homeUpstream, Schema: homeDir, Checker: homeDir}}
 	for _, cfg := range cfgs {
 		name := dirgate.MustParseDN(cfg.BaseDN).DomainName() // validated by loadDomains
-		cfg.Logger = m.Logger.With("domain", name)
+		cfg.Logger, cfg.Breaker = m.Logger.With("domain", name), m.serverBreaker("ldap:"+name)
 		d, err := cfg.Open(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("ldap upstream: domain %s (%s): %w", name, settingName("ldap-domains-file"), err)

@@ -382,4 +382,14 @@ func TestDomainsForestEndToEnd(t *testing.T) {
 			t.Errorf("listing %d: %q\nwant %q", i, g, w)
 		}
 	}
+	// FABRIKAM's calls and DC show on /metrics beside CORP's.
+	metrics := string(call(t, "GET", metricsURL(m), "").body)
+	for _, want := range []string{`dirgate_upstream_duration_seconds_count{operation="lookup",outcome="ok",upstream="ldap:fabrikam.example.net"}`,
+		`dirgate_upstream_duration_seconds_count{operation="members",outcome="ok",upstream="ldap"}`,
+		`dirgate_ldap_server_up{server="` + f.Fabrikam.URL + `"} 1`, `dirgate_ldap_server_up{server="` + f.Corp.URL + `"} 1`,
+		`dirgate_upstream_breaker_state{server="` + f.Fabrikam.URL + `",upstream="ldap:fabrikam.example.net"} 0`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 }
