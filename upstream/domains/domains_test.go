@@ -61,6 +61,9 @@ func TestLookupRoutes(t *testing.T) {
 		{name: "GUID of the home domain", id: f.cLocal.GUID, want: f.cLocal, corp: 1},
 		{name: "GUID of the other domain", id: f.fLocal.GUID, want: f.fLocal, corp: 1, fab: 1},
 		{name: "GUID of no domain", id: "00000000-0000-4000-8000-999999999999", wantCode: dirgate.ENOTFOUND, corp: 1, fab: 1},
+		// A DN the plain check cannot decide (an escaped comma, other letter case)
+		// is parsed, and routed alike.
+		{name: "DN of the other domain, escaped", id: `CN=Doe\, Jane,` + ou + "dc=FABRIKAM,dc=example,dc=net", wantCode: dirgate.ENOTFOUND, fab: 1},
 		// A DN under no configured base DN: the home domain answers not found, as
 		// it does alone.
 		{name: "DN of no domain", id: "CN=User,DC=other,DC=example", wantCode: dirgate.ENOTFOUND, corp: 1},
@@ -240,17 +243,22 @@ func TestMembersReplacesMemberOfAnotherBaseDN(t *testing.T) {
 	phantom.ObjectType, phantom.DisplayName = dirgate.TypeContainer, "as CORP shows it"
 	phantom.GUID = "00000000-0000-4000-8000-888888888888"
 	f.corp.add(phantom)
-	g := f.corp.add(object(dirgate.TypeGroup, "CN=ByDN,"+ou+corpBase, corpSID+"-1203"), phantom, f.cUser)
+	// A DN that only the parser can place (an escaped comma).
+	jane := f.fab.add(object(dirgate.TypeUser, `CN=Doe\, Jane,`+ou+fabBase, fabSID+"-1300"))
+	janeThere := jane
+	janeThere.ObjectType, janeThere.GUID = dirgate.TypeContainer, "00000000-0000-4000-8000-888888888889"
+	f.corp.add(janeThere)
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=ByDN,"+ou+corpBase, corpSID+"-1203"), phantom, janeThere, f.cUser)
 	got, err := f.router(0).Members(context.Background(), g, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, w := dns(got), want(f.fUser2, f.cUser); !slices.Equal(g, w) {
+	if g, w := dns(got), want(f.fUser2, jane, f.cUser); !slices.Equal(g, w) {
 		t.Fatalf("members %q, want %q", g, w)
 	}
 	for _, o := range got {
-		if o.DN == f.fUser2.DN && (o.GUID != f.fUser2.GUID || o.ObjectType != dirgate.TypeUser) {
-			t.Errorf("FABRIKAM's User2 listed as %+v", o)
+		if o.DN != f.cUser.DN && o.ObjectType != dirgate.TypeUser {
+			t.Errorf("FABRIKAM's object listed as CORP holds it: %+v", o)
 		}
 	}
 }
