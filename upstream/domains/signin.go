@@ -2,6 +2,7 @@ package domains
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,7 +36,43 @@ func (r *Directory) CheckPassword(ctx context.Context, name dirgate.SignInName, 
 	if d.Checker == nil {
 		return dirgate.Identifier{}, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("domains: sign-in: the home domain checks no passwords"))
 	}
-	return d.Checker.CheckPassword(ctx, name, password)
+	id, err := d.Checker.CheckPassword(ctx, name, password)
+	if d == r.home() || id.IsZero() {
+		return id, err
+	}
+	if verr := r.verifySubject(ctx, d, id); verr != nil {
+		r.log.WarnContext(ctx, "domains: sign-in refused: the domain named an account that is not its own",
+			"domain", d.name, "subject", id.Canonical(), "err", verr)
+		return dirgate.Identifier{}, dirgate.WrapError(dirgate.EUPSTREAM, "", fmt.Errorf("domains: sign-in in %s: %w", d.name, verr))
+	}
+	return id, err
+}
+
+// errNotOwnSubject is the detail of a sign-in refused because the domain that
+// checked the password named an account it does not hold.
+var errNotOwnSubject = errors.New("the account the domain named is not one of its own")
+
+// verifySubject checks that id, the account another domain than home signed in,
+// is an object of d (its DN under d's base DN, its SID's domain part d's SID) and
+// that the router resolves id to that same object: the session looks the subject
+// up through the router, so a domain naming another domain's account (a home
+// GUID, say) would otherwise sign the caller in as that account.
+func (r *Directory) verifySubject(ctx context.Context, d *domain, id dirgate.Identifier) error {
+	obj, err := d.Dir.Lookup(ctx, id, nil)
+	if err != nil {
+		return fmt.Errorf("looking the account up there: %w", err)
+	}
+	if r.ofDN(obj.DN) != d || r.ofSID(obj.SID) != d {
+		return fmt.Errorf("%w (it answered an object outside the domain)", errNotOwnSubject)
+	}
+	routed, err := r.Lookup(ctx, id, nil)
+	if err != nil {
+		return fmt.Errorf("looking the account up through the router: %w", err)
+	}
+	if routed.GUID != obj.GUID || !strings.EqualFold(routed.DN, obj.DN) {
+		return fmt.Errorf("%w (the identifier names another domain's object)", errNotOwnSubject)
+	}
+	return nil
 }
 
 // signInDomain returns the domain name names. A NetBIOS name is compared with the

@@ -3,22 +3,25 @@ package domains
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/dirgate/dirgate"
 )
 
-// fakeChecker accepts every password, answering its domain's name as the subject,
-// and knows its NetBIOS name unless it fails.
+// fakeChecker accepts every password, answering subject (an identifier) as the
+// account signed in, and knows its NetBIOS name unless it fails.
 type fakeChecker struct {
 	netbios string
+	subject string
 	fail    error
 	checked []string
 }
 
 func (c *fakeChecker) CheckPassword(ctx context.Context, name dirgate.SignInName, password string) (dirgate.Identifier, error) {
 	c.checked = append(c.checked, name.String())
-	return dirgate.ParseIdentifier("CN=" + name.User + ",DC=" + c.netbios)
+	return dirgate.ParseIdentifier(c.subject)
 }
 
 func (c *fakeChecker) NetBIOSName(ctx context.Context) (string, error) {
@@ -32,7 +35,8 @@ func (c *fakeChecker) NetBIOSName(ctx context.Context) (string, error) {
 // the home domain, which refuses it alone.
 func TestCheckPasswordRoutes(t *testing.T) {
 	f := newForest()
-	corp, fab := &fakeChecker{netbios: "CORP"}, &fakeChecker{netbios: "FABRIKAM"}
+	corp := &fakeChecker{netbios: "CORP", subject: f.cUser.GUID}
+	fab := &fakeChecker{netbios: "FABRIKAM", subject: f.fUser.GUID}
 	r, err := Config{Domains: []Domain{
 		{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Checker: corp},
 		{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Checker: fab},
@@ -87,5 +91,51 @@ func TestCheckPasswordRoutes(t *testing.T) {
 	name, _ := dirgate.ParseSignInName(`CORP\user`)
 	if _, err := r.CheckPassword(context.Background(), name, "pw"); err != nil {
 		t.Errorf(`CORP\user with FABRIKAM down: %v`, err)
+	}
+}
+
+// TestCheckPasswordOtherDomainNamesOnlyItsOwn: a domain other than home whose
+// checker names an account that is not its own (a home GUID, a home DN, its own
+// GUID for an object outside its base DN) signs no one in: the session would look
+// the subject up through the router and find the home domain's account.
+func TestCheckPasswordOtherDomainNamesOnlyItsOwn(t *testing.T) {
+	f := newForest()
+	// FABRIKAM answers CORP's User's GUID for its own twin: the router resolves
+	// the GUID to CORP's account.
+	twin := f.cUser
+	twin.DN, twin.SID = "CN=Twin,"+ou+fabBase, fabSID+"-1400"
+	f.fab.add(twin)
+	// An object FABRIKAM answers but that lies under CORP's base DN.
+	outside := object(dirgate.TypeUser, "CN=Outside,"+ou+corpBase, fabSID+"-1401")
+	f.fab.add(outside)
+	tests := []struct {
+		name, subject string
+		wantCode      string
+	}{
+		{"its own account", f.fUser.GUID, ""},
+		{"a home GUID it holds a twin for", f.cUser.GUID, dirgate.EUPSTREAM},
+		{"a home GUID it does not hold", f.cUser2.GUID, dirgate.EUPSTREAM},
+		{"a home DN", f.cUser.DN, dirgate.EUPSTREAM},
+		{"an object outside its base DN", outside.GUID, dirgate.EUPSTREAM},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var logs strings.Builder
+			r, err := Config{Domains: []Domain{
+				{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Checker: &fakeChecker{netbios: "CORP", subject: f.cUser2.GUID}},
+				{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Checker: &fakeChecker{netbios: "FABRIKAM", subject: tt.subject}},
+			}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.Open()
+			if err != nil {
+				t.Fatal(err)
+			}
+			name, _ := dirgate.ParseSignInName("user@fabrikam.example.net")
+			id, err := r.CheckPassword(context.Background(), name, "pw")
+			if code := dirgate.ErrorCode(err); code != tt.wantCode {
+				t.Fatalf("subject %v, error %v (code %q), want code %q", id, err, code, tt.wantCode)
+			}
+			if tt.wantCode != "" && (!id.IsZero() || !strings.Contains(logs.String(), "sign-in refused")) {
+				t.Errorf("refused with subject %v, log %q", id, logs.String())
+			}
+		})
 	}
 }
