@@ -275,7 +275,7 @@ func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.
 		doms = append(doms, domains.Domain{BaseDN: cfg.BaseDN, SID: d.DomainSID(), Schema: d, Checker: d,
 			Dir: breaker.New(d, breaker.Settings{Name: "ldap:" + name, TelemetryOnly: true})})
 	}
-	r, err := domains.Config{Domains: doms, Logger: m.Logger}.Open()
+	r, err := domains.Config{Domains: doms, Logger: m.Logger}.Open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ldap upstream: %w", err)
 	}

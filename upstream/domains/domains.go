@@ -164,8 +164,9 @@ var (
 	_ dirgate.PropertySchema   = (*Directory)(nil)
 )
 
-// Open validates c and returns the router.
-func (c Config) Open() (*Directory, error) {
+// Open validates c, reads the NetBIOS name of every domain whose checker can say
+// it (readNetBIOSNames), and returns the router.
+func (c Config) Open(ctx context.Context) (*Directory, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("domains: %w", err)
 	}
@@ -179,6 +180,9 @@ func (c Config) Open() (*Directory, error) {
 	for _, d := range c.Domains {
 		base := dirgate.MustParseDN(d.BaseDN) // validated
 		r.domains = append(r.domains, &domain{Domain: d, base: base, sid: strings.ToUpper(d.SID), name: base.DomainName()})
+	}
+	if err := r.readNetBIOSNames(ctx); err != nil {
+		return nil, fmt.Errorf("domains: %w", err)
 	}
 	return r, nil
 }

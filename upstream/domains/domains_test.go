@@ -431,7 +431,7 @@ func TestSchemaUnion(t *testing.T) {
 	r, err := Config{Domains: []Domain{
 		{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Schema: home},
 		{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Schema: other},
-	}}.Open()
+	}}.Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

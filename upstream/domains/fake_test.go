@@ -238,7 +238,7 @@ func (f *forest) router(concurrency int) *Directory {
 	r, err := Config{Domains: []Domain{
 		{BaseDN: corpBase, SID: corpSID, Dir: f.corp},
 		{BaseDN: fabBase, SID: fabSID, Dir: f.fab},
-	}, Concurrency: concurrency}.Open()
+	}, Concurrency: concurrency}.Open(context.Background())
 	if err != nil {
 		panic(err)
 	}

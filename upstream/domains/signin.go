@@ -75,10 +75,10 @@ func (r *Directory) verifySubject(ctx context.Context, d *domain, id dirgate.Ide
 	return nil
 }
 
-// signInDomain returns the domain name names. A NetBIOS name is compared with the
-// home domain's first, then with each other's (each read once, then kept by the
-// domain's checker); a domain that cannot say its NetBIOS name while no other
-// matched makes its failure the answer, since the name may be its.
+// signInDomain returns the domain name names. A NetBIOS name is compared with each
+// domain's in order, home first, and goes to the first that has it; a domain that
+// cannot say its NetBIOS name stops the search, its failure the answer, since the
+// name may be its: a name is never sent past a domain that might own it.
 func (r *Directory) signInDomain(ctx context.Context, name dirgate.SignInName) (*domain, error) {
 	if !name.DownLevel {
 		for _, d := range r.domains {
@@ -88,7 +88,6 @@ func (r *Directory) signInDomain(ctx context.Context, name dirgate.SignInName) (
 		}
 		return r.home(), nil
 	}
-	var failed error
 	for _, d := range r.domains {
 		n, ok := d.Checker.(NetBIOSNamer)
 		if !ok {
@@ -96,17 +95,39 @@ func (r *Directory) signInDomain(ctx context.Context, name dirgate.SignInName) (
 		}
 		nb, err := n.NetBIOSName(ctx)
 		if err != nil {
-			if failed == nil {
-				failed = fmt.Errorf("domains: sign-in: the NetBIOS name of %s: %w", d.name, err)
-			}
-			continue
+			return nil, fmt.Errorf("domains: sign-in: the NetBIOS name of %s: %w", d.name, err)
 		}
 		if strings.EqualFold(name.Domain, nb) {
 			return d, nil
 		}
 	}
-	if failed != nil {
-		return nil, failed
-	}
 	return r.home(), nil
+}
+
+// readNetBIOSNames reads the NetBIOS name of every domain whose checker can say it
+// and refuses two domains of one name (compared case-insensitively): DOMAIN\user
+// would name both. A domain that cannot say its name now (its DCs down) is left to
+// sign-in, which stops there (signInDomain).
+func (r *Directory) readNetBIOSNames(ctx context.Context) error {
+	seen := map[string]*domain{}
+	var errs []error
+	for _, d := range r.domains {
+		n, ok := d.Checker.(NetBIOSNamer)
+		if !ok {
+			continue
+		}
+		nb, err := n.NetBIOSName(ctx)
+		if err != nil {
+			r.log.WarnContext(ctx, "domains: NetBIOS name unread at start; DOMAIN\\user names stop at this domain until it answers",
+				"domain", d.name, "err", err)
+			continue
+		}
+		key := strings.ToUpper(nb)
+		if o, ok := seen[key]; ok {
+			errs = append(errs, fmt.Errorf("%s and %s have the same NetBIOS name %q: each domain's must differ", o.name, d.name, nb))
+			continue
+		}
+		seen[key] = d
+	}
+	return errors.Join(errs...)
 }

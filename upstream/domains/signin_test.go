@@ -40,7 +40,7 @@ func TestCheckPasswordRoutes(t *testing.T) {
 	r, err := Config{Domains: []Domain{
 		{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Checker: corp},
 		{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Checker: fab},
-	}}.Open()
+	}}.Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestCheckPasswordOtherDomainNamesOnlyItsOwn(t *testing.T) {
 			r, err := Config{Domains: []Domain{
 				{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Checker: &fakeChecker{netbios: "CORP", subject: f.cUser2.GUID}},
 				{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Checker: &fakeChecker{netbios: "FABRIKAM", subject: tt.subject}},
-			}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.Open()
+			}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.Open(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -137,5 +137,39 @@ func TestCheckPasswordOtherDomainNamesOnlyItsOwn(t *testing.T) {
 				t.Errorf("refused with subject %v, log %q", id, logs.String())
 			}
 		})
+	}
+}
+
+// TestCheckPasswordNetBIOSNameInOrder: while the home domain cannot say its NetBIOS
+// name, DOMAIN\user stops there with its failure, even when a later domain claims
+// that name: the password never goes to a domain that might not own the name.
+func TestCheckPasswordNetBIOSNameInOrder(t *testing.T) {
+	f := newForest()
+	down := errors.New("corp down")
+	corp := &fakeChecker{netbios: "CORP", subject: f.cUser.GUID, fail: down}
+	fab := &fakeChecker{netbios: "CORP", subject: f.fUser.GUID}
+	r, err := Config{Domains: []Domain{
+		{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Checker: corp},
+		{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Checker: fab},
+	}}.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, _ := dirgate.ParseSignInName(`CORP\admin`)
+	if _, err := r.CheckPassword(context.Background(), name, "pw"); !errors.Is(err, down) || fab.checked != nil {
+		t.Fatalf(`CORP\admin with CORP's name unread: %v, FABRIKAM checked %q`, err, fab.checked)
+	}
+}
+
+// TestOpenRefusesSameNetBIOSName: two domains that say one NetBIOS name (in any
+// letter case) are refused at start.
+func TestOpenRefusesSameNetBIOSName(t *testing.T) {
+	f := newForest()
+	_, err := Config{Domains: []Domain{
+		{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Checker: &fakeChecker{netbios: "CORP"}},
+		{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Checker: &fakeChecker{netbios: "corp"}},
+	}}.Open(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "same NetBIOS name") {
+		t.Fatalf("error %v, want the same NetBIOS name refused", err)
 	}
 }
