@@ -4,9 +4,10 @@
 // the root package's interfaces.
 //
 // An object is served by the domain that holds it: a DN by the domain whose base DN
-// it lies under, a SID by the domain whose SID is its domain part, a GUID by the first
-// domain that knows it, the home domain (the first) asked first. A group's members
-// come from the group's own domain; each member that stands for an object of another
+// it lies under, a SID by the domain whose SID is its domain part, a GUID by every
+// domain at once, the home domain's (the first's) object kept when several hold it.
+// A group's members come from the group's own domain; each member that stands for
+// an object of another
 // configured domain (a foreign security principal whose SID belongs to it, or a DN
 // under its base DN) is replaced by that object as its own domain holds it
 // (docs/directory.md, "Several domains: how dirgate serves them").
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dirgate/dirgate"
@@ -252,8 +254,7 @@ func (r *Directory) ofObject(obj dirgate.Object) *domain {
 // one that no domain holds, as it would alone: not found), a SID to the domain of
 // its domain part (the home domain for any other SID: builtin and well-known SIDs,
 // and those of domains not configured, which it holds as foreign security
-// principals if at all), and a GUID to the home domain, then to the others at once
-// when the home domain does not know it.
+// principals if at all), and a GUID to every domain at once (lookupGUID).
 func (r *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
 	switch id.Kind() {
 	case dirgate.KindDN:
@@ -270,44 +271,40 @@ func (r *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []s
 	return r.home().Dir.Lookup(ctx, id, props)
 }
 
-// lookupGUID asks the home domain, then every other domain concurrently, and
-// returns the object of the first domain in order that holds it. Not found is the
-// answer only when every domain says so; a domain that failed makes the failure the
-// answer, since the object may be there.
+// lookupGUID asks every domain at once and returns the home domain's object when
+// it holds the GUID, else that of the first other domain in order that does. When
+// any domain failed, its failure is the answer whatever the others found: the
+// object may be there, and an answer that depended on what home found would tell
+// a GUID the home domain holds (an object the caller may not view) from one no
+// domain holds. Both cost the same look-ups, one per domain, at once.
 func (r *Directory) lookupGUID(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
-	obj, homeErr := r.home().Dir.Lookup(ctx, id, props)
-	if dirgate.ErrorCode(homeErr) != dirgate.ENOTFOUND || len(r.domains) == 1 {
-		return obj, homeErr
+	if len(r.domains) == 1 {
+		return r.home().Dir.Lookup(ctx, id, props)
 	}
-	others := r.domains[1:]
-	objs := make([]dirgate.Object, len(others))
-	errs := make([]error, len(others))
-	done := make(chan struct{}, len(others))
-	for i, d := range others {
+	objs := make([]dirgate.Object, len(r.domains))
+	errs := make([]error, len(r.domains))
+	var wg sync.WaitGroup
+	for i, d := range r.domains {
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			objs[i], errs[i] = d.Dir.Lookup(ctx, id, props)
-			done <- struct{}{}
 		}()
 	}
-	for range others {
-		<-done
-	}
-	var failed error
+	wg.Wait()
 	for i, err := range errs {
 		switch dirgate.ErrorCode(err) {
-		case "":
-			return objs[i], nil
-		case dirgate.ENOTFOUND:
+		case "", dirgate.ENOTFOUND:
 		default:
-			if failed == nil {
-				failed = fmt.Errorf("domains: lookup in %s: %w", others[i].name, err)
-			}
+			return dirgate.Object{}, fmt.Errorf("domains: lookup in %s: %w", r.domains[i].name, err)
 		}
 	}
-	if failed != nil {
-		return dirgate.Object{}, failed
+	for i, err := range errs {
+		if err == nil {
+			return objs[i], nil
+		}
 	}
-	return dirgate.Object{}, homeErr
+	return dirgate.Object{}, errs[0]
 }
 
 // MemberOf asks the object's own domain: groups of other domains that hold it

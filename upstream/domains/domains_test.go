@@ -57,8 +57,8 @@ func TestLookupRoutes(t *testing.T) {
 		// A SID of a domain not configured is the home domain's, as it would be
 		// alone: here the FSP CORP holds for it does not exist.
 		{name: "SID of an unknown domain", id: "S-1-5-21-7-8-9-1104", wantCode: dirgate.ENOTFOUND, corp: 1},
-		// A GUID is asked of the home domain first, then of the others.
-		{name: "GUID of the home domain", id: f.cLocal.GUID, want: f.cLocal, corp: 1},
+		// A GUID is asked of every domain, once, whoever holds it.
+		{name: "GUID of the home domain", id: f.cLocal.GUID, want: f.cLocal, corp: 1, fab: 1},
 		{name: "GUID of the other domain", id: f.fLocal.GUID, want: f.fLocal, corp: 1, fab: 1},
 		{name: "GUID of no domain", id: "00000000-0000-4000-8000-999999999999", wantCode: dirgate.ENOTFOUND, corp: 1, fab: 1},
 		// A DN the plain check cannot decide (an escaped comma, other letter case)
@@ -85,18 +85,35 @@ func TestLookupRoutes(t *testing.T) {
 	}
 }
 
-// A GUID the home domain does not know, while another domain is down, may be
-// there: the answer is the failure, not "not found".
+// While another domain is down, a GUID the home domain holds (an object the
+// caller may not view, say) and one no domain holds get the same answer, the
+// failure, at the same cost: one look-up per domain. Otherwise the answer, or
+// the number of reads, would tell whether the home domain holds the GUID.
 func TestLookupGUIDOtherDomainDown(t *testing.T) {
 	f := newForest()
 	r := f.router(0)
 	f.fab.down.Store(true)
-	_, err := r.Lookup(context.Background(), ident(t, f.fUser.GUID), nil)
-	if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || !errors.Is(err, errDown) {
-		t.Fatalf("error %v, want FABRIKAM's unavailability", err)
+	for _, guid := range []string{f.fUser.GUID, f.cUser.GUID, "00000000-0000-4000-8000-999999999999"} {
+		c0, f0 := f.corp.lookupCount(), f.fab.lookupCount()
+		_, err := r.Lookup(context.Background(), ident(t, guid), nil)
+		if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || !errors.Is(err, errDown) {
+			t.Errorf("%s: error %v, want FABRIKAM's unavailability", guid, err)
+		}
+		if c, fb := f.corp.lookupCount()-c0, f.fab.lookupCount()-f0; c != 1 || fb != 1 {
+			t.Errorf("%s: asked CORP %d and FABRIKAM %d times, want once each", guid, c, fb)
+		}
 	}
-	if _, err := r.Lookup(context.Background(), ident(t, f.cUser.GUID), nil); err != nil {
-		t.Fatalf("the home domain's object while another is down: %v", err)
+}
+
+// A GUID two domains answer is the home domain's object.
+func TestLookupGUIDHomeWins(t *testing.T) {
+	f := newForest()
+	twin := f.cUser
+	twin.DN, twin.SID = "CN=Twin,"+ou+fabBase, fabSID+"-1400"
+	f.fab.add(twin)
+	got, err := f.router(0).Lookup(context.Background(), ident(t, f.cUser.GUID), nil)
+	if err != nil || got.DN != f.cUser.DN {
+		t.Fatalf("got %s, %v; want CORP's %s", got.DN, err, f.cUser.DN)
 	}
 }
 
