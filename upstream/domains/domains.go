@@ -314,16 +314,25 @@ func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 	return r.ofObject(obj).Dir.MemberOf(ctx, obj)
 }
 
-// ErrAcrossDomains is the detail of a membership change between a group and a
-// member of another domain that the group's domain holds no foreign security
-// principal for, which the router refuses.
+// ErrAcrossDomains is the detail of an addition of a member of another domain
+// to a group whose domain holds no foreign security principal for it, which the
+// router refuses (changeOf).
 var ErrAcrossDomains = errors.New("the group's domain holds no foreign security principal for the member of another domain")
+
+// refusedAddition is the answer to such an addition: the directory's own answer
+// to any addition it refuses (upstream/ldap's), so that the answer does not say
+// why, and in particular not whether a foreign security principal exists.
+const refusedAddition = "The directory refused to add this member to this group."
 
 // RemoveMember asks the group's domain to remove member, or, for a member of
 // another domain, the foreign security principal the group's domain holds for it
-// (foreignPrincipal).
+// (changeOf). A member of another domain with no such principal is not a member:
+// ErrNotMember, as for any other non-member.
 func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	d, m, err := r.changeOf(ctx, group, member, "remove member")
+	if errors.Is(err, ErrAcrossDomains) {
+		return fmt.Errorf("domains: remove member: %w", dirgate.ErrNotMember)
+	}
 	if err != nil {
 		return err
 	}
@@ -332,9 +341,13 @@ func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 
 // AddMember asks the group's domain to add member, or, for a member of another
 // domain, the foreign security principal the group's domain holds for it
-// (foreignPrincipal).
+// (changeOf). With no such principal the addition is refused, answered as the
+// directory answers any addition it refuses.
 func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
 	d, m, err := r.changeOf(ctx, group, member, "add member")
+	if errors.Is(err, ErrAcrossDomains) {
+		return dirgate.WrapError(dirgate.EINVALID, refusedAddition, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -346,8 +359,10 @@ func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 // the foreign security principal the group's domain holds for the member's SID, an
 // object of the group's domain (looked up by SID there: the group's DC answers an
 // FSP's SID with the FSP). A member of another domain for which the group's domain
-// holds no FSP is an EINVALID error: dirgate does not create FSPs, and does not write
-// a member of another domain by its DN (AD within one forest; not measured).
+// holds no FSP is an error wrapping ErrAcrossDomains, which the callers answer as
+// the directory answers a non-member or a refused addition: dirgate does not create
+// FSPs, and does not write a member of another domain by its DN (AD within one
+// forest; not measured).
 func (r *Directory) changeOf(ctx context.Context, group, member dirgate.Object, op string) (*domain, dirgate.Object, error) {
 	d := r.ofObject(group)
 	m := r.ofDN(member.DN)
@@ -355,9 +370,7 @@ func (r *Directory) changeOf(ctx context.Context, group, member dirgate.Object, 
 		return d, member, nil
 	}
 	refuse := func(detail error) (*domain, dirgate.Object, error) {
-		return nil, dirgate.Object{}, dirgate.WrapError(dirgate.EINVALID,
-			"The member belongs to another domain than the group, and the group's domain holds no foreign security principal for it; dirgate does not create one.",
-			fmt.Errorf("domains: %s: group in %s, member in %s: %w", op, d.name, m.name, detail))
+		return nil, dirgate.Object{}, fmt.Errorf("domains: %s: group in %s, member in %s: %w", op, d.name, m.name, detail)
 	}
 	id, err := dirgate.ParseIdentifier(member.SID)
 	if err != nil || id.Kind() != dirgate.KindSID {
@@ -369,7 +382,7 @@ func (r *Directory) changeOf(ctx context.Context, group, member dirgate.Object, 
 		return refuse(ErrAcrossDomains)
 	case err != nil:
 		return nil, dirgate.Object{}, fmt.Errorf("domains: %s: the foreign security principal in %s: %w", op, d.name, err)
-	case fsp.ObjectType != dirgate.TypeForeignPrincipal || r.ofDN(fsp.DN) != d:
+	case fsp.ObjectType != dirgate.TypeForeignPrincipal || r.ofDN(fsp.DN) != d || !strings.EqualFold(fsp.SID, member.SID):
 		return refuse(fmt.Errorf("%w (the SID names a %s there)", ErrAcrossDomains, fsp.ObjectType))
 	}
 	return d, fsp, nil

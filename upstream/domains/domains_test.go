@@ -402,12 +402,17 @@ func TestWritesRouteToTheGroupsDomain(t *testing.T) {
 	if !slices.Equal(f.corp.writes, []string{"remove " + f.cFSP.GUID + " from " + f.cLocal.GUID, "add " + f.cFSP.GUID + " to " + f.cGlobal.GUID}) || f.fab.writes != nil {
 		t.Fatalf("writes: CORP %q, FABRIKAM %q, want CORP's FSP's", f.corp.writes, f.fab.writes)
 	}
-	// None held: refused, neither domain written to.
+	// None held: neither domain written to. The removal answers as for any
+	// non-member, the addition as any addition the directory refuses: neither
+	// says that CORP holds no FSP for the member, which would tell whether the
+	// member is in any group of CORP.
 	f.corp.writes = nil
-	for _, err := range []error{r.AddMember(ctx, f.cLocal, f.fUser2), r.RemoveMember(ctx, f.cLocal, f.fUser2)} {
-		if dirgate.ErrorCode(err) != dirgate.EINVALID || !errors.Is(err, ErrAcrossDomains) {
-			t.Errorf("error %v, want EINVALID across domains", err)
-		}
+	if err := r.RemoveMember(ctx, f.cLocal, f.fUser2); !errors.Is(err, dirgate.ErrNotMember) || dirgate.ErrorCode(err) != dirgate.ErrorCode(fmt.Errorf("x: %w", dirgate.ErrNotMember)) {
+		t.Errorf("removal with no FSP: %v, want ErrNotMember as for any non-member", err)
+	}
+	err := r.AddMember(ctx, f.cLocal, f.fUser2)
+	if dirgate.ErrorCode(err) != dirgate.EINVALID || dirgate.ErrorMessage(err) != "The directory refused to add this member to this group." {
+		t.Errorf("addition with no FSP: %v (message %q), want the directory's refusal of an addition", err, dirgate.ErrorMessage(err))
 	}
 	if f.corp.writes != nil || f.fab.writes != nil {
 		t.Errorf("writes across domains reached a domain: CORP %q, FABRIKAM %q", f.corp.writes, f.fab.writes)
