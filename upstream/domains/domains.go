@@ -21,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/fielderr"
@@ -158,6 +159,8 @@ type domain struct {
 	base dirgate.DN
 	sid  string // upper-case
 	name string // DNS name, for errors and logs
+
+	refusals refusalLog
 }
 
 var (
@@ -259,11 +262,11 @@ func (r *Directory) Lookup(ctx context.Context, id dirgate.Identifier, props []s
 	switch id.Kind() {
 	case dirgate.KindDN:
 		if d := r.ofParsedDN(id.DN()); d != nil {
-			return d.Dir.Lookup(ctx, id, props)
+			return r.lookupIn(ctx, d, id, props)
 		}
 	case dirgate.KindSID:
 		if d := r.ofSID(id.Canonical()); d != nil {
-			return d.Dir.Lookup(ctx, id, props)
+			return r.lookupIn(ctx, d, id, props)
 		}
 	case dirgate.KindGUID:
 		return r.lookupGUID(ctx, id, props)
@@ -288,7 +291,11 @@ func (r *Directory) lookupGUID(ctx context.Context, id dirgate.Identifier, props
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			objs[i], errs[i] = d.Dir.Lookup(ctx, id, props)
+			objs[i], errs[i] = r.lookupIn(ctx, d, id, props)
+			if errors.Is(errs[i], errNotItsOwn) {
+				// Refused and logged: as if the domain did not hold the GUID.
+				errs[i] = dirgate.Errorf(dirgate.ENOTFOUND, "The object was not found.")
+			}
 		}()
 	}
 	wg.Wait()
@@ -305,6 +312,79 @@ func (r *Directory) lookupGUID(ctx context.Context, id dirgate.Identifier, props
 		}
 	}
 	return dirgate.Object{}, errs[0]
+}
+
+// errNotItsOwn is the detail of an object a domain other than home answered that
+// cannot be its: its DN outside the domain's base DN, or another identifier than
+// the one asked. A hostile or broken DC could otherwise pass off another domain's
+// object (a home DN or GUID) as its own.
+var errNotItsOwn = errors.New("the domain answered an object that is not its own")
+
+// lookupIn looks id up in d. An object a domain other than home answers is
+// accepted only when its DN lies under d's base DN and it carries the SID or GUID
+// asked; otherwise the answer is an EUPSTREAM error wrapping errNotItsOwn, logged.
+func (r *Directory) lookupIn(ctx context.Context, d *domain, id dirgate.Identifier, props []string) (dirgate.Object, error) {
+	obj, err := d.Dir.Lookup(ctx, id, props)
+	if err != nil || d == r.home() {
+		return obj, err
+	}
+	if err := r.checkAnswer(ctx, d, id, obj); err != nil {
+		return dirgate.Object{}, dirgate.WrapError(dirgate.EUPSTREAM, "", fmt.Errorf("domains: lookup in %s: %w", d.name, err))
+	}
+	return obj, nil
+}
+
+// checkAnswer reports, wrapping errNotItsOwn and logged, an object d answered for
+// id that cannot be d's (lookupIn).
+func (r *Directory) checkAnswer(ctx context.Context, d *domain, id dirgate.Identifier, obj dirgate.Object) error {
+	var why string
+	switch {
+	case r.ofDN(obj.DN) != d:
+		why = "its DN lies outside the domain's base DN"
+	case id.Kind() == dirgate.KindSID && !strings.EqualFold(obj.SID, id.Canonical()):
+		why = "it carries another SID than the one asked"
+	case id.Kind() == dirgate.KindGUID && !strings.EqualFold(obj.GUID, id.Canonical()):
+		why = "it carries another GUID than the one asked"
+	default:
+		return nil
+	}
+	r.refused(ctx, d, why, obj)
+	return fmt.Errorf("%w: %s", errNotItsOwn, why)
+}
+
+// refusalLog bounds the log lines about one domain's refused answers: at most one
+// per refusalEvery, counting those left out.
+type refusalLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int
+}
+
+const refusalEvery = 10 * time.Second
+
+// refused logs an answer of d that the router refused, at most once per
+// refusalEvery for d; the DN logged is bounded.
+func (r *Directory) refused(ctx context.Context, d *domain, why string, obj dirgate.Object) {
+	d.refusals.mu.Lock()
+	now := time.Now()
+	if !d.refusals.last.IsZero() && now.Sub(d.refusals.last) < refusalEvery {
+		d.refusals.skipped++
+		d.refusals.mu.Unlock()
+		return
+	}
+	skipped := d.refusals.skipped
+	d.refusals.last, d.refusals.skipped = now, 0
+	d.refusals.mu.Unlock()
+	r.log.WarnContext(ctx, "domains: an answer of another domain refused: "+why,
+		"domain", d.name, "dn", bounded(obj.DN), "guid", bounded(obj.GUID), "refusedUnlogged", skipped)
+}
+
+// bounded cuts a value a directory answered to 256 bytes for a log.
+func bounded(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "…"
+	}
+	return s
 }
 
 // MemberOf asks the object's own domain: groups of other domains that hold it

@@ -504,3 +504,57 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// Another domain's answers are accepted only as its own objects: a DN under its
+// base DN, the SID or GUID asked. A forged answer (a home DN, a home GUID) would
+// otherwise take a real member's place in a listing, or route a change to home.
+func TestOtherDomainsForgedAnswersRefused(t *testing.T) {
+	f := newForest()
+	var logs bytes.Buffer
+	r, err := Config{Domains: []Domain{
+		{BaseDN: corpBase, SID: corpSID, Dir: f.corp},
+		{BaseDN: fabBase, SID: fabSID, Dir: f.fab},
+	}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// FABRIKAM answers its User's SID with CORP's User (a home DN and GUID), and
+	// its User2's SID with an object under its base DN carrying CORP's User2's
+	// GUID.
+	clash := f.cUser2
+	clash.DN, clash.SID = "CN=Clash,"+ou+fabBase, f.fUser2.SID
+	f.fab.forged = map[string]dirgate.Object{f.fUser.SID: f.cUser, f.fUser2.SID: clash}
+	fsp2 := f.corp.add(fsp(corpBase, f.fUser2.SID))
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=Forged,"+ou+corpBase, corpSID+"-1205"), f.cUser, f.cUser2, f.cFSP, fsp2)
+	got, err := r.Members(ctx, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// CORP's own members stay; the FSP whose answer was refused stays as CORP
+	// holds it; the clash is dropped in favour of CORP's User2.
+	if g, w := dns(got), want(f.cUser, f.cUser2, f.cFSP); !slices.Equal(g, w) {
+		t.Errorf("members %q\nwant %q", g, w)
+	}
+	got, err = r.TransitiveMembers(ctx, g, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.cUser, f.cUser2, f.cFSP); !slices.Equal(g, w) {
+		t.Errorf("transitive members %q\nwant %q", g, w)
+	}
+	if !strings.Contains(logs.String(), "an answer of another domain refused") {
+		t.Errorf("nothing logged: %q", logs.String())
+	}
+	// Looked up by SID, DN or GUID, a forged answer is not FABRIKAM's object.
+	f.fab.forged[f.fUser.DN] = f.cUser
+	f.fab.forged[f.fGlobal.GUID] = f.cGlobal
+	for _, id := range []string{f.fUser.SID, f.fUser.DN} {
+		if o, err := r.Lookup(ctx, ident(t, id), nil); dirgate.ErrorCode(err) != dirgate.EUPSTREAM {
+			t.Errorf("%s: %s, %v; want EUPSTREAM", id, o.DN, err)
+		}
+	}
+	if o, err := r.Lookup(ctx, ident(t, f.fGlobal.GUID), nil); dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+		t.Errorf("forged GUID answer: %s, %v; want not found", o.DN, err)
+	}
+}

@@ -21,6 +21,9 @@ type fakeDir struct {
 
 	down  atomic.Bool
 	delay time.Duration
+	// forged, when set, is answered for the identifier (canonical) it is keyed
+	// by, as a hostile or broken DC would.
+	forged map[string]dirgate.Object
 
 	mu       sync.Mutex
 	lookups  []string // identifiers looked up, in order
@@ -75,6 +78,9 @@ func (f *fakeDir) Lookup(ctx context.Context, id dirgate.Identifier, props []str
 	}
 	if err := ctx.Err(); err != nil {
 		return dirgate.Object{}, err
+	}
+	if o, ok := f.forged[id.Canonical()]; ok {
+		return withProps(o, props), nil
 	}
 	for _, o := range f.objs {
 		var match bool

@@ -27,7 +27,7 @@ func (r *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if !slices.Contains(replaced, true) {
 		return objs, nil // as the domain listed them: each once already
 	}
-	return dedupe(objs), nil
+	return r.dedupe(ctx, d, objs, replaced), nil
 }
 
 // TransitiveMembers lists every object below group across domains: the group's
@@ -57,8 +57,9 @@ func (r *Directory) TransitiveMembers(ctx context.Context, group dirgate.Object,
 		if err != nil {
 			return nil, err
 		}
+		clash := r.clashes(ctx, d, objs, replaced)
 		for i, o := range objs {
-			if visited[o.GUID] {
+			if visited[o.GUID] || clash[i] {
 				continue
 			}
 			visited[o.GUID] = true
@@ -121,6 +122,9 @@ func (r *Directory) resolveForeign(ctx context.Context, own *domain, objs []dirg
 				return nil
 			}
 			o, err := f.d.Dir.Lookup(ctx, f.id, props)
+			if err == nil && r.checkAnswer(ctx, f.d, f.id, o) != nil {
+				return nil // refused and logged: kept as own listed it
+			}
 			switch dirgate.ErrorCode(err) {
 			case "":
 				objs[f.i], replaced[f.i] = o, true
@@ -172,12 +176,37 @@ func (r *Directory) foreignOf(own *domain, o *dirgate.Object) (foreign, bool) {
 	return foreign{d: d, id: id}, true
 }
 
-// dedupe keeps the first object of each GUID, in place.
-func dedupe(objs []dirgate.Object) []dirgate.Object {
+// clashes marks each replaced object of objs (read from own) whose GUID is that of
+// an object own listed itself: another domain's answer cannot take the place of
+// the group's own domain's object, which a listing would otherwise drop as a
+// duplicate. Each clash is logged (bounded).
+func (r *Directory) clashes(ctx context.Context, own *domain, objs []dirgate.Object, replaced []bool) []bool {
+	owned := make(map[string]bool, len(objs))
+	for i, o := range objs {
+		if !replaced[i] {
+			owned[o.GUID] = true
+		}
+	}
+	clash := make([]bool, len(objs))
+	for i, o := range objs {
+		if replaced[i] && owned[o.GUID] {
+			clash[i] = true
+			if d := r.ofDN(o.DN); d != nil {
+				r.refused(ctx, d, "it carries the GUID of an object of the group's own domain "+own.name, o)
+			}
+		}
+	}
+	return clash
+}
+
+// dedupe keeps the first object of each GUID, in place, never a replaced one
+// whose GUID is that of an object own listed (clashes).
+func (r *Directory) dedupe(ctx context.Context, own *domain, objs []dirgate.Object, replaced []bool) []dirgate.Object {
+	clash := r.clashes(ctx, own, objs, replaced)
 	seen := make(map[string]bool, len(objs))
 	out := objs[:0]
-	for _, o := range objs {
-		if seen[o.GUID] {
+	for i, o := range objs {
+		if seen[o.GUID] || clash[i] {
 			continue
 		}
 		seen[o.GUID] = true
