@@ -28,8 +28,8 @@ import (
 	"github.com/dirgate/dirgate/internal/ldapentry"
 )
 
-// DefaultConcurrency bounds the look-ups of one listing's foreign members in flight
-// at once, over all domains.
+// DefaultConcurrency bounds the look-ups of foreign members in flight at once, over
+// every listing the router serves and every domain.
 const DefaultConcurrency = 8
 
 // maxConcurrency bounds Concurrency: beyond it a setting is a typo.
@@ -61,8 +61,8 @@ type Config struct {
 	// what no other domain is found to hold (a SID of no configured domain, a GUID
 	// no domain knows) exactly as it would alone.
 	Domains []Domain
-	// Concurrency bounds the look-ups of one listing's foreign members in flight at
-	// once; 0 means DefaultConcurrency.
+	// Concurrency bounds the look-ups of foreign members in flight at once, over
+	// every listing the router serves and every domain; 0 means DefaultConcurrency.
 	Concurrency int
 	// Logger receives the domains that could not resolve a listing's foreign
 	// members; nil is slog.Default().
@@ -148,10 +148,11 @@ func isDomainSID(s string) bool {
 // (when every domain's directory does), dirgate.PropertySchema and
 // dirgate.CredentialChecker (signin.go). It is safe for concurrent use.
 type Directory struct {
-	domains     []*domain // home first
-	concurrency int
-	log         *slog.Logger
-	schema      atomic.Pointer[schemaUnion]
+	domains []*domain // home first
+	// slots holds one token per foreign member's look-up in flight (Concurrency).
+	slots  chan struct{}
+	log    *slog.Logger
+	schema atomic.Pointer[schemaUnion]
 }
 
 type domain struct {
@@ -175,10 +176,11 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("domains: %w", err)
 	}
-	r := &Directory{concurrency: c.Concurrency, log: c.Logger}
-	if r.concurrency == 0 {
-		r.concurrency = DefaultConcurrency
+	n := c.Concurrency
+	if n == 0 {
+		n = DefaultConcurrency
 	}
+	r := &Directory{slots: make(chan struct{}, n), log: c.Logger}
 	if r.log == nil {
 		r.log = slog.Default()
 	}

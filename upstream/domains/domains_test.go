@@ -223,31 +223,75 @@ func TestMembersOtherDomainDown(t *testing.T) {
 	}
 }
 
-// The foreign members of one listing are looked up concurrently, never more at
-// once than the bound.
-func TestMembersResolvesConcurrentlyBounded(t *testing.T) {
-	f := newForest()
+// manyForeign adds to CORP a group of n FSPs, each standing for a FABRIKAM user.
+func manyForeign(f *forest, name string, rid, n int) dirgate.Object {
 	var members []dirgate.Object
-	for i := range 40 {
-		u := f.fab.add(object(dirgate.TypeUser, fmt.Sprintf("CN=U%d,%s%s", i, ou, fabBase), fmt.Sprintf("%s-%d", fabSID, 3000+i)))
+	for i := range n {
+		u := f.fab.add(object(dirgate.TypeUser, fmt.Sprintf("CN=%s%d,%s%s", name, i, ou, fabBase), fmt.Sprintf("%s-%d", fabSID, rid*100+i)))
 		members = append(members, f.corp.add(fsp(corpBase, u.SID)))
 	}
-	g := f.corp.add(object(dirgate.TypeGroup, "CN=Many,"+ou+corpBase, corpSID+"-1202"), members...)
-	f.fab.delay = 10 * time.Millisecond
-	start := time.Now()
-	got, err := f.router(8).Members(context.Background(), g, nil)
-	if err != nil {
+	return f.corp.add(object(dirgate.TypeGroup, "CN="+name+","+ou+corpBase, fmt.Sprintf("%s-%d", corpSID, rid)), members...)
+}
+
+// The foreign members of a listing are looked up concurrently, never more at once
+// than the bound. FABRIKAM holds every look-up until the bound is reached, so the
+// count, not the time taken, shows both.
+func TestMembersResolvesConcurrentlyBounded(t *testing.T) {
+	f := newForest()
+	g := manyForeign(f, "Many", 30, 40)
+	f.fab.block = make(chan struct{})
+	r := f.router(8)
+	done := make(chan error, 1)
+	var got []dirgate.Object
+	go func() {
+		var err error
+		got, err = r.Members(context.Background(), g, nil)
+		done <- err
+	}()
+	reached := f.fab.waitInFlight(8)
+	close(f.fab.block)
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	elapsed := time.Since(start)
+	if !reached {
+		t.Errorf("never 8 look-ups in flight at once (at most %d): not concurrent", f.fab.maxIn.Load())
+	}
+	if m := f.fab.maxIn.Load(); m > 8 {
+		t.Errorf("%d look-ups in flight at most, want at most 8", m)
+	}
 	if len(got) != 40 || got[0].ObjectType != dirgate.TypeUser {
 		t.Fatalf("%d members, first %s", len(got), got[0].ObjectType)
 	}
-	if m := f.fab.maxIn.Load(); m < 2 || m > 8 {
-		t.Errorf("%d look-ups in flight at most, want between 2 and 8", m)
+}
+
+// The bound holds over every listing the router serves at once (a nested listing
+// reads several groups at once), not per listing.
+func TestMembersConcurrencyBoundSharedByListings(t *testing.T) {
+	f := newForest()
+	g1, g2 := manyForeign(f, "ManyA", 31, 10), manyForeign(f, "ManyB", 32, 10)
+	f.fab.block = make(chan struct{})
+	r := f.router(3)
+	done := make(chan error, 2)
+	for _, g := range []dirgate.Object{g1, g2} {
+		go func() {
+			_, err := r.Members(context.Background(), g, nil)
+			done <- err
+		}()
 	}
-	if elapsed > 40*10*time.Millisecond/2 {
-		t.Errorf("40 look-ups of 10 ms took %v: not concurrent", elapsed)
+	if !f.fab.waitInFlight(3) {
+		t.Fatalf("never 3 look-ups in flight at once (at most %d)", f.fab.maxIn.Load())
+	}
+	// Time for the second listing to start its own look-ups, had it a bound of its
+	// own (the wait can only hide a failure, never cause one).
+	time.Sleep(50 * time.Millisecond)
+	close(f.fab.block)
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := f.fab.maxIn.Load(); m > 3 {
+		t.Errorf("%d look-ups in flight at once over two listings, want at most 3", m)
 	}
 }
 

@@ -24,6 +24,9 @@ type fakeDir struct {
 	// forged, when set, is answered for the identifier (canonical) it is keyed
 	// by, as a hostile or broken DC would.
 	forged map[string]dirgate.Object
+	// block, when set, holds every look-up (counted in flight) until it receives
+	// or is closed.
+	block chan struct{}
 
 	mu       sync.Mutex
 	lookups  []string // identifiers looked up, in order
@@ -70,6 +73,12 @@ func withProps(o dirgate.Object, props []string) dirgate.Object {
 
 func (f *fakeDir) Lookup(ctx context.Context, id dirgate.Identifier, props []string) (dirgate.Object, error) {
 	defer f.enter()()
+	if f.block != nil {
+		select {
+		case <-f.block:
+		case <-ctx.Done():
+		}
+	}
 	f.mu.Lock()
 	f.lookups = append(f.lookups, id.Canonical())
 	f.mu.Unlock()
@@ -165,6 +174,20 @@ func (f *fakeDir) TransitiveMembers(ctx context.Context, group dirgate.Object, p
 		}
 	}
 	return out, nil
+}
+
+// waitInFlight waits until n look-ups are in flight at once, failing after a
+// deadline far beyond any scheduling delay: only a router that never has n in
+// flight reaches it.
+func (f *fakeDir) waitInFlight(n int32) bool {
+	deadline := time.Now().Add(10 * time.Second)
+	for f.inFlight.Load() < n {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return true
 }
 
 func (f *fakeDir) lookupCount() int {

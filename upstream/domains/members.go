@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
-	"golang.org/x/sync/errgroup"
 )
 
 // Members asks the group's own domain, then replaces each member that stands for
@@ -91,8 +91,10 @@ type foreign struct {
 // An object no domain resolves (not found there) is kept as own listed it, and so
 // is every one of a domain that fails: after its first failure in this call, the
 // domain is not asked again, so that a domain that is down costs one failed
-// look-up per listing, not one per member. The look-ups run concurrently, at most
-// Concurrency at once. Only the caller's context ending is an error.
+// look-up per group read (a nested listing reads several), not one per member (at
+// most as many as were in flight when it failed). The look-ups run concurrently, at
+// most Concurrency at once over every call of the router. Only the caller's
+// context ending is an error.
 func (r *Directory) resolveForeign(ctx context.Context, own *domain, objs []dirgate.Object, props []string) ([]bool, error) {
 	var todo []foreign
 	for i := range objs {
@@ -110,20 +112,28 @@ func (r *Directory) resolveForeign(ctx context.Context, own *domain, objs []dirg
 	for i, d := range r.domains {
 		index[d] = i
 	}
-	var g errgroup.Group
-	g.SetLimit(r.concurrency)
+	var wg sync.WaitGroup
+start:
 	for _, f := range todo {
 		k := index[f.d]
 		if failed[k].Load() != nil {
 			continue // skipped before it is started: the domain failed
 		}
-		g.Go(func() error {
+		select {
+		case r.slots <- struct{}{}:
+		case <-ctx.Done():
+			break start
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-r.slots }()
 			if failed[k].Load() != nil {
-				return nil
+				return
 			}
 			o, err := f.d.Dir.Lookup(ctx, f.id, props)
 			if err == nil && r.checkAnswer(ctx, f.d, f.id, o) != nil {
-				return nil // refused and logged: kept as own listed it
+				return // refused and logged: kept as own listed it
 			}
 			switch dirgate.ErrorCode(err) {
 			case "":
@@ -132,10 +142,9 @@ func (r *Directory) resolveForeign(ctx context.Context, own *domain, objs []dirg
 			default:
 				failed[k].CompareAndSwap(nil, &err)
 			}
-			return nil
-		})
+		}()
 	}
-	g.Wait()
+	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("domains: resolve foreign members: %w", err)
 	}
