@@ -77,7 +77,7 @@ func (c Config) Validate() error {
 		bad("Domains", "must name at least the home domain")
 	}
 	if c.Concurrency < 0 || c.Concurrency > maxConcurrency {
-		bad("Concurrency", "must be between 1 and %d, got %d", maxConcurrency, c.Concurrency)
+		bad("Concurrency", "must be between 0 (meaning %d) and %d, got %d", DefaultConcurrency, maxConcurrency, c.Concurrency)
 	}
 	bases := make([]dirgate.DN, len(c.Domains))
 	sids := map[string]int{}

@@ -602,3 +602,20 @@ func TestOtherDomainsForgedAnswersRefused(t *testing.T) {
 		t.Errorf("forged GUID answer: %s, %v; want not found", o.DN, err)
 	}
 }
+
+// Concurrency 0 means the default, and the message about a bad value says so.
+func TestConfigValidateConcurrency(t *testing.T) {
+	d := &fakeDir{}
+	doms := []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}}
+	for _, n := range []int{0, 1, maxConcurrency} {
+		if err := (Config{Domains: doms, Concurrency: n}).Validate(); err != nil {
+			t.Errorf("Concurrency %d: %v", n, err)
+		}
+	}
+	for _, n := range []int{-1, maxConcurrency + 1} {
+		err := Config{Domains: doms, Concurrency: n}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "must be between 0 (meaning 8) and 256") {
+			t.Errorf("Concurrency %d: %v, want the range from 0", n, err)
+		}
+	}
+}
