@@ -111,9 +111,9 @@ func (c Config) Validate() error {
 }
 
 // Overlap reports whether the base DNs a and b are the same or one lies below the
-// other, which the router refuses: a DN must name one domain (a child domain of the
-// same forest, whose naming context lies below its parent's, is not served yet:
-// docs/directory.md, "Several domains: how dirgate serves them").
+// other, which the router refuses: a DN must name one domain, so a child domain of
+// the same forest, whose naming context lies below its parent's, cannot be
+// configured beside its parent (docs/directory.md, "Limits with several domains").
 func Overlap(a, b dirgate.DN) error {
 	switch {
 	case a.EqualFold(b):
