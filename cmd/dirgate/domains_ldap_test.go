@@ -251,7 +251,8 @@ func BenchmarkDomainsForestListing(b *testing.B) {
 
 // TestDomainsForestLDAPChanges: FABRIKAM's User, listed in CORP's Local in place of
 // its FSP and named by its own GUID, is removed and added back through the FSP that
-// CORP holds for it; FABRIKAM's User2, for which CORP holds no FSP, is refused.
+// CORP holds for it; FABRIKAM's User2, for which CORP holds no FSP, is no member to
+// remove and an addition refused.
 func TestDomainsForestLDAPChanges(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
 	c, fb := f.Corp, f.Fabrikam
@@ -296,9 +297,16 @@ func TestDomainsForestLDAPChanges(t *testing.T) {
 	if got := members(); !slices.Equal(got, seed) {
 		t.Fatalf("after the addition CORP's Local holds %q, want %q", got, seed)
 	}
+	// FABRIKAM's User2, for which CORP holds no FSP: its removal answers as any
+	// non-member's, its addition as any addition the directory refuses, so that
+	// neither tells whether it is in some group of CORP.
+	res, err = svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.User2DN))
+	if err != nil || !res.NoChanges {
+		t.Fatalf("remove FABRIKAM's User2, which CORP holds no FSP for: %+v, %v, want no changes", res, err)
+	}
 	_, err = svc.Add(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.User2DN))
-	if dirgate.ErrorCode(err) != dirgate.EINVALID {
-		t.Fatalf("add FABRIKAM's User2, which CORP holds no FSP for: %v, want EINVALID", err)
+	if dirgate.ErrorCode(err) != dirgate.EINVALID || dirgate.ErrorMessage(err) != "The directory refused to add this member to this group." {
+		t.Fatalf("add FABRIKAM's User2, which CORP holds no FSP for: %v, want the directory's refusal of an addition", err)
 	}
 	if got := members(); !slices.Equal(got, seed) {
 		t.Fatalf("after the refusal CORP's Local holds %q, want %q", got, seed)
