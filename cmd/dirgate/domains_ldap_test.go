@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -399,5 +400,62 @@ func TestDomainsForestEndToEnd(t *testing.T) {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestDomainsForestEndToEndHomeOnlyRole: a role that views only CORP's OU hides
+// FABRIKAM's objects. FABRIKAM's User, which a listing of CORP's Local shows in
+// place of CORP's FSP, is not listed (nor the FSP, outside the OU), and looked up
+// by its GUID it answers exactly as a GUID no domain holds.
+func TestDomainsForestEndToEndHomeOnlyRole(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	c := f.Corp
+	policy := filepath.Join(t.TempDir(), "policy")
+	if err := os.Mkdir(policy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := bundled.WriteWithRoles(policy, map[string]any{"name": "fabrikam-global-views-corp-ou", "trustees": []string{f.Fabrikam.GlobalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]string{"subtree": c.OU}}, "properties": []string{"*"}}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off"), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	root := "http://" + m.Addr() + "/restApi"
+	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
+	members := root + "/api/directoryObjects/groupMembers?group="
+	for _, indirect := range []string{"false", "true"} {
+		r := call(t, "GET", members+url.QueryEscape(c.LocalDN)+"&includeIndirect="+indirect, token)
+		if r.status != 200 {
+			t.Fatalf("listing (indirect %s): %d %s", indirect, r.status, r.body)
+		}
+		var objs []dirgate.Object
+		if err := json.Unmarshal(r.body, &objs); err != nil {
+			t.Fatal(err)
+		}
+		var dns []string
+		for _, o := range objs {
+			dns = append(dns, o.DN)
+		}
+		want := []string{c.UniversalDN}
+		if indirect == "true" {
+			want = append(want, c.GlobalDN, c.UserDN, c.User2DN)
+		}
+		if g, w := keys(t, dns), keys(t, want); !slices.Equal(g, w) {
+			t.Errorf("listing (indirect %s): %q\nwant %q", indirect, g, w)
+		}
+	}
+	user := readHeld(t, f, f.Fabrikam.UserDN)
+	hidden := call(t, "GET", members+url.QueryEscape(user.guid), token)
+	unknown := call(t, "GET", members+"00000000-0000-4000-8000-00000000dead", token)
+	if hidden.status != 404 || hidden.status != unknown.status || !bytes.Equal(hidden.body, unknown.body) {
+		t.Errorf("FABRIKAM's User by GUID: %d %s; a GUID no domain holds: %d %s", hidden.status, hidden.body, unknown.status, unknown.body)
 	}
 }
