@@ -301,16 +301,19 @@ func (r *Directory) lookupGUID(ctx context.Context, id dirgate.Identifier, props
 		}()
 	}
 	wg.Wait()
-	for i, err := range errs {
-		switch dirgate.ErrorCode(err) {
-		case "", dirgate.ENOTFOUND:
-		default:
-			return dirgate.Object{}, fmt.Errorf("domains: lookup in %s: %w", r.domains[i].name, err)
-		}
-	}
+	// The object of the first domain in order that holds it, home first, even when
+	// another domain failed: an object of a domain that answers is served whatever
+	// happens to the others (docs/directory.md, "Limits with several domains", says
+	// what a caller can tell meanwhile). Every domain is asked at once and answered
+	// for, so that the time does not depend on which domain holds it.
 	for i, err := range errs {
 		if err == nil {
 			return objs[i], nil
+		}
+	}
+	for i, err := range errs {
+		if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+			return dirgate.Object{}, fmt.Errorf("domains: lookup in %s: %w", r.domains[i].name, err)
 		}
 	}
 	return dirgate.Object{}, errs[0]

@@ -85,22 +85,27 @@ func TestLookupRoutes(t *testing.T) {
 	}
 }
 
-// While another domain is down, a GUID the home domain holds (an object the
-// caller may not view, say) and one no domain holds get the same answer, the
-// failure, at the same cost: one look-up per domain. Otherwise the answer, or
-// the number of reads, would tell whether the home domain holds the GUID.
+// TestLookupGUIDOtherDomainDown: with FABRIKAM down, a GUID of CORP's is served
+// (home stays available whatever happens to another domain), one of FABRIKAM's or
+// one nobody holds answers FABRIKAM's unavailability; every domain is asked once.
 func TestLookupGUIDOtherDomainDown(t *testing.T) {
 	f := newForest()
 	r := f.router(0)
 	f.fab.down.Store(true)
-	for _, guid := range []string{f.fUser.GUID, f.cUser.GUID, "00000000-0000-4000-8000-999999999999"} {
+	for _, c := range []struct {
+		guid  string
+		found bool
+	}{{f.cUser.GUID, true}, {f.fUser.GUID, false}, {"00000000-0000-4000-8000-999999999999", false}} {
 		c0, f0 := f.corp.lookupCount(), f.fab.lookupCount()
-		_, err := r.Lookup(context.Background(), ident(t, guid), nil)
-		if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || !errors.Is(err, errDown) {
-			t.Errorf("%s: error %v, want FABRIKAM's unavailability", guid, err)
+		got, err := r.Lookup(context.Background(), ident(t, c.guid), nil)
+		switch {
+		case c.found && (err != nil || got.GUID != c.guid):
+			t.Errorf("%s: %v, %v; want CORP's object", c.guid, got.DN, err)
+		case !c.found && (dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || !errors.Is(err, errDown)):
+			t.Errorf("%s: error %v, want FABRIKAM's unavailability", c.guid, err)
 		}
-		if c, fb := f.corp.lookupCount()-c0, f.fab.lookupCount()-f0; c != 1 || fb != 1 {
-			t.Errorf("%s: asked CORP %d and FABRIKAM %d times, want once each", guid, c, fb)
+		if cc, fb := f.corp.lookupCount()-c0, f.fab.lookupCount()-f0; cc != 1 || fb != 1 {
+			t.Errorf("%s: asked CORP %d and FABRIKAM %d times, want once each", c.guid, cc, fb)
 		}
 	}
 }
