@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,7 +28,9 @@ import (
 // DC sends restarts it). Reads are hedged: the silent attempt keeps running, a second
 // one starts on the next DC, whichever answers first is the answer, and the silent DC
 // gets a health check; a read that fell silent on a pooled connection is tried on a
-// new connection to the same DC once the other DCs had their turn. Other calls (writes are never sent to two DCs at once) ask a
+// new connection to the same DC once the other DCs had their turn. The silent
+// attempt gives its pool slot back (pool.detach), so that neither its hedge nor other
+// calls wait behind connections that lost their path. Other calls (writes are never sent to two DCs at once) ask a
 // health check and wait for it: a DC that fails it is marked down and the attempt is
 // given up for the next DC; one that passes is only slow (an in-chain search sends
 // nothing for seconds), and the call waits on.
@@ -44,6 +47,46 @@ type attempt struct {
 	checked chan struct{}
 	last    atomic.Int64 // UnixNano of the attempt's start or its last answer
 	cancel  context.CancelFunc
+
+	// slotMu guards slot: whether the attempt holds a pool slot, gave it back
+	// while silent (pool.detach), or ended.
+	slotMu sync.Mutex
+	slot   slotState
+}
+
+type slotState int
+
+const (
+	slotWaiting  slotState = iota // no connection yet
+	slotHeld                      // a connection and its slot
+	slotDetached                  // a connection whose slot was given back
+	slotEnded                     // the attempt ended
+)
+
+// detach gives back the slot of a silent attempt's connection (pool.detach); the
+// attempt closes the connection when it ends.
+func (a *attempt) detach() {
+	a.slotMu.Lock()
+	defer a.slotMu.Unlock()
+	if a.slot == slotHeld && a.s.pool.detach() {
+		a.slot = slotDetached
+	}
+}
+
+// holding records that the attempt took a connection.
+func (a *attempt) holding() {
+	a.slotMu.Lock()
+	a.slot = slotHeld
+	a.slotMu.Unlock()
+}
+
+// end records that the attempt ended, reporting whether its slot was given back.
+func (a *attempt) end() (detached bool) {
+	a.slotMu.Lock()
+	defer a.slotMu.Unlock()
+	detached = a.slot == slotDetached
+	a.slot = slotEnded
+	return detached
 }
 
 func (a *attempt) touch() { a.last.Store(time.Now().UnixNano()) }
@@ -268,11 +311,20 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			}
 			stalled := current
 			if hedge {
-				// Keep it: the DC may only be slow. A health check tells.
+				// Keep it: the DC may only be slow. A health check tells. Its
+				// slot is given back, so that the hedge never waits for the
+				// slots of silent connections.
 				stalled.s.calls.stalled.Add(1)
 				d.probeSoon(stalled.s)
-				if stalled.reused.Load() && retry {
-					p.fresh = append(p.fresh, stalled.s)
+				stalled.detach()
+				if stalled.reused.Load() {
+					// A pooled connection fell silent: the others idle beside it
+					// may have lost their path the same way, and would each hold
+					// a call for the attempt timeout.
+					stalled.s.pool.flushIdle()
+					if retry {
+						p.fresh = append(p.fresh, stalled.s)
+					}
 				}
 				if start() {
 					timer.Reset(d.cfg.AttemptTimeout)
@@ -327,6 +379,7 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 		}
 		return v, err, false
 	}
+	a.holding()
 	ctx = context.WithValue(ctx, serverKey{}, a.s)
 	a.reused.Store(!pc.lastUsed.IsZero())
 	if !a.reused.Load() {
@@ -335,6 +388,8 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 	v, err = f(ctx, watched{conn: pc.conn, touch: a.touch}, a.n)
 	closing = pc.IsClosing()
 	switch {
+	case a.end():
+		a.s.pool.closeDetached(pc)
 	case err == nil:
 		a.s.pool.put(pc)
 	case ctx.Err() != nil, isNetworkError(err), closing && !serverAnswered(err):

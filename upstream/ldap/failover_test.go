@@ -536,3 +536,48 @@ func TestHealthCheckClosesBreaker(t *testing.T) {
 		t.Errorf("resets: DC1 %d (want 1), DC2 %d (want 0)", brks["ldaps://dc1:636"].resets, brks["ldaps://dc2:636"].resets)
 	}
 }
+
+// TestSilentPooledConnectionsDoNotStarveCalls: every connection pooled for the only
+// DC left fell silent at once (a NAT or relay between that lost them: the chaos
+// suite's delay-dc heal does this), and more reads arrive than the pool has
+// connections. Each read that takes a silent connection hedges on a new one to the
+// same DC; the silent attempts give their slots back and the other idle connections
+// are dropped, so no read waits for a slot until its deadline.
+func TestSilentPooledConnectionsDoNotStarveCalls(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{PoolSize: 2, AttemptTimeout: 100 * time.Millisecond, RequestTimeout: 3 * time.Second}, nil)
+	o1.srv.refuse.Store(true)
+	s2 := d.servers()[1]
+	d.markDown(d.servers()[0], errors.New("killed"))
+	ctx := context.Background()
+	var held []*pooledConn
+	for range 2 {
+		pc, err := s2.pool.get(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, pc)
+	}
+	for _, pc := range held {
+		s2.pool.put(pc)
+	}
+	o2.srv.hangDialled.Store(o2.srv.dials.Load()) // both pooled connections are silent
+	id := dirgate.MustParseIdentifier(o2.g1.guid)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			_, err := d.Lookup(ctx, id, nil)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a read with the pool's connections silent: %v", err)
+		}
+	}
+	if n := s2.pool.detached.Load(); n != 0 {
+		t.Errorf("%d connections still detached after every read ended", n)
+	}
+}

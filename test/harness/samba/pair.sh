@@ -363,16 +363,25 @@ table ip dirgate_delay {
   }
 }
 EOF
-  in_ns "$n" ss -K state established '( sport = :636 )' >/dev/null 2>&1 || true
+  # Only clients' connections: the relay's own to the DC (from the DC's address) may
+  # already carry a client that came in through the redirect.
+  in_ns "$n" ss -K state established "( sport = :636 ) and not ( dst $(ip_of "$n") )" >/dev/null 2>&1 || true
 }
+# undelay stops the relay before it removes the redirect: the relay's connections
+# close while their addresses are still translated, so their clients see the close.
+# The other way round, the close leaves untranslated and the clients' connections
+# stay open with nothing behind them, silent until their own timeouts.
 undelay() {
   local n=$1 f pid; f=$(delay_pid "$n")
-  in_ns "$n" nft delete table ip dirgate_delay 2>/dev/null || true
   if [[ -f $f ]]; then
     pid=$(tr -dc 0-9 <"$f")
-    if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; fi
+    if [[ -n $pid ]]; then
+      kill "$pid" 2>/dev/null || true
+      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+    fi
     rm -f "$f"
   fi
+  in_ns "$n" nft delete table ip dirgate_delay 2>/dev/null || true
 }
 
 inbound() { # inbound N +|-
