@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -167,6 +168,10 @@ func classify(ctx context.Context, a *attempt, err error, closing bool) kind {
 // probePoll is how often a call waiting on a silent DC's health check looks at it.
 const probePoll = 50 * time.Millisecond
 
+// roundPause is the wait before a read whose every DC failed at once tries them
+// again (run's second round).
+const roundPause = 250 * time.Millisecond
+
 // errStalled is why a silent attempt was given up: a timeout (504) if it was the
 // last.
 var errStalled = fmt.Errorf("the domain controller stopped answering: %w", context.DeadlineExceeded)
@@ -234,6 +239,15 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				case ended:
 					done(wrap("attempt", err)) // ECANCELED is not held against the server
 				default:
+					if a.reused.Load() && !a.stalled.Load() && isNetworkError(err) {
+						// A pooled connection that was cut says nothing of the DC
+						// (a firewall's idle timeout, a relay that restarted): the
+						// call tries a new connection, whose outcome counts. Left
+						// out of the breaker's count like a cancelled call, so that
+						// every pooled connection cut at once does not open it.
+						done(dirgate.WrapError(dirgate.ECANCELED, "", fmt.Errorf("ldap: %s: pooled connection: %w", s.t.url, err)))
+						break
+					}
 					done(dirgate.WrapError(dirgate.EUPSTREAM, "", fmt.Errorf("ldap: %s: %w", s.t.url, err)))
 				}
 				results <- result[T]{a: a, val: v, err: err, closing: closing}
@@ -243,6 +257,26 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 	}
 	if !start() {
 		return zero, unavailable(lastErr)
+	}
+	// another starts a second round of a read whose every DC failed at once (a
+	// refused connection, a reset), after roundPause, if the request leaves time for
+	// it: a DC whose service restarts, or a relay between, refuses for an instant,
+	// and with the other DCs down that instant would be the call's answer. With one
+	// DC the call keeps its single retry.
+	rounds := 0
+	another := func() bool {
+		if rounds > 0 || !d.multiDC() {
+			return false
+		}
+		if ctxsleep.Sleep(ctx, roundPause); ctx.Err() != nil {
+			return false
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.cfg.AttemptTimeout {
+			return false
+		}
+		rounds++
+		p.servers, p.next, p.again, p.fresh = d.candidates(), 0, nil, nil
+		return start()
 	}
 	timer := time.NewTimer(d.cfg.AttemptTimeout)
 	defer timer.Stop()
@@ -291,7 +325,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				}
 				d.markDown(r.a.s, r.err)
 			}
-			if running == 0 && !start() {
+			if running == 0 && !start() && !(hedge && retry && another()) {
 				return zero, lastErr
 			}
 			if running > 0 && r.a == current {

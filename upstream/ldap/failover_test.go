@@ -581,3 +581,26 @@ func TestSilentPooledConnectionsDoNotStarveCalls(t *testing.T) {
 		t.Errorf("%d connections still detached after every read ended", n)
 	}
 }
+
+// TestReadTriesEveryDCAgainAfterAnInstant: with DC1 down, DC2 refuses one
+// connection (its service restarting, a relay between replaced): the read does not
+// answer with that refusal while the request has time left, but tries the DCs once
+// more a moment later, and DC2 answers.
+func TestReadTriesEveryDCAgainAfterAnInstant(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{RequestTimeout: 5 * time.Second}, nil)
+	o1.srv.refuse.Store(true)
+	d.markDown(d.servers()[0], errors.New("killed"))
+	d.servers()[1].pool.flushIdle()
+	o2.srv.refuseNext.Store(1)
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); err != nil {
+		t.Fatalf("a read while the only DC up refused one connection: %v", err)
+	}
+	// A write is not sent twice: it answers the refusal.
+	g := byGUID(t, d, o2.g1.guid)
+	u := byGUID(t, d, o2.alice.guid)
+	o2.srv.refuseNext.Store(1)
+	d.servers()[1].pool.flushIdle()
+	if err := d.RemoveMember(context.Background(), g, u); dirgate.ErrorCode(err) != dirgate.EUPSTREAM {
+		t.Errorf("a write whose only DC refused its connection = %v, want the refusal (%s)", err, dirgate.EUPSTREAM)
+	}
+}

@@ -367,17 +367,19 @@ EOF
   # already carry a client that came in through the redirect.
   in_ns "$n" ss -K state established "( sport = :636 ) and not ( dst $(ip_of "$n") )" >/dev/null 2>&1 || true
 }
-# undelay stops the relay before it removes the redirect: the relay's connections
-# close while their addresses are still translated, so their clients see the close.
-# The other way round, the close leaves untranslated and the clients' connections
-# stay open with nothing behind them, silent until their own timeouts.
+# undelay stops the relay before it removes the redirect: the relayed connections
+# close while the redirect still translates them, so their clients see the close
+# (for the few milliseconds until the redirect is gone, new connections are
+# refused). The other way round, the close leaves untranslated and the clients'
+# connections stay open with nothing behind them, silent (measured: an openssl
+# s_client through the relay was still open seconds later).
 undelay() {
   local n=$1 f pid; f=$(delay_pid "$n")
   if [[ -f $f ]]; then
     pid=$(tr -dc 0-9 <"$f")
     if [[ -n $pid ]]; then
       kill "$pid" 2>/dev/null || true
-      for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+      for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
     fi
     rm -f "$f"
   fi
