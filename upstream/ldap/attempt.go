@@ -192,7 +192,9 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 	defer cancel()
 	p := &plan{servers: d.candidates()}
 	if len(p.servers) == 0 {
-		return zero, unavailable(nil)
+		if p.servers = d.awaitCandidates(ctx); len(p.servers) == 0 {
+			return zero, unavailable(nil)
+		}
 	}
 	results := make(chan result[T], 2*len(p.servers)+1)
 	running, started := 0, 0

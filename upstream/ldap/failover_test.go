@@ -577,6 +577,10 @@ func TestSilentPooledConnectionsDoNotStarveCalls(t *testing.T) {
 			t.Errorf("a read with the pool's connections silent: %v", err)
 		}
 	}
+	// The silent attempts end (their calls cancelled them) just after the calls.
+	for deadline := time.Now().Add(5 * time.Second); s2.pool.detached.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if n := s2.pool.detached.Load(); n != 0 {
 		t.Errorf("%d connections still detached after every read ended", n)
 	}
@@ -602,5 +606,40 @@ func TestReadTriesEveryDCAgainAfterAnInstant(t *testing.T) {
 	d.servers()[1].pool.flushIdle()
 	if err := d.RemoveMember(context.Background(), g, u); dirgate.ErrorCode(err) != dirgate.EUPSTREAM {
 		t.Errorf("a write whose only DC refused its connection = %v, want the refusal (%s)", err, dirgate.EUPSTREAM)
+	}
+}
+
+// TestEveryBreakerOpenWaitsForAHealthCheck: every DC's breaker is open (a moment's
+// failure that cut every connection at once) while a health check of DC2 is under
+// way: a read waits for it, up to the attempt timeout, and goes to DC2 once it
+// passes, instead of answering 503 at once.
+func TestEveryBreakerOpenWaitsForAHealthCheck(t *testing.T) {
+	brks := map[string]*fakeBreaker{}
+	var mu sync.Mutex
+	d, _, o2 := twoDCs(t, Config{AttemptTimeout: 2 * time.Second}, func(s string) Breaker {
+		mu.Lock()
+		defer mu.Unlock()
+		brks[s] = &fakeBreaker{}
+		return brks[s]
+	})
+	s2 := d.servers()[1]
+	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	s2.mu.Lock()
+	s2.probing = true
+	s2.mu.Unlock()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		d.markUp(s2) // the check passed
+		s2.mu.Lock()
+		s2.probing = false
+		s2.mu.Unlock()
+	}()
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); err != nil {
+		t.Fatalf("a read while DC2's health check was under way: %v", err)
+	}
+	// No check under way: 503 at once, as before.
+	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Errorf("every breaker open and no check under way: %v, want %s", err, dirgate.EUNAVAILABLE)
 	}
 }
