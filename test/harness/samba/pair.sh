@@ -367,23 +367,20 @@ EOF
   # already carry a client that came in through the redirect.
   in_ns "$n" ss -K state established "( sport = :636 ) and not ( dst $(ip_of "$n") )" >/dev/null 2>&1 || true
 }
-# undelay stops the relay before it removes the redirect: the relayed connections
-# close while the redirect still translates them, so their clients see the close
-# (for the few milliseconds until the redirect is gone, new connections are
-# refused). The other way round, the close leaves untranslated and the clients'
-# connections stay open with nothing behind them, silent (measured: an openssl
-# s_client through the relay was still open seconds later).
+# undelay removes the redirect, so that new connections go to the DC itself, and
+# then stops the relay. The connections that went through the relay are left with
+# nothing behind them: their packets no longer reach anything that answers, and their
+# clients hear nothing (no close, no reset; measured: an openssl s_client through the
+# relay was still open seconds later), as when a NAT or firewall between loses its
+# state. The other order would refuse new connections for the instant between.
 undelay() {
   local n=$1 f pid; f=$(delay_pid "$n")
+  in_ns "$n" nft delete table ip dirgate_delay 2>/dev/null || true
   if [[ -f $f ]]; then
     pid=$(tr -dc 0-9 <"$f")
-    if [[ -n $pid ]]; then
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 200); do kill -0 "$pid" 2>/dev/null || break; sleep 0.01; done
-    fi
+    if [[ -n $pid ]]; then kill "$pid" 2>/dev/null || true; fi
     rm -f "$f"
   fi
-  in_ns "$n" nft delete table ip dirgate_delay 2>/dev/null || true
 }
 
 inbound() { # inbound N +|-
