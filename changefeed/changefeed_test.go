@@ -376,6 +376,46 @@ func TestFeedOneReaderTakesOver(t *testing.T) {
 	}
 }
 
+// TestFeedNewReaderReadsAtOnce: the instance that takes over from a reader that
+// died reads as soon as it holds the lease, not at its next interval (an hour here,
+// so that only that read can see the change): the lease is renewed and claimed
+// apart from the reads.
+func TestFeedNewReaderReadsAtOnce(t *testing.T) {
+	dir := demo(t)
+	cfg := cache.Config{Secret: sealSecret, Redis: redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}}), Timeout: time.Second}
+	src := &fakeSource{}
+	var ins []instance
+	var feeds []*Feed
+	for range 2 {
+		in := newInstance(t, dir, cfg)
+		ins = append(ins, in)
+		feeds = append(feeds, startFeed(t, in, src, Config{Interval: time.Hour, Lease: 4 * time.Second}))
+	}
+	waitFor(t, "one leader with a position", func() bool {
+		return feeds[0].Leader() != feeds[1].Leader() && (feeds[0].Ready(t.Context()) == nil || feeds[1].Ready(t.Context()) == nil)
+	})
+	first := 0
+	if feeds[1].Leader() {
+		first = 1
+	}
+	other := 1 - first
+	served(t, ins[other], fixture.ProjectAlphaDN, dirgate.ListOptions{})
+	if st := served(t, ins[other], fixture.ProjectAlphaDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
+		t.Fatalf("the listing is not cached: %s", st)
+	}
+	// The reader dies without giving up its lease.
+	feeds[first].cancel()
+	feeds[first].wg.Wait()
+	g := object(t, dir, fixture.ProjectAlphaDN)
+	src.change(dirgate.Change{Kind: dirgate.ChangeGroup, GUID: g.GUID, GroupsKnown: true})
+	waitFor(t, "the new reader's first read", func() bool {
+		return served(t, ins[other], fixture.ProjectAlphaDN, dirgate.ListOptions{}) == dirgate.CacheMiss
+	})
+	if !feeds[other].Leader() {
+		t.Error("the change was seen, yet the other instance does not lead")
+	}
+}
+
 func TestDecodePosition(t *testing.T) {
 	p := dirgate.ChangePosition{Source: "x", USN: 7, Time: time.Unix(100, 0).UTC()}
 	b, _ := json.Marshal(p)

@@ -61,8 +61,13 @@ type Cache interface {
 const (
 	DefaultInterval = time.Second
 	DefaultMaxBatch = 10000
-	DefaultLease    = 3 * time.Second
+	DefaultLease    = time.Second
 )
+
+// leaseSteps is how often per Lease the leader renews its claim and the other
+// instances try to take it: a reader that dies is replaced within Lease plus a
+// step, and a leader whose renewal is late once still holds the claim.
+const leaseSteps = 4
 
 // Config configures Start.
 type Config struct {
@@ -90,7 +95,9 @@ type Config struct {
 	// everything instead.
 	MaxBatch int
 	// Lease is how long a leader's claim lasts without renewal; another instance
-	// takes over within Lease plus Interval of the leader's death.
+	// takes over within Lease plus a quarter of it of the leader's death, and reads
+	// at once. Renewals run apart from the reads, every quarter Lease, so that a
+	// read that takes long does not lose the claim. At least four Timeouts.
 	Lease time.Duration
 	// OnEvent, when set, is told on every instance what changed (to refresh caller
 	// principals). It must not block.
@@ -118,10 +125,16 @@ type Feed struct {
 	shared feedStore // nil without Redis: this instance reads alone
 	id     string    // this instance's lease value
 
-	leader  atomic.Bool
-	lastPos atomic.Pointer[dirgate.ChangePosition] // the latest position known here
-	lastErr atomic.Pointer[string]
-	pos     *dirgate.ChangePosition // the leader's position (reader goroutine only)
+	leader atomic.Bool
+	// term counts the times this instance took the lease; gained wakes the reader
+	// when it does, so that it reads at once from the stored position.
+	term     atomic.Uint64
+	readTerm uint64 // the term f.pos belongs to (reader goroutine only)
+	gained   chan struct{}
+	leaseErr atomic.Pointer[string]                 // the last claim's failure, nil once one succeeds
+	lastPos  atomic.Pointer[dirgate.ChangePosition] // the latest position known here
+	lastErr  atomic.Pointer[string]
+	pos      *dirgate.ChangePosition // the leader's position (reader goroutine only)
 
 	metrics   feedMetrics
 	cancel    context.CancelFunc
@@ -139,6 +152,9 @@ type Feed struct {
 	failures int
 	retryAt  time.Time
 }
+
+// errStore marks a read that failed on Redis, not on the directory.
+var errStore = errors.New("redis")
 
 // maxFeedBackoff bounds the wait between reads of a directory that keeps failing.
 const maxFeedBackoff = 5 * time.Second
@@ -199,21 +215,23 @@ func Start(ctx context.Context, cfg Config) (*Feed, error) {
 	if cfg.Lease <= 0 {
 		cfg.Lease = DefaultLease
 	}
-	if cfg.Lease < 2*cfg.Interval {
-		cfg.Lease = 2 * cfg.Interval
+	if cfg.Lease < 4*cfg.Timeout {
+		cfg.Lease = 4 * cfg.Timeout
 	}
-	f := &Feed{cfg: cfg, id: rand.Text(), metrics: newFeedMetrics()}
+	f := &Feed{cfg: cfg, id: rand.Text(), metrics: newFeedMetrics(), gained: make(chan struct{}, 1)}
 	if shared {
 		f.shared = newRedisFeed(cfg.Redis, cfg.KeyPrefix, seal.New(cfg.Secret), cfg.Logger, cfg.now)
 	}
 	cfg.Cache.Follow()
 	ctx, f.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	f.wg.Add(1)
-	go f.readLoop(ctx)
 	if f.shared != nil {
-		f.wg.Add(1)
+		f.claim(ctx) // the first read knows whether it leads
+		f.wg.Add(2)
+		go f.leaseLoop(ctx)
 		go f.followLoop(ctx)
 	}
+	f.wg.Add(1)
+	go f.readLoop(ctx)
 	reg, err := f.metrics.register(f)
 	if err == nil {
 		f.metrics.reg = reg
@@ -276,7 +294,8 @@ func (f *Feed) failing() string {
 	return ""
 }
 
-// readLoop reads every interval while this instance leads.
+// readLoop reads every interval while this instance leads, and at once when it
+// takes the lease.
 func (f *Feed) readLoop(ctx context.Context) {
 	defer f.wg.Done()
 	t := time.NewTicker(f.cfg.Interval)
@@ -287,6 +306,50 @@ func (f *Feed) readLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-f.gained:
+		}
+	}
+}
+
+// leaseLoop claims or renews the lease every quarter Lease, apart from the reads.
+func (f *Feed) leaseLoop(ctx context.Context) {
+	defer f.wg.Done()
+	t := time.NewTicker(f.cfg.Lease / leaseSteps)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.claim(ctx)
+	}
+}
+
+// claim claims or renews the lease and records whether this instance leads.
+func (f *Feed) claim(ctx context.Context) {
+	lctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	lead, err := f.shared.lead(lctx, f.id, f.cfg.Lease)
+	cancel()
+	if err != nil {
+		lead = false
+		s := fmt.Sprintf("redis: %v", err)
+		f.leaseErr.Store(&s)
+	} else {
+		f.leaseErr.Store(nil)
+	}
+	if lead == f.leader.Load() {
+		return
+	}
+	f.cfg.Logger.Info("cache: change feed leadership", "leader", lead)
+	if lead {
+		f.term.Add(1) // before leader: a reader that sees leader sees the new term
+	}
+	f.leader.Store(lead)
+	if lead {
+		select {
+		case f.gained <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -315,24 +378,19 @@ func (f *Feed) tick(ctx context.Context) {
 		}
 	}
 	if f.shared != nil {
-		lctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
-		lead, err := f.shared.lead(lctx, f.id, f.cfg.Lease)
-		cancel()
-		if err != nil {
-			lead = false
-			f.setErr(fmt.Errorf("redis: %w", err))
-		}
-		if lead != f.leader.Load() {
-			log.Info("cache: change feed leadership", "leader", lead)
-			f.pos = nil // a new leader starts from the stored position
-		}
-		f.leader.Store(lead)
-		if !lead {
-			if err == nil {
+		if !f.leader.Load() {
+			if e := f.leaseErr.Load(); e != nil {
+				f.lastErr.Store(e)
+			} else {
 				f.setErr(nil)
 				f.followPosition(ctx)
 			}
 			return
+		}
+		if t := f.term.Load(); t != f.readTerm {
+			// A new term starts from the stored position, and at once.
+			f.readTerm, f.pos = t, nil
+			f.failures, f.retryAt = 0, time.Time{}
 		}
 	} else {
 		f.leader.Store(true)
@@ -343,7 +401,13 @@ func (f *Feed) tick(ctx context.Context) {
 	if err := f.readOnce(ctx); err != nil {
 		f.setErr(err)
 		f.failures++
-		backoff := min(f.cfg.Interval<<min(f.failures, 16), maxFeedBackoff)
+		// The directory is retried at the next interval, then after twice as long
+		// each time; Redis, which fails over within seconds and which nothing
+		// else dials, after its retry interval.
+		backoff := min(f.cfg.Interval<<min(f.failures-1, 16), maxFeedBackoff)
+		if errors.Is(err, errStore) {
+			backoff = f.cfg.RetryInterval
+		}
 		f.retryAt = f.cfg.now().Add(backoff)
 		if f.failures == 1 {
 			log.Warn("cache: change feed read failed; retrying with backoff (logged once until it succeeds)", "error", err, "max_backoff", maxFeedBackoff)
@@ -376,7 +440,7 @@ func (f *Feed) readOnce(ctx context.Context) error {
 			p, err = f.shared.position(pctx)
 			cancel()
 			if err != nil {
-				return fmt.Errorf("redis: read position: %w", err)
+				return fmt.Errorf("%w: read position: %w", errStore, err)
 			}
 		}
 		if p == nil {
@@ -407,7 +471,7 @@ func (f *Feed) readOnce(ctx context.Context) error {
 	}
 	ev := f.event(b)
 	if err := f.invalidate(ctx, b, ev); err != nil {
-		return fmt.Errorf("invalidate: %w", err) // the same changes are read again
+		return fmt.Errorf("%w: invalidate: %w", errStore, err) // the same changes are read again
 	}
 	if b.Resync != "" {
 		f.cfg.Logger.Warn("cache: change feed resync: every cached entry is invalidated", "reason", b.Resync, "detail", b.Detail)
@@ -497,7 +561,7 @@ func (f *Feed) followLoop(ctx context.Context) {
 			}
 			last = p
 		}
-		evs, err := f.shared.read(ctx, last, f.cfg.Interval)
+		evs, err := f.shared.read(ctx, last, min(f.cfg.Interval, maxFollowBlock))
 		if err != nil {
 			if ctx.Err() == nil {
 				f.sleep(ctx)
@@ -515,6 +579,10 @@ func (f *Feed) followLoop(ctx context.Context) {
 		}
 	}
 }
+
+// maxFollowBlock bounds how long one read of the event stream blocks in Redis: a
+// blocked read does not end with its context, so Close waits for it.
+const maxFollowBlock = time.Second
 
 func (f *Feed) sleep(ctx context.Context) {
 	select {

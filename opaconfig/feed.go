@@ -111,9 +111,12 @@ func openFeed(ctx context.Context, name string, raw []byte, services map[string]
 		if !required {
 			break
 		}
+		// The failures are read before Stop: stopping cancels a download under
+		// way, whose "context canceled" would replace the last attempt's reason.
+		why := errors.Join(append(f.errors(), ctx.Err())...)
 		m.Stop(context.Background())
 		err := fmt.Errorf("opa config: no %s bundle %s activated within %s", name, strings.Join(missing, ", "), wait)
-		if why := errors.Join(append(f.errors(), ctx.Err())...); why != nil {
+		if why != nil {
 			err = fmt.Errorf("%w: %w", err, why)
 		}
 		return nil, err

@@ -39,8 +39,12 @@ type bombResult struct {
 
 // openInChild opens cfgFile in a child process (this test binary, running
 // TestBundleBombChild), so that the peak memory measured is that of Open alone.
+//
+// Open waits 15 s for the bundle: a layer of 100 MB takes seconds to pull and
+// refuse under the race detector on a loaded machine, and the refusal must be the
+// error Open reports.
 func openInChild(t *testing.T, cfgFile string) bombResult {
-	return openInChildWaiting(t, cfgFile, 5*time.Second, 0)
+	return openInChildWaiting(t, cfgFile, 15*time.Second, 0)
 }
 
 // bombWaitEnv is the child's Config.StartWait, in seconds.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ctxsleep"
 	goldap "github.com/go-ldap/ldap/v3"
 )
 
@@ -27,7 +29,9 @@ import (
 // DC sends restarts it). Reads are hedged: the silent attempt keeps running, a second
 // one starts on the next DC, whichever answers first is the answer, and the silent DC
 // gets a health check; a read that fell silent on a pooled connection is tried on a
-// new connection to the same DC once the other DCs had their turn. Other calls (writes are never sent to two DCs at once) ask a
+// new connection to the same DC once the other DCs had their turn. The silent
+// attempt gives its pool slot back (pool.detach), so that neither its hedge nor other
+// calls wait behind connections that lost their path. Other calls (writes are never sent to two DCs at once) ask a
 // health check and wait for it: a DC that fails it is marked down and the attempt is
 // given up for the next DC; one that passes is only slow (an in-chain search sends
 // nothing for seconds), and the call waits on.
@@ -44,6 +48,46 @@ type attempt struct {
 	checked chan struct{}
 	last    atomic.Int64 // UnixNano of the attempt's start or its last answer
 	cancel  context.CancelFunc
+
+	// slotMu guards slot: whether the attempt holds a pool slot, gave it back
+	// while silent (pool.detach), or ended.
+	slotMu sync.Mutex
+	slot   slotState
+}
+
+type slotState int
+
+const (
+	slotWaiting  slotState = iota // no connection yet
+	slotHeld                      // a connection and its slot
+	slotDetached                  // a connection whose slot was given back
+	slotEnded                     // the attempt ended
+)
+
+// detach gives back the slot of a silent attempt's connection (pool.detach); the
+// attempt closes the connection when it ends.
+func (a *attempt) detach() {
+	a.slotMu.Lock()
+	defer a.slotMu.Unlock()
+	if a.slot == slotHeld && a.s.pool.detach() {
+		a.slot = slotDetached
+	}
+}
+
+// holding records that the attempt took a connection.
+func (a *attempt) holding() {
+	a.slotMu.Lock()
+	a.slot = slotHeld
+	a.slotMu.Unlock()
+}
+
+// end records that the attempt ended, reporting whether its slot was given back.
+func (a *attempt) end() (detached bool) {
+	a.slotMu.Lock()
+	defer a.slotMu.Unlock()
+	detached = a.slot == slotDetached
+	a.slot = slotEnded
+	return detached
 }
 
 func (a *attempt) touch() { a.last.Store(time.Now().UnixNano()) }
@@ -124,6 +168,10 @@ func classify(ctx context.Context, a *attempt, err error, closing bool) kind {
 // probePoll is how often a call waiting on a silent DC's health check looks at it.
 const probePoll = 50 * time.Millisecond
 
+// roundPause is the wait before a read whose every DC failed at once tries them
+// again (run's second round).
+const roundPause = 250 * time.Millisecond
+
 // errStalled is why a silent attempt was given up: a timeout (504) if it was the
 // last.
 var errStalled = fmt.Errorf("the domain controller stopped answering: %w", context.DeadlineExceeded)
@@ -144,7 +192,9 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 	defer cancel()
 	p := &plan{servers: d.candidates()}
 	if len(p.servers) == 0 {
-		return zero, unavailable(nil)
+		if p.servers = d.awaitCandidates(ctx); len(p.servers) == 0 {
+			return zero, unavailable(nil)
+		}
 	}
 	results := make(chan result[T], 2*len(p.servers)+1)
 	running, started := 0, 0
@@ -191,6 +241,15 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				case ended:
 					done(wrap("attempt", err)) // ECANCELED is not held against the server
 				default:
+					if a.reused.Load() && !a.stalled.Load() && isNetworkError(err) {
+						// A pooled connection that was cut says nothing of the DC
+						// (a firewall's idle timeout, a relay that restarted): the
+						// call tries a new connection, whose outcome counts. Left
+						// out of the breaker's count like a cancelled call, so that
+						// every pooled connection cut at once does not open it.
+						done(dirgate.WrapError(dirgate.ECANCELED, "", fmt.Errorf("ldap: %s: pooled connection: %w", s.t.url, err)))
+						break
+					}
 					done(dirgate.WrapError(dirgate.EUPSTREAM, "", fmt.Errorf("ldap: %s: %w", s.t.url, err)))
 				}
 				results <- result[T]{a: a, val: v, err: err, closing: closing}
@@ -200,6 +259,26 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 	}
 	if !start() {
 		return zero, unavailable(lastErr)
+	}
+	// another starts a second round of a read whose every DC failed at once (a
+	// refused connection, a reset), after roundPause, if the request leaves time for
+	// it: a DC whose service restarts, or a relay between, refuses for an instant,
+	// and with the other DCs down that instant would be the call's answer. With one
+	// DC the call keeps its single retry.
+	rounds := 0
+	another := func() bool {
+		if rounds > 0 || !d.multiDC() {
+			return false
+		}
+		if ctxsleep.Sleep(ctx, roundPause); ctx.Err() != nil {
+			return false
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d.cfg.AttemptTimeout {
+			return false
+		}
+		rounds++
+		p.servers, p.next, p.again, p.fresh = d.candidates(), 0, nil, nil
+		return start()
 	}
 	timer := time.NewTimer(d.cfg.AttemptTimeout)
 	defer timer.Stop()
@@ -248,7 +327,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				}
 				d.markDown(r.a.s, r.err)
 			}
-			if running == 0 && !start() {
+			if running == 0 && !start() && !(hedge && retry && another()) {
 				return zero, lastErr
 			}
 			if running > 0 && r.a == current {
@@ -268,11 +347,20 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			}
 			stalled := current
 			if hedge {
-				// Keep it: the DC may only be slow. A health check tells.
+				// Keep it: the DC may only be slow. A health check tells. Its
+				// slot is given back, so that the hedge never waits for the
+				// slots of silent connections.
 				stalled.s.calls.stalled.Add(1)
 				d.probeSoon(stalled.s)
-				if stalled.reused.Load() && retry {
-					p.fresh = append(p.fresh, stalled.s)
+				stalled.detach()
+				if stalled.reused.Load() {
+					// A pooled connection fell silent: the others idle beside it
+					// may have lost their path the same way, and would each hold
+					// a call for the attempt timeout.
+					stalled.s.pool.flushIdle()
+					if retry {
+						p.fresh = append(p.fresh, stalled.s)
+					}
 				}
 				if start() {
 					timer.Reset(d.cfg.AttemptTimeout)
@@ -327,6 +415,7 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 		}
 		return v, err, false
 	}
+	a.holding()
 	ctx = context.WithValue(ctx, serverKey{}, a.s)
 	a.reused.Store(!pc.lastUsed.IsZero())
 	if !a.reused.Load() {
@@ -335,6 +424,8 @@ func runAttempt[T any](ctx context.Context, a *attempt, f func(ctx context.Conte
 	v, err = f(ctx, watched{conn: pc.conn, touch: a.touch}, a.n)
 	closing = pc.IsClosing()
 	switch {
+	case a.end():
+		a.s.pool.closeDetached(pc)
 	case err == nil:
 		a.s.pool.put(pc)
 	case ctx.Err() != nil, isNetworkError(err), closing && !serverAnswered(err):

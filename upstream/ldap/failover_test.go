@@ -536,3 +536,110 @@ func TestHealthCheckClosesBreaker(t *testing.T) {
 		t.Errorf("resets: DC1 %d (want 1), DC2 %d (want 0)", brks["ldaps://dc1:636"].resets, brks["ldaps://dc2:636"].resets)
 	}
 }
+
+// TestSilentPooledConnectionsDoNotStarveCalls: every connection pooled for the only
+// DC left fell silent at once (a NAT or relay between that lost them: the chaos
+// suite's delay-dc heal does this), and more reads arrive than the pool has
+// connections. Each read that takes a silent connection hedges on a new one to the
+// same DC; the silent attempts give their slots back and the other idle connections
+// are dropped, so no read waits for a slot until its deadline.
+func TestSilentPooledConnectionsDoNotStarveCalls(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{PoolSize: 2, AttemptTimeout: 100 * time.Millisecond, RequestTimeout: 3 * time.Second}, nil)
+	o1.srv.refuse.Store(true)
+	s2 := d.servers()[1]
+	d.markDown(d.servers()[0], errors.New("killed"))
+	ctx := context.Background()
+	var held []*pooledConn
+	for range 2 {
+		pc, err := s2.pool.get(ctx, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, pc)
+	}
+	for _, pc := range held {
+		s2.pool.put(pc)
+	}
+	o2.srv.hangDialled.Store(o2.srv.dials.Load()) // both pooled connections are silent
+	id := dirgate.MustParseIdentifier(o2.g1.guid)
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	for range 6 {
+		wg.Go(func() {
+			_, err := d.Lookup(ctx, id, nil)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("a read with the pool's connections silent: %v", err)
+		}
+	}
+	// The silent attempts end (their calls cancelled them) just after the calls.
+	for deadline := time.Now().Add(5 * time.Second); s2.pool.detached.Load() != 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := s2.pool.detached.Load(); n != 0 {
+		t.Errorf("%d connections still detached after every read ended", n)
+	}
+}
+
+// TestReadTriesEveryDCAgainAfterAnInstant: with DC1 down, DC2 refuses one
+// connection (its service restarting, a relay between replaced): the read does not
+// answer with that refusal while the request has time left, but tries the DCs once
+// more a moment later, and DC2 answers.
+func TestReadTriesEveryDCAgainAfterAnInstant(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{RequestTimeout: 5 * time.Second}, nil)
+	o1.srv.refuse.Store(true)
+	d.markDown(d.servers()[0], errors.New("killed"))
+	d.servers()[1].pool.flushIdle()
+	o2.srv.refuseNext.Store(1)
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); err != nil {
+		t.Fatalf("a read while the only DC up refused one connection: %v", err)
+	}
+	// A write is not sent twice: it answers the refusal.
+	g := byGUID(t, d, o2.g1.guid)
+	u := byGUID(t, d, o2.alice.guid)
+	o2.srv.refuseNext.Store(1)
+	d.servers()[1].pool.flushIdle()
+	if err := d.RemoveMember(context.Background(), g, u); dirgate.ErrorCode(err) != dirgate.EUPSTREAM {
+		t.Errorf("a write whose only DC refused its connection = %v, want the refusal (%s)", err, dirgate.EUPSTREAM)
+	}
+}
+
+// TestEveryBreakerOpenWaitsForAHealthCheck: every DC's breaker is open (a moment's
+// failure that cut every connection at once) while a health check of DC2 is under
+// way: a read waits for it, up to the attempt timeout, and goes to DC2 once it
+// passes, instead of answering 503 at once.
+func TestEveryBreakerOpenWaitsForAHealthCheck(t *testing.T) {
+	brks := map[string]*fakeBreaker{}
+	var mu sync.Mutex
+	d, _, o2 := twoDCs(t, Config{AttemptTimeout: 2 * time.Second}, func(s string) Breaker {
+		mu.Lock()
+		defer mu.Unlock()
+		brks[s] = &fakeBreaker{}
+		return brks[s]
+	})
+	s2 := d.servers()[1]
+	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	s2.mu.Lock()
+	s2.probing = true
+	s2.mu.Unlock()
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		d.markUp(s2) // the check passed
+		s2.mu.Lock()
+		s2.probing = false
+		s2.mu.Unlock()
+	}()
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); err != nil {
+		t.Fatalf("a read while DC2's health check was under way: %v", err)
+	}
+	// No check under way: 503 at once, as before.
+	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Errorf("every breaker open and no check under way: %v, want %s", err, dirgate.EUNAVAILABLE)
+	}
+}

@@ -59,6 +59,9 @@ type fakeServer struct {
 	// refuse makes dials fail as a stopped server's refused connection does;
 	// hangModify makes Modifies block until the connection closes.
 	refuse, hangModify atomic.Bool
+	// refuseNext makes the next n dials fail as refuse does, as a DC whose
+	// service restarts for an instant.
+	refuseNext atomic.Int32
 	// name is the DC's name in its dsServiceName (DC1 when empty).
 	name string
 	// confidential are the lDAPDisplayNames of the schema's confidential attributes.
@@ -107,7 +110,7 @@ func (s *fakeServer) log() []string {
 
 func (s *fakeServer) dial(context.Context) (conn, error) {
 	s.dials.Add(1)
-	if s.refuse.Load() {
+	if s.refuse.Load() || s.refuseNext.Add(-1) >= 0 {
 		return nil, fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 	}
 	return &fakeConn{s: s, gone: make(chan struct{}), n: s.dials.Load()}, nil

@@ -26,6 +26,9 @@ type pool struct {
 	mu     sync.Mutex
 	closed bool
 
+	// detached counts the connections in use whose slot was given back (detach).
+	detached atomic.Int64
+
 	dials, dialFailures atomic.Int64 // for metrics
 }
 
@@ -123,6 +126,28 @@ func (p *pool) put(pc *pooledConn) {
 		_ = pc.Close()
 	}
 	<-p.slots
+}
+
+// detach gives back the slot of a connection in use that fell silent, while the
+// read on it goes on: the call hedges on a new connection (attempt.go), and when
+// every slot is held by silent connections (a NAT or firewall between that lost them
+// all at once) the hedges would otherwise wait for a slot until the request's
+// deadline. The connection is closed, never pooled, when its read ends
+// (closeDetached). At most the pool's size are detached at once, so a DC never has
+// more than twice the pool's connections open; false when that many are.
+func (p *pool) detach() bool {
+	if p.detached.Add(1) > int64(cap(p.slots)) {
+		p.detached.Add(-1)
+		return false
+	}
+	<-p.slots
+	return true
+}
+
+// closeDetached closes a connection whose slot detach gave back.
+func (p *pool) closeDetached(pc *pooledConn) {
+	_ = pc.Close()
+	p.detached.Add(-1)
 }
 
 // discard closes a connection that failed or may be stuck.

@@ -20,7 +20,7 @@ import (
 // of preference that is up; a network error, a timeout, or an LDAP "busy" or
 // "unavailable" answer marks a server down and sends the call on to the next one,
 // within the same request deadline. A server marked down is probed in the background
-// (connect, bind, a rootDSE read) after a backoff that starts at a second and doubles
+// (connect, bind, a rootDSE read) at once, then after a backoff that starts at a second and doubles
 // up to HealthInterval, and takes calls again once a probe succeeds, so a preferred
 // DC that comes back is preferred again. Servers that are up are probed every
 // HealthInterval too, so a failover does not land on a DC that died unnoticed.
@@ -170,6 +170,37 @@ func (d *Directory) markDown(s *server, cause error) {
 	s.pool.flushIdle()
 	if !was {
 		d.log().Warn("ldap: domain controller marked down; calls go to the next one", "server", s.t.url, "error", reason)
+		// Checked at once, not after the backoff: what marked it down may have
+		// been the connections' (cut all at once), not the DC's, and calls that
+		// find every breaker open wait for this check (awaitCandidates).
+		d.probeSoon(s)
+	}
+}
+
+// awaitCandidates waits, up to the attempt timeout, for a server to take calls
+// again when every breaker is open but a health check is under way: one that passes
+// closes its breaker (markUp), and the call goes on rather than answering 503 for
+// what was a moment's failure. With no check under way it returns nil at once.
+func (d *Directory) awaitCandidates(ctx context.Context) []*server {
+	deadline := time.Now().Add(d.cfg.AttemptTimeout)
+	for {
+		probing := false
+		for _, s := range d.servers() {
+			s.mu.Lock()
+			probing = probing || s.probing
+			s.mu.Unlock()
+		}
+		if !probing || time.Now().After(deadline) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(probePoll):
+		}
+		if c := d.candidates(); len(c) > 0 {
+			return c
+		}
 	}
 }
 

@@ -27,7 +27,7 @@ func registerMetrics(d *Directory) metric.Registration {
 		for _, s := range d.servers() {
 			at := metric.WithAttributes(attribute.String("server", s.t.url))
 			p := s.pool
-			o.ObserveInt64(inUse, int64(len(p.slots)), at)
+			o.ObserveInt64(inUse, int64(len(p.slots))+p.detached.Load(), at) // silent ones detached included
 			o.ObserveInt64(idle, int64(len(p.idle)), at)
 			o.ObserveInt64(size, int64(cap(p.slots)), at)
 			o.ObserveInt64(dials, p.dials.Load(), at)

@@ -363,8 +363,16 @@ table ip dirgate_delay {
   }
 }
 EOF
-  in_ns "$n" ss -K state established '( sport = :636 )' >/dev/null 2>&1 || true
+  # Only clients' connections: the relay's own to the DC (from the DC's address) may
+  # already carry a client that came in through the redirect.
+  in_ns "$n" ss -K state established "( sport = :636 ) and not ( dst $(ip_of "$n") )" >/dev/null 2>&1 || true
 }
+# undelay removes the redirect, so that new connections go to the DC itself, and
+# then stops the relay. The connections that went through the relay are left with
+# nothing behind them: their packets no longer reach anything that answers, and their
+# clients hear nothing (no close, no reset; measured: an openssl s_client through the
+# relay was still open seconds later), as when a NAT or firewall between loses its
+# state. The other order would refuse new connections for the instant between.
 undelay() {
   local n=$1 f pid; f=$(delay_pid "$n")
   in_ns "$n" nft delete table ip dirgate_delay 2>/dev/null || true

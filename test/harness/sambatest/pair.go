@@ -301,7 +301,8 @@ func (p Pair) Delay(t testing.TB, n int, d time.Duration) {
 	p.run(t, nil, "delay", n, fmt.Sprint(d.Milliseconds()))
 }
 
-// Undelay undoes Delay; connections through the relay are cut.
+// Undelay undoes Delay: new connections go to the DC itself, and those through the
+// relay are left silent (pair.sh, undelay).
 func (p Pair) Undelay(t testing.TB, n int) {
 	t.Helper()
 	p.run(t, nil, "undelay", n)

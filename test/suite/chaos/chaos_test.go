@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,6 +30,7 @@ const (
 	envMode     = "DIRGATE_CHAOS_MODE"
 	envSeed     = "DIRGATE_CHAOS_SEED"
 	envOut      = "DIRGATE_CHAOS_OUT"
+	envFaults   = "DIRGATE_CHAOS_FAULTS"
 )
 
 // quiet is how long the run waits, every fault healed and the DCs replicated,
@@ -54,22 +56,33 @@ func TestChaos(t *testing.T) {
 		}
 		mode = v
 	}
+	menu := faultMenu
+	if v := os.Getenv(envFaults); v != "" {
+		var err error
+		if menu, err = parseMenu(v); err != nil {
+			t.Fatalf("%s=%q: %v", envFaults, v, err)
+		}
+	}
 	if v := os.Getenv(envSeed); v != "" {
 		seed, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
 			t.Fatalf("%s=%q: want a number", envSeed, v)
 		}
-		t.Run("replay", func(t *testing.T) { runChaos(t, "p", seed, dur, mode) })
+		t.Run("replay", func(t *testing.T) { runChaos(t, "p", seed, dur, mode, menu) })
 		return
 	}
-	t.Run("fixed", func(t *testing.T) { runChaos(t, "f", fixedSeed, dur, mode) })
-	t.Run("random", func(t *testing.T) { runChaos(t, "r", rand.Uint64()%1e12, dur, mode) })
+	t.Run("fixed", func(t *testing.T) { runChaos(t, "f", fixedSeed, dur, mode, menu) })
+	t.Run("random", func(t *testing.T) { runChaos(t, "r", rand.Uint64()%1e12, dur, mode, menu) })
 }
 
 // runChaos is one run: deployment, fixture, schedule, workload and nemesis side by
 // side, heal and quiet, final listings, history written and checked.
-func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode string) {
-	t.Logf("seed %d (replay: %s=%d %s=%v %s=%s)", seed, envSeed, seed, envDuration, dur, envMode, mode)
+func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode string, menu []string) {
+	replay := fmt.Sprintf("%s=%d %s=%v %s=%s", envSeed, seed, envDuration, dur, envMode, mode)
+	if !slices.Equal(menu, faultMenu) {
+		replay += fmt.Sprintf(" %s=%s", envFaults, strings.Join(menu, ","))
+	}
+	t.Logf("seed %d (replay: %s)", seed, replay)
 	pair := sambatest.PairFromEnv(t)
 	setupStart := time.Now()
 	f := newFixture(t, pair, run)
@@ -80,7 +93,7 @@ func runChaos(t *testing.T, run string, seed uint64, dur time.Duration, mode str
 		trustees = append(trustees, a.DN)
 	}
 	d := startDeployment(t, pair, f.OU, trustees, tokens)
-	sched := newSchedule(seed, dur, mode)
+	sched := newSchedule(seed, dur, mode, menu)
 	t.Logf("setup took %v; %d faults scheduled", time.Since(setupStart).Round(time.Millisecond), len(sched.Faults))
 
 	rec := &recorder{}

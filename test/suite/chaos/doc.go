@@ -50,7 +50,10 @@
 //
 // DIRGATE_CHAOS_DURATION sets the length of each run (default 30s), DIRGATE_CHAOS_MODE
 // quorum (default) or outage, DIRGATE_CHAOS_SEED runs that seed alone
-// (TestChaos/replay). A replay needs the length and mode of the original run too.
+// (TestChaos/replay), and DIRGATE_CHAOS_FAULTS (a comma-separated subset of the
+// fault menu, say kill-dc,delay-dc) narrows the nemesis to those faults, to dwell on
+// one combination. A replay needs the length, mode and faults of the original run
+// too; the run logs them.
 //
 // The history is written, whatever the outcome, as JSON lines (history.Write) to
 // DIRGATE_CHAOS_OUT/seed-<seed>/history.jsonl, or without DIRGATE_CHAOS_OUT to

@@ -1,9 +1,11 @@
 package chaos
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,15 +84,32 @@ const (
 	redisRearm = 10 * time.Second
 )
 
+// parseMenu reads DIRGATE_CHAOS_FAULTS: a comma-separated subset of faultMenu, each
+// once, that the nemesis chooses from instead (to dwell on one combination).
+func parseMenu(v string) ([]string, error) {
+	var menu []string
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !slices.Contains(faultMenu, f) {
+			return nil, fmt.Errorf("%q is not a fault; want some of %s", f, strings.Join(faultMenu, ","))
+		}
+		if slices.Contains(menu, f) {
+			return nil, fmt.Errorf("%q named twice", f)
+		}
+		menu = append(menu, f)
+	}
+	return menu, nil
+}
+
 // newSchedule draws a run of length dur from seed; the same seed and length give the
 // same schedule.
-func newSchedule(seed uint64, dur time.Duration, mode string) schedule {
+func newSchedule(seed uint64, dur time.Duration, mode string, menu []string) schedule {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	var s schedule
 	for _, p := range processes {
 		s.Steps = append(s.Steps, processSteps(rng, p.name, p.min, p.max, dur))
 	}
-	s.Faults = faults(rng, dur, mode)
+	s.Faults = faults(rng, dur, mode, menu)
 	s.Steps = append(s.Steps, probeSteps(seed, dur)...)
 	return s
 }
@@ -213,11 +232,11 @@ func sortedKeys(m map[int]bool) []int {
 // faults draws the nemesis's faults: a new one every gapMin to gapMax, each lasting
 // faultMin to faultMax and healed a second before the run ends, skipped when what it
 // would hit is already hit or when the mode forbids it alongside the faults active.
-func faults(rng *rand.Rand, dur time.Duration, mode string) []faultPlan {
+func faults(rng *rand.Rand, dur time.Duration, mode string, menu []string) []faultPlan {
 	var out []faultPlan
 	var lastRedisKill time.Duration = -redisRearm
 	for at := 2 * time.Second; at+faultMin < dur-time.Second; at += between(rng, gapMin, gapMax) {
-		f := faultPlan{At: at, For: min(between(rng, faultMin, faultMax), dur-time.Second-at), Fault: pick(rng, faultMenu)}
+		f := faultPlan{At: at, For: min(between(rng, faultMin, faultMax), dur-time.Second-at), Fault: pick(rng, menu)}
 		switch f.Fault {
 		case "kill-dc", "blackhole-dc", "pause-inbound", "delay-dc":
 			f.Target = pick(rng, []string{"dc1", "dc2"})
@@ -275,15 +294,15 @@ func allowed(f faultPlan, active []faultPlan, mode string) bool {
 // another one, and the quorum mode never lets both DCs, both Redis servers or both
 // replicas be hit at once.
 func TestScheduleReplays(t *testing.T) {
-	a, b := newSchedule(42, 5*time.Minute, quorumMode), newSchedule(42, 5*time.Minute, quorumMode)
+	a, b := newSchedule(42, 5*time.Minute, quorumMode, faultMenu), newSchedule(42, 5*time.Minute, quorumMode, faultMenu)
 	if !reflect.DeepEqual(a, b) {
 		t.Fatal("seed 42 gave two different schedules")
 	}
-	if reflect.DeepEqual(a, newSchedule(43, 5*time.Minute, quorumMode)) {
+	if reflect.DeepEqual(a, newSchedule(43, 5*time.Minute, quorumMode, faultMenu)) {
 		t.Fatal("seeds 42 and 43 gave the same schedule")
 	}
 	for seed := range uint64(50) {
-		s := newSchedule(seed, 5*time.Minute, quorumMode)
+		s := newSchedule(seed, 5*time.Minute, quorumMode, faultMenu)
 		for i, f := range s.Faults {
 			for _, g := range s.Faults[:i] {
 				if g.At+g.For > f.At && !allowed(f, []faultPlan{g}, quorumMode) {
@@ -300,7 +319,7 @@ func TestScheduleReplays(t *testing.T) {
 // TestScheduleShortRun logs what the short run's fixed seed does, and checks that it
 // holds faults and operations of every kind the processes make.
 func TestScheduleShortRun(t *testing.T) {
-	s := newSchedule(fixedSeed, 30*time.Second, quorumMode)
+	s := newSchedule(fixedSeed, 30*time.Second, quorumMode, faultMenu)
 	kinds := map[string]int{}
 	for _, steps := range s.Steps {
 		for _, st := range steps {
@@ -319,5 +338,27 @@ func TestScheduleShortRun(t *testing.T) {
 	}
 	if len(s.Faults) < 3 {
 		t.Errorf("only %d faults in 30 s", len(s.Faults))
+	}
+}
+
+// TestScheduleMenu: DIRGATE_CHAOS_FAULTS narrows the nemesis to the faults it names,
+// and refuses a name that is not a fault or is named twice.
+func TestScheduleMenu(t *testing.T) {
+	menu, err := parseMenu("kill-dc, delay-dc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newSchedule(fixedSeed, 5*time.Minute, quorumMode, menu)
+	seen := map[string]int{}
+	for _, f := range s.Faults {
+		seen[f.Fault]++
+	}
+	if len(seen) != 2 || seen["kill-dc"] == 0 || seen["delay-dc"] == 0 {
+		t.Errorf("faults drawn from kill-dc and delay-dc: %v", seen)
+	}
+	for _, bad := range []string{"kill-dc,kill-dc", "kill-everything", ""} {
+		if _, err := parseMenu(bad); err == nil {
+			t.Errorf("parseMenu(%q) accepted", bad)
+		}
 	}
 }
