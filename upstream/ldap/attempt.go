@@ -168,6 +168,10 @@ func classify(ctx context.Context, a *attempt, err error, closing bool) kind {
 // probePoll is how often a call waiting on a silent DC's health check looks at it.
 const probePoll = 50 * time.Millisecond
 
+// maxFreshTries bounds the new connections a read tries on DCs whose connection fell
+// silent, beyond the plan's first pass.
+const maxFreshTries = 2
+
 // roundPause is the wait before a read whose every DC failed at once tries them
 // again (run's second round).
 const roundPause = 250 * time.Millisecond
@@ -265,7 +269,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 	// it: a DC whose service restarts, or a relay between, refuses for an instant,
 	// and with the other DCs down that instant would be the call's answer. With one
 	// DC the call keeps its single retry.
-	rounds := 0
+	rounds, freshTries := 0, 0
 	another := func() bool {
 		if rounds > 0 || !d.multiDC() {
 			return false
@@ -358,9 +362,13 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 					// may have lost their path the same way, and would each hold
 					// a call for the attempt timeout.
 					stalled.s.pool.flushIdle()
-					if retry {
-						p.fresh = append(p.fresh, stalled.s)
-					}
+				}
+				if retry && freshTries < maxFreshTries {
+					// Once more on a new connection to that DC, after the others:
+					// the silence may be the connection's alone (its path lost
+					// while it was being made, too).
+					freshTries++
+					p.fresh = append(p.fresh, stalled.s)
 				}
 				if start() {
 					timer.Reset(d.cfg.AttemptTimeout)

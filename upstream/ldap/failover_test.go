@@ -643,3 +643,59 @@ func TestEveryBreakerOpenWaitsForAHealthCheck(t *testing.T) {
 		t.Errorf("every breaker open and no check under way: %v, want %s", err, dirgate.EUNAVAILABLE)
 	}
 }
+
+// TestSilentTwiceOnTheLastDC: with DC1 down, DC2's pooled connection and the first
+// new one both fall silent (their path lost while the second was being made): the
+// read tries a further new connection, which answers, rather than waiting for its
+// deadline once the plan ran out.
+func TestSilentTwiceOnTheLastDC(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{AttemptTimeout: 100 * time.Millisecond, RequestTimeout: 3 * time.Second}, nil)
+	g := byGUID(t, d, o2.g1.guid) // DC1 answers; now DC2's pool needs a connection
+	o1.srv.refuse.Store(true)
+	d.markDown(d.servers()[0], errors.New("killed"))
+	if _, err := d.Members(context.Background(), g, nil); err != nil {
+		t.Fatal(err)
+	}
+	o2.srv.hangDialled.Store(o2.srv.dials.Load() + 1) // the pooled one and the next
+	if _, err := d.Members(context.Background(), g, nil); err != nil {
+		t.Fatalf("a read whose pooled and first new connections to the last DC fell silent: %v", err)
+	}
+}
+
+// TestNoOtherDCChecksEverySecond: a DC that keeps failing its health check while
+// another serves is checked after a growing backoff; while no other DC takes calls,
+// every second.
+func TestNoOtherDCChecksEverySecond(t *testing.T) {
+	d, o1, o2 := twoDCs(t, Config{HealthInterval: time.Minute}, nil)
+	s1, s2 := d.servers()[0], d.servers()[1]
+	o1.srv.refuse.Store(true)
+	ctx := context.Background()
+	backoff := func() time.Duration {
+		s1.mu.Lock()
+		defer s1.mu.Unlock()
+		return s1.backoff
+	}
+	// probe checks s1 once more in the background when it marks it down: wait for
+	// that check, then check by hand.
+	settle := func() {
+		for s1.mu.Lock(); s1.probing; s1.mu.Lock() {
+			s1.mu.Unlock()
+			time.Sleep(time.Millisecond)
+		}
+		s1.mu.Unlock()
+	}
+	d.probe(ctx, s1)
+	settle()
+	d.probe(ctx, s1)
+	settle()
+	if b := backoff(); b <= minBackoff {
+		t.Errorf("backoff with DC2 serving: %v, want more than %v", b, minBackoff)
+	}
+	o2.srv.refuse.Store(true)
+	d.markDown(s2, errors.New("killed"))
+	d.probe(ctx, s1)
+	settle()
+	if b := backoff(); b != minBackoff {
+		t.Errorf("backoff with no DC serving: %v, want %v", b, minBackoff)
+	}
+}

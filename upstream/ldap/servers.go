@@ -280,8 +280,14 @@ func (d *Directory) probe(ctx context.Context, s *server) {
 		}
 	}
 	d.markDown(s, fmt.Errorf("health check: %w", err))
+	// With no other DC taking calls, every call fails until one comes back: it is
+	// checked every second, not after a backoff grown while others served.
+	alone := d.inUse(s) == nil
 	s.mu.Lock()
 	s.backoff = min(2*s.backoff, d.cfg.HealthInterval)
+	if alone {
+		s.backoff = minBackoff
+	}
 	s.next = d.now().Add(s.backoff)
 	s.mu.Unlock()
 }

@@ -300,9 +300,12 @@ func TestRevokedTokenAccepted(t *testing.T) {
 func TestDisabledTokenAccepted(t *testing.T) {
 	var b builder
 	b.token(SignIn, "A", "t1", u1, 0, 100, 200)
+	b.token(SignIn, "A", "t2", u1, 0, 100, 200)
 	d := b.direct(Disable, 2, "", u1, 1000, 1100)
 	b.token(UseTok, "B", "t1", "", 3000, 3050, 200) // within the bound
 	late := b.token(UseTok, "B", "t1", "", 4200, 4250, 200)
+	// A teardown answers 204 for any token (docs/auth.md): not a use.
+	b.token(Revoke, "A", "t2", "", 4300, 4350, 204)
 	b.direct(Enable, 2, "", u1, 5000, 5100)
 	b.token(UseTok, "B", "t1", "", 5200, 5250, 200) // enabled again
 	wantAnomalies(t, Check(b.ops, testCfg), Anomaly{Kind: DisabledTokenAccepted, Op: late, Causes: []int64{d}})
