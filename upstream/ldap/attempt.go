@@ -34,7 +34,8 @@ import (
 // calls wait behind connections that lost their path. Other calls (writes are never sent to two DCs at once) ask a
 // health check and wait for it: a DC that fails it is marked down and the attempt is
 // given up for the next DC; one that passes is only slow (an in-chain search sends
-// nothing for seconds), and the call waits on.
+// nothing for seconds), and the call waits on, unless the silent connection was a
+// pooled one: that connection lost its path, and a new one to the same DC follows.
 
 // attempt is one try of a call on one server.
 type attempt struct {
@@ -43,6 +44,9 @@ type attempt struct {
 	n       int         // 0 for the first attempt of the call
 	reused  atomic.Bool // ran on a connection from the idle pool (set by the attempt, read by run)
 	stalled atomic.Bool
+	// lost is set when a silent pooled connection is given up while its DC passed
+	// a health check: a new connection to the same DC follows.
+	lost atomic.Bool
 	// checked is closed when the health check started for this silent attempt
 	// ends (run's loop only).
 	checked chan struct{}
@@ -147,7 +151,7 @@ func classify(ctx context.Context, a *attempt, err error, closing bool) kind {
 		return answered
 	case ctx.Err() != nil:
 		return ended
-	case a.stalled.Load():
+	case a.stalled.Load(), a.lost.Load():
 		return failover
 	}
 	var de *dialError
@@ -245,7 +249,7 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 				case ended:
 					done(wrap("attempt", err)) // ECANCELED is not held against the server
 				default:
-					if a.reused.Load() && !a.stalled.Load() && isNetworkError(err) {
+					if a.lost.Load() || a.reused.Load() && !a.stalled.Load() && isNetworkError(err) {
 						// A pooled connection that was cut says nothing of the DC
 						// (a firewall's idle timeout, a relay that restarted): the
 						// call tries a new connection, whose outcome counts. Left
@@ -319,7 +323,10 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			}
 			lastErr = fmt.Errorf("%s: %w", r.a.s.t.url, r.err)
 			var de *dialError
-			if !r.a.fresh && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 &&
+			if r.a.lost.Load() {
+				lastErr = fmt.Errorf("%s: a pooled connection fell silent while the DC answered a new one: %w", r.a.s.t.url, r.err)
+				p.again = r.a.s
+			} else if !r.a.fresh && !r.a.stalled.Load() && !errors.As(r.err, &de) && p.again == nil && r.a.n == started-1 &&
 				(r.a.reused.Load() || p.next >= len(p.servers)) {
 				// Once more on a new connection to the same server: an idle connection
 				// may just have been dropped, and with no other server left this is
@@ -391,6 +398,17 @@ func run[T any](ctx context.Context, d *Directory, hedge, retry bool, f func(ctx
 			default:
 				select {
 				case <-stalled.checked:
+					if stalled.reused.Load() && retry && freshTries < maxFreshTries && p.again == nil {
+						// The DC answers a new connection while this pooled one is
+						// silent: the silence is the connection's (its path lost, a
+						// NAT's state gone). Given up for a new connection to the
+						// same DC, as a cut connection is; the DC stays up.
+						freshTries++
+						stalled.lost.Store(true)
+						stalled.s.pool.flushIdle() // idle beside it: likely lost too
+						stalled.cancel()           // its result arrives as a failover
+						break
+					}
 					// The DC passed: it is only slow. Wait another AttemptTimeout.
 					stalled.checked = nil
 					stalled.touch()

@@ -699,3 +699,29 @@ func TestNoOtherDCChecksEverySecond(t *testing.T) {
 		t.Errorf("backoff with no DC serving: %v, want %v", b, minBackoff)
 	}
 }
+
+// TestSilentPooledConnectionOfAnUnhedgedCall: a call that is never sent to two DCs
+// at once (the change feed's read, a write) meets a pooled connection that fell
+// silent while its DC answers a new one (a NAT between lost the connection): once
+// the DC passes its health check, the connection is given up for a new one to the
+// same DC, rather than waited on until the request's deadline as a slow DC is.
+func TestSilentPooledConnectionOfAnUnhedgedCall(t *testing.T) {
+	o := newOrg()
+	d := o.dir(t, Config{AttemptTimeout: 100 * time.Millisecond, RequestTimeout: 3 * time.Second})
+	read := func() error {
+		return d.do(context.Background(), true, func(ctx context.Context, c conn, _ int) error {
+			return search(ctx, c, query{base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+				attrs: []string{"dsServiceName"}}, func(*goldap.Entry) error { return nil })
+		})
+	}
+	if err := read(); err != nil { // a pooled connection
+		t.Fatal(err)
+	}
+	o.srv.hangDialled.Store(o.srv.dials.Load())
+	if err := read(); err != nil {
+		t.Fatalf("an unhedged read on a silent pooled connection: %v", err)
+	}
+	if !d.Servers()[0].Up {
+		t.Error("the DC was marked down for its connection's silence")
+	}
+}
