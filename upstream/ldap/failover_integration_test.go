@@ -55,6 +55,7 @@ func TestIntegrationFailoverSilentDC(t *testing.T) {
 		t.Errorf("servers %+v: want DC1 down, DC2 up", s)
 	}
 	p1.stall.Store(false)
+	waitProbed(d.servers()[0]) // the check started when it was marked down
 	d.probe(ctx, d.servers()[0])
 	if s := d.Servers(); !s[0].Up {
 		t.Fatalf("DC1 answers again but is still down: %+v", s[0])

@@ -40,6 +40,20 @@ func twoDCs(t *testing.T, cfg Config, brk func(string) Breaker) (*Directory, *or
 	return d, o1, o2
 }
 
+// waitProbed waits until no health check of s is under way: a DC marked down is
+// checked at once in the background, and a check by hand meanwhile does nothing.
+func waitProbed(s *server) {
+	for s.mu.Lock(); s.probing; s.mu.Lock() {
+		s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	s.mu.Unlock()
+}
+
+// setOpen opens or closes b as a breaker does, under its lock (background health
+// checks reset it).
+func (b *fakeBreaker) setOpen(open bool) { b.mu.Lock(); b.open = open; b.mu.Unlock() }
+
 func cmpDur(a, b time.Duration) time.Duration {
 	if a != 0 {
 		return a
@@ -217,18 +231,19 @@ func TestBreakerPerDC(t *testing.T) {
 		return brks[s]
 	})
 	b1, b2 := brks["ldaps://dc1:636"], brks["ldaps://dc2:636"]
-	b1.open = true
+	b1.setOpen(true)
 	before := len(o1.srv.log())
 	byGUID(t, d, o2.alice.guid)
 	if len(o1.srv.log()) != before {
 		t.Error("a call went to the DC whose breaker is open")
 	}
-	b2.open = true
+	b2.setOpen(true)
 	_, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.alice.guid), nil)
 	if dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
 		t.Errorf("every breaker open: %v, want EUNAVAILABLE", err)
 	}
-	b1.open, b2.open = false, false
+	b1.setOpen(false)
+	b2.setOpen(false)
 	o1.srv.refuse.Store(true)
 	d.servers()[0].pool.flushIdle()
 	b1.outcomes, b2.outcomes = nil, nil
@@ -523,8 +538,12 @@ func TestHealthCheckClosesBreaker(t *testing.T) {
 	})
 	g1 := byGUID(t, d, o1.g1.guid)
 	s1 := d.servers()[0]
+	o1.srv.refuse.Store(true) // the check that starts when it is marked down fails
 	d.markDown(s1, errors.New("killed"))
-	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	waitProbed(s1)
+	o1.srv.refuse.Store(false)
+	brks["ldaps://dc1:636"].setOpen(true)
+	brks["ldaps://dc2:636"].setOpen(true)
 	d.probe(context.Background(), s1)
 	if st := d.Servers()[0]; !st.Up || st.BreakerOpen {
 		t.Fatalf("DC1 after passing its health check: %+v", st)
@@ -623,7 +642,8 @@ func TestEveryBreakerOpenWaitsForAHealthCheck(t *testing.T) {
 		return brks[s]
 	})
 	s2 := d.servers()[1]
-	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	brks["ldaps://dc1:636"].setOpen(true)
+	brks["ldaps://dc2:636"].setOpen(true)
 	s2.mu.Lock()
 	s2.probing = true
 	s2.mu.Unlock()
@@ -638,7 +658,8 @@ func TestEveryBreakerOpenWaitsForAHealthCheck(t *testing.T) {
 		t.Fatalf("a read while DC2's health check was under way: %v", err)
 	}
 	// No check under way: 503 at once, as before.
-	brks["ldaps://dc1:636"].open, brks["ldaps://dc2:636"].open = true, true
+	brks["ldaps://dc1:636"].setOpen(true)
+	brks["ldaps://dc2:636"].setOpen(true)
 	if _, err := d.Lookup(context.Background(), dirgate.MustParseIdentifier(o2.g1.guid), nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
 		t.Errorf("every breaker open and no check under way: %v, want %s", err, dirgate.EUNAVAILABLE)
 	}
@@ -677,13 +698,7 @@ func TestNoOtherDCChecksEverySecond(t *testing.T) {
 	}
 	// probe checks s1 once more in the background when it marks it down: wait for
 	// that check, then check by hand.
-	settle := func() {
-		for s1.mu.Lock(); s1.probing; s1.mu.Lock() {
-			s1.mu.Unlock()
-			time.Sleep(time.Millisecond)
-		}
-		s1.mu.Unlock()
-	}
+	settle := func() { waitProbed(s1) }
 	d.probe(ctx, s1)
 	settle()
 	d.probe(ctx, s1)
