@@ -82,6 +82,7 @@ func TestFailoverStoppedDC(t *testing.T) {
 	if got := upOf(d); got[0] || !got[1] {
 		t.Fatalf("up = %v, want DC1 down, DC2 up", got)
 	}
+	waitProbed(d.servers()[0]) // the check it got when marked down dials it once
 	dials := o1.srv.dials.Load()
 	for i := 0; i < 5; i++ {
 		if _, err := d.Members(context.Background(), byGUID(t, d, o1.g1.guid), nil); err != nil {
@@ -156,11 +157,13 @@ func TestPreferredDCComesBack(t *testing.T) {
 	o1.srv.refuse.Store(true)
 	d.servers()[0].pool.flushIdle()
 	byGUID(t, d, o1.alice.guid)
+	waitProbed(d.servers()[0])
 	d.probe(context.Background(), d.servers()[0])
 	if got := upOf(d); got[0] {
 		t.Fatalf("a failed health check marked DC1 up: %v", got)
 	}
 	o1.srv.refuse.Store(false)
+	waitProbed(d.servers()[0])
 	d.probe(context.Background(), d.servers()[0])
 	if got := upOf(d); !got[0] {
 		t.Fatalf("a good health check left DC1 down: %v", got)
@@ -544,6 +547,7 @@ func TestHealthCheckClosesBreaker(t *testing.T) {
 	o1.srv.refuse.Store(false)
 	brks["ldaps://dc1:636"].setOpen(true)
 	brks["ldaps://dc2:636"].setOpen(true)
+	waitProbed(s1)
 	d.probe(context.Background(), s1)
 	if st := d.Servers()[0]; !st.Up || st.BreakerOpen {
 		t.Fatalf("DC1 after passing its health check: %+v", st)
@@ -699,8 +703,10 @@ func TestNoOtherDCChecksEverySecond(t *testing.T) {
 	// probe checks s1 once more in the background when it marks it down: wait for
 	// that check, then check by hand.
 	settle := func() { waitProbed(s1) }
+	waitProbed(s1)
 	d.probe(ctx, s1)
 	settle()
+	waitProbed(s1)
 	d.probe(ctx, s1)
 	settle()
 	if b := backoff(); b <= minBackoff {
@@ -708,6 +714,7 @@ func TestNoOtherDCChecksEverySecond(t *testing.T) {
 	}
 	o2.srv.refuse.Store(true)
 	d.markDown(s2, errors.New("killed"))
+	waitProbed(s1)
 	d.probe(ctx, s1)
 	settle()
 	if b := backoff(); b != minBackoff {

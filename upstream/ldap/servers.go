@@ -238,13 +238,24 @@ func boundedReason(err error) string {
 // s up or down, and is the only way a server marked down comes back; with several
 // DCs, only once it holds what the DC calls went to meanwhile held (caughtUp).
 func (d *Directory) probe(ctx context.Context, s *server) {
+	if s.claimProbe() {
+		d.probeClaimed(ctx, s)
+	}
+}
+
+// claimProbe marks a health check of s under way, false when one already is.
+func (s *server) claimProbe() bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.probing {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	s.probing = true
-	s.mu.Unlock()
+	return true
+}
+
+// probeClaimed is probe once claimProbe succeeded.
+func (d *Directory) probeClaimed(ctx context.Context, s *server) {
 	defer func() {
 		s.mu.Lock()
 		s.probing = false
@@ -302,7 +313,9 @@ func (d *Directory) bgOr(ctx context.Context) context.Context {
 
 // probeSoon probes s in the background, at once.
 func (d *Directory) probeSoon(s *server) {
-	go d.probe(d.bgOr(context.Background()), s)
+	if s.claimProbe() { // claimed here, so that the check is under way from now on
+		go d.probeClaimed(d.bgOr(context.Background()), s)
+	}
 }
 
 // watch runs the background checks until Close.
