@@ -345,26 +345,8 @@ func TestDomainsForestLDAPSignIn(t *testing.T) {
 // domainName; the second listing is the cache's.
 func TestDomainsForestEndToEnd(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
-	policy := filepath.Join(t.TempDir(), "policy")
-	if err := os.Mkdir(policy, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := bundled.WriteWithRoles(policy, map[string]any{"name": "fabrikam-global-views-all", "trustees": []string{f.Fabrikam.GlobalDN},
-		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}, "properties": []string{"*"}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off"), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	root := "http://" + m.Addr() + "/restApi"
-	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
+	m, root, token := startForestSignedIn(t, f, map[string]any{"name": "fabrikam-global-views-all", "trustees": []string{f.Fabrikam.GlobalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}, "properties": []string{"*"}})
 	u := root + "/api/directoryObjects/groupMembers?includeIndirect=true&properties=sAMAccountName&group=" + url.QueryEscape(f.Corp.LocalDN)
 	for i, wantCache := range []string{"miss", "hit"} {
 		r := call(t, "GET", u, token)
@@ -410,26 +392,8 @@ func TestDomainsForestEndToEnd(t *testing.T) {
 func TestDomainsForestEndToEndHomeOnlyRole(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
 	c := f.Corp
-	policy := filepath.Join(t.TempDir(), "policy")
-	if err := os.Mkdir(policy, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := bundled.WriteWithRoles(policy, map[string]any{"name": "fabrikam-global-views-corp-ou", "trustees": []string{f.Fabrikam.GlobalDN},
-		"permissions": []string{"view"}, "scopes": []any{map[string]string{"subtree": c.OU}}, "properties": []string{"*"}}); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := LoadConfig(append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off"), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	root := "http://" + m.Addr() + "/restApi"
-	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
+	_, root, token := startForestSignedIn(t, f, map[string]any{"name": "fabrikam-global-views-corp-ou", "trustees": []string{f.Fabrikam.GlobalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]string{"subtree": c.OU}}, "properties": []string{"*"}})
 	members := root + "/api/directoryObjects/groupMembers?group="
 	for _, indirect := range []string{"false", "true"} {
 		r := call(t, "GET", members+url.QueryEscape(c.LocalDN)+"&includeIndirect="+indirect, token)
@@ -458,4 +422,31 @@ func TestDomainsForestEndToEndHomeOnlyRole(t *testing.T) {
 	if hidden.status != 404 || hidden.status != unknown.status || !bytes.Equal(hidden.body, unknown.body) {
 		t.Errorf("FABRIKAM's User by GUID: %d %s; a GUID no domain holds: %d %s", hidden.status, hidden.body, unknown.status, unknown.body)
 	}
+}
+
+// startForestSignedIn runs the program in front of the forest with the bundled
+// policy holding role, and signs FABRIKAM's User in: the program, its API root and
+// the token.
+func startForestSignedIn(t *testing.T, f sambatest.Forest, role map[string]any) (*Main, string, string) {
+	t.Helper()
+	policy := filepath.Join(t.TempDir(), "policy")
+	if err := os.Mkdir(policy, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := bundled.WriteWithRoles(policy, role); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off"), func(string) string { return "" }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMain(cfg, io.Discard, io.Discard)
+	if err := m.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	root := "http://" + m.Addr() + "/restApi"
+	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
+	return m, root, token
 }
