@@ -75,6 +75,11 @@ type Change struct {
 	// returns): then every listing may contain it.
 	Groups      []string
 	GroupsKnown bool
+	// SID is the object's SID (S-1-5-21-…), "" when it has none (an OU, a contact)
+	// or its source does not read it. A router of several domains finds by it the
+	// groups of other domains that hold the object through a foreign security
+	// principal (ForeignChangeSource).
+	SID string
 }
 
 // Resync reasons: why a position could not be trusted.
@@ -88,6 +93,7 @@ const (
 	ResyncUnparseable   = "unparseable"    // an entry the feed cannot read
 	ResyncReloaded      = "reloaded"       // the memory upstream reloaded its file
 	ResyncForced        = "forced"         // an operator asked for it
+	ResyncForeignMissed = "foreign_missed" // another domain could not be asked which of its groups hold changed principals, too long
 )
 
 // ChangeBatch is the answer to one ReadChanges.
@@ -107,4 +113,18 @@ type ChangeBatch struct {
 // returns what the source cannot see, nil when it sees everything.
 type ChangeCoverage interface {
 	ChangeCoverage(ctx context.Context) error
+}
+
+// ForeignChangeSource is implemented by directories that hold foreign security
+// principals (the LDAP upstream): a group of one domain holds a principal of another
+// domain through one. A listing of such a group shows the principal as its own
+// domain holds it, yet records only the group's token; so a change of the principal,
+// read from its own domain's changes, must also invalidate the groups that hold its
+// foreign security principals in the other domains (upstream/domains).
+type ForeignChangeSource interface {
+	// ForeignChanges returns, for each of sids that the directory holds as a foreign
+	// security principal, a change of that principal: its GUID, its SID and the
+	// groups that hold it directly (GroupsKnown false when they cannot all be read).
+	// SIDs it holds no principal for are left out.
+	ForeignChanges(ctx context.Context, sids []string) ([]Change, error)
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/dirgate/dirgate/internal/seal"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // Cache is what the feed invalidates: the listing cache (cache.Cache implements it).
@@ -105,6 +104,10 @@ type Config struct {
 	// PerInstance makes every instance read its own source, without an election
 	// (the memory upstream: each instance watches its own file).
 	PerInstance bool
+	// Domain, when set, names the domain whose changes the feed follows (one feed
+	// per domain with several domains): every metric carries it as the domain label,
+	// and the log lines name it. Each domain's feed needs a KeyPrefix of its own.
+	Domain string
 
 	now func() time.Time // tests
 }
@@ -203,6 +206,9 @@ func Start(ctx context.Context, cfg Config) (*Feed, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Domain != "" {
+		cfg.Logger = cfg.Logger.With("domain", cfg.Domain)
+	}
 	if cfg.now == nil {
 		cfg.now = time.Now
 	}
@@ -218,7 +224,7 @@ func Start(ctx context.Context, cfg Config) (*Feed, error) {
 	if cfg.Lease < 4*cfg.Timeout {
 		cfg.Lease = 4 * cfg.Timeout
 	}
-	f := &Feed{cfg: cfg, id: rand.Text(), metrics: newFeedMetrics(), gained: make(chan struct{}, 1)}
+	f := &Feed{cfg: cfg, id: rand.Text(), metrics: newFeedMetrics(cfg.Domain), gained: make(chan struct{}, 1)}
 	if shared {
 		f.shared = newRedisFeed(cfg.Redis, cfg.KeyPrefix, seal.New(cfg.Secret), cfg.Logger, cfg.now)
 	}
@@ -475,10 +481,10 @@ func (f *Feed) readOnce(ctx context.Context) error {
 	}
 	if b.Resync != "" {
 		f.cfg.Logger.Warn("cache: change feed resync: every cached entry is invalidated", "reason", b.Resync, "detail", b.Detail)
-		f.metrics.resyncs.Add(ctx, 1, metric.WithAttributes(attribute.String("reason", b.Resync)))
+		f.metrics.resyncs.Add(ctx, 1, f.metrics.with(attribute.String("reason", b.Resync)))
 	}
 	for _, ch := range b.Changes {
-		f.metrics.changes.Add(ctx, 1, metric.WithAttributes(attribute.String("kind", string(ch.Kind))))
+		f.metrics.changes.Add(ctx, 1, f.metrics.with(attribute.String("kind", string(ch.Kind))))
 	}
 	if f.shared != nil {
 		pctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)

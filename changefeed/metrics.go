@@ -16,15 +16,25 @@ type feedMetrics struct {
 	leader  metric.Int64ObservableGauge
 	server  metric.Int64ObservableGauge
 	reg     metric.Registration
+	// domain labels every measurement when the feed follows one of several domains.
+	domain []attribute.KeyValue
+}
+
+// with is the measurement option of attrs and the domain label.
+func (fm *feedMetrics) with(attrs ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append(attrs, fm.domain...)...)
 }
 
 // meterName is the cache's: the metrics kept their instrumentation scope when the
 // feed got a package of its own (docs/operations.md lists them).
 const meterName = "github.com/dirgate/dirgate/cache"
 
-func newFeedMetrics() feedMetrics {
+func newFeedMetrics(domain string) feedMetrics {
 	m := otel.Meter(meterName)
 	var fm feedMetrics
+	if domain != "" {
+		fm.domain = []attribute.KeyValue{attribute.String("domain", domain)}
+	}
 	fm.changes, _ = m.Int64Counter("dirgate_changefeed_changes_total",
 		metric.WithDescription("Objects changed in the directory that the change feed invalidated, by kind: group, object or deleted."))
 	fm.resyncs, _ = m.Int64Counter("dirgate_changefeed_resyncs_total",
@@ -45,12 +55,12 @@ func (fm feedMetrics) register(f *Feed) (metric.Registration, error) {
 		if f.leader.Load() {
 			lead = 1
 		}
-		o.ObserveInt64(fm.leader, lead)
+		o.ObserveInt64(fm.leader, lead, fm.with())
 		if p := f.lastPos.Load(); p != nil {
-			o.ObserveFloat64(fm.lag, f.cfg.now().Sub(p.Time).Seconds())
+			o.ObserveFloat64(fm.lag, f.cfg.now().Sub(p.Time).Seconds(), fm.with())
 			// Only the current server is observed: the series of the one left
 			// disappears at the next collection.
-			o.ObserveInt64(fm.server, 1, metric.WithAttributes(attribute.String("server", serverLabel(p.Source))))
+			o.ObserveInt64(fm.server, 1, fm.with(attribute.String("server", serverLabel(p.Source))))
 		}
 		return nil
 	}, fm.lag, fm.leader, fm.server)

@@ -253,14 +253,15 @@ func set(cfg ldap.Config, field string) bool {
 // domain's other ldap-* settings), and returns the router over them and the home
 // domain (upstream/domains). A domain that cannot be opened (no DC answers, a wrong
 // password, a base DN outside the DCs' domain) stops the start, as the home domain's
-// does. The home domain keeps the change feed; the router names the attributes
+// does. Each domain's changes are followed (startFeed); the router names the attributes
 // every domain's schema withholds and sends each sign-in name to its domain.
 func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.Directory, homeUpstream dirgate.Directory) (dirgate.Directory, error) {
 	cfgs, err := loadDomains(m.Config.LDAPDomainsFile, home)
 	if err != nil {
 		return nil, err
 	}
-	doms := []domains.Domain{{BaseDN: home.BaseDN, SID: homeDir.DomainSID(), Dir: homeUpstream, Schema: homeDir, Checker: homeDir}}
+	doms := []domains.Domain{{BaseDN: home.BaseDN, SID: homeDir.DomainSID(), Dir: homeUpstream, Schema: homeDir, Checker: homeDir,
+		Changes: homeDir, Foreign: homeDir}}
 	for _, cfg := range cfgs {
 		name := dirgate.MustParseDN(cfg.BaseDN).DomainName() // validated by loadDomains
 		cfg.Logger, cfg.Breaker = m.Logger.With("domain", name), m.serverBreaker("ldap:"+name)
@@ -273,13 +274,14 @@ func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.
 		// members as the home domain holds them.
 		m.ready.add("upstream "+name, func(context.Context) error { return serversReady(d.Servers()) })
 		doms = append(doms, domains.Domain{BaseDN: cfg.BaseDN, SID: d.DomainSID(), Schema: d, Checker: d,
-			Dir: breaker.New(d, breaker.Settings{Name: "ldap:" + name, TelemetryOnly: true})})
+			Changes: d, Foreign: d, Dir: breaker.New(d, breaker.Settings{Name: "ldap:" + name, TelemetryOnly: true})})
 	}
 	r, err := domains.Config{Domains: doms, Logger: m.Logger}.Open(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ldap upstream: %w", err)
 	}
-	// Passwords are checked outside the breakers, as the home domain's are.
-	m.schema, m.checker = r, r
+	// Passwords are checked outside the breakers, as the home domain's are. Each
+	// domain's changes are followed by a feed of its own (startFeed).
+	m.schema, m.checker, m.changes = r, r, r.ChangeSources()
 	return r, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/ldapentry"
 	bundled "github.com/dirgate/dirgate/rego"
+	"github.com/dirgate/dirgate/test/harness/redistest"
 	"github.com/dirgate/dirgate/test/harness/sambatest"
 	goldap "github.com/go-ldap/ldap/v3"
 )
@@ -425,9 +426,9 @@ func TestDomainsForestEndToEndHomeOnlyRole(t *testing.T) {
 }
 
 // startForestSignedIn runs the program in front of the forest with the bundled
-// policy holding role, and signs FABRIKAM's User in: the program, its API root and
-// the token.
-func startForestSignedIn(t *testing.T, f sambatest.Forest, role map[string]any) (*Main, string, string) {
+// policy holding role and the extra settings, and signs FABRIKAM's User in: the
+// program, its API root and the token.
+func startForestSignedIn(t *testing.T, f sambatest.Forest, role map[string]any, extra ...string) (*Main, string, string) {
 	t.Helper()
 	policy := filepath.Join(t.TempDir(), "policy")
 	if err := os.Mkdir(policy, 0o700); err != nil {
@@ -436,8 +437,9 @@ func startForestSignedIn(t *testing.T, f sambatest.Forest, role map[string]any) 
 	if err := bundled.WriteWithRoles(policy, role); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := LoadConfig(append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off"), func(string) string { return "" }, io.Discard)
+	args := append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off")
+	cfg, err := LoadConfig(append(args, extra...), func(string) string { return "" }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,4 +451,96 @@ func startForestSignedIn(t *testing.T, f sambatest.Forest, role map[string]any) 
 	root := "http://" + m.Addr() + "/restApi"
 	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
 	return m, root, token
+}
+
+// TestDomainsForestEndToEndChangeFeed: each domain's changes reach the cached
+// listings that show its objects, in either domain, on every instance of a
+// deployment sharing Redis. FABRIKAM's User is listed in FABRIKAM's Global (its own
+// domain's group) and in CORP's Local (through CORP's foreign security principal);
+// a description set on FABRIKAM's DC, outside dirgate, reaches both cached listings
+// through FABRIKAM's change feed, the second because CORP is asked which of its
+// groups hold the user's FSP. Each domain's feed has one reader.
+func TestDomainsForestEndToEndChangeFeed(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	rs := redistest.Start(t)
+	role := map[string]any{"name": "fabrikam-global-views-all", "trustees": []string{f.Fabrikam.GlobalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}, "properties": []string{"*"}}
+	type instance struct {
+		m           *Main
+		root, token string
+	}
+	var instances []instance
+	for range 2 {
+		m, root, token := startForestSignedIn(t, f, role, withRedis(t, rs.Addr())...)
+		instances = append(instances, instance{m, root, token})
+	}
+	admin := f.Fabrikam.DC().DialAdmin(t)
+	setDescription := func(v []string) {
+		t.Helper()
+		mod := goldap.NewModifyRequest(f.Fabrikam.UserDN, nil)
+		mod.Replace("description", v)
+		if err := admin.Modify(mod); err != nil {
+			t.Fatalf("FABRIKAM's DC: set the description of %s: %v", f.Fabrikam.UserDN, err)
+		}
+	}
+	t.Cleanup(func() { setDescription(nil) })
+	listings := map[string]string{"CORP's Local": f.Corp.LocalDN, "FABRIKAM's Global": f.Fabrikam.GlobalDN}
+	// description lists group on in and returns the description FABRIKAM's User
+	// carries in the listing, and the listing's cache status.
+	description := func(in instance, group string) (string, string) {
+		t.Helper()
+		r := call(t, "GET", in.root+"/api/directoryObjects/groupMembers?properties=description&group="+url.QueryEscape(group), in.token)
+		if r.status != 200 {
+			t.Fatalf("listing %s: %d %s", group, r.status, r.body)
+		}
+		var objs []dirgate.Object
+		if err := json.Unmarshal(r.body, &objs); err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if strings.EqualFold(o.DN, f.Fabrikam.UserDN) {
+				return strings.Join(o.Properties["description"], "|"), r.header.Get("X-Dirgate-Cache")
+			}
+		}
+		t.Fatalf("listing %s does not show %s: %s", group, f.Fabrikam.UserDN, r.body)
+		return "", ""
+	}
+	setDescription([]string{"before"})
+	time.Sleep(2 * time.Second) // past the feeds' next reads
+	for i, in := range instances {
+		for name, dn := range listings {
+			description(in, dn)
+			if got, status := description(in, dn); got != "before" || status != "hit" {
+				t.Fatalf("instance %d, %s: description %q (cache %s), want %q from the cache", i, name, got, status, "before")
+			}
+		}
+	}
+	setDescription([]string{"after"})
+	deadline := time.Now().Add(20 * time.Second)
+	for i, in := range instances {
+		for name, dn := range listings {
+			for {
+				got, _ := description(in, dn)
+				if got == "after" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("instance %d, %s still shows FABRIKAM's User's description %q 20 s after the change, want %q", i, name, got, "after")
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}
+	// One reader per domain in the deployment.
+	for _, domain := range []string{"corp.example.com", "fabrikam.example.net"} {
+		readers := 0
+		for _, in := range instances {
+			if strings.Contains(string(call(t, "GET", metricsURL(in.m), "").body), `dirgate_changefeed_leader{domain="`+domain+`"} 1`) {
+				readers++
+			}
+		}
+		if readers != 1 {
+			t.Errorf("%s's change feed: %d readers, want 1", domain, readers)
+		}
+	}
 }

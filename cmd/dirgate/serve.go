@@ -23,6 +23,7 @@ import (
 	"github.com/dirgate/dirgate/proxy"
 	"github.com/dirgate/dirgate/render"
 	"github.com/dirgate/dirgate/telemetry"
+	"github.com/dirgate/dirgate/upstream/domains"
 	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
@@ -55,11 +56,14 @@ type Main struct {
 	served         chan error
 	telemetry      *telemetry.Telemetry
 	ready          *readiness
-	// changes is the upstream's change source (nil: none); changesPerInstance says
-	// that every instance reads its own (the memory upstream's file). feed runs it.
-	changes            dirgate.ChangeSource
+	// changes are the upstream's change sources (none: no feed), one per domain with
+	// several domains (each named); changesPerInstance says that every instance
+	// reads its own (the memory upstream's file). feeds run them, the home domain's
+	// (or the only one's) first, which is feed.
+	changes            []domains.DomainChanges
 	changesPerInstance bool
 	feed               *changefeed.Feed
+	feeds              []*changefeed.Feed
 	// redis is the client the write journal, the cache and the change feed share
 	// (nil without Redis; openRedis).
 	redis redis.UniversalClient
@@ -166,8 +170,10 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.wrapDirectory != nil {
 		dir = m.wrapDirectory(dir)
 	}
-	if m.wrapChanges != nil && m.changes != nil {
-		m.changes = m.wrapChanges(m.changes)
+	if m.wrapChanges != nil {
+		for i := range m.changes {
+			m.changes[i].Source = m.wrapChanges(m.changes[i].Source)
+		}
 	}
 	cached, err := m.openCache(ctx, dir)
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/dirgate/dirgate/redisconn"
 	"github.com/dirgate/dirgate/throttle"
 	"github.com/dirgate/dirgate/upstream/breaker"
+	"github.com/dirgate/dirgate/upstream/domains"
 	"github.com/dirgate/dirgate/upstream/ldap"
 	"github.com/dirgate/dirgate/upstream/memory"
 	"github.com/dirgate/dirgate/writejournal"
@@ -34,7 +35,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		}
 		if m.Config.MemoryLDIF != "" {
 			// Each instance watches its own file: no election.
-			m.changes, m.changesPerInstance = d, true
+			m.changes, m.changesPerInstance = []domains.DomainChanges{{Source: d}}, true
 		} else {
 			d.SetPasswords(demoPasswords)
 		}
@@ -50,12 +51,13 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 			return nil, fmt.Errorf("ldap upstream: %w", err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
-		m.changes, m.checker, m.schema = d, d, d
+		m.checker, m.schema = d, d
 		m.ready.add("upstream", func(context.Context) error { return serversReady(d.Servers()) })
 		// Each DC has its own breaker (serverBreaker); the wrapper only records
 		// spans and durations.
 		home := breaker.New(d, breaker.Settings{Name: "ldap", TelemetryOnly: true})
 		if m.Config.LDAPDomainsFile == "" {
+			m.changes = []domains.DomainChanges{{Source: d}}
 			return home, nil // one domain: no router in the way
 		}
 		return m.openDomains(ctx, cfg, d, home)
@@ -333,34 +335,50 @@ func (m *Main) redisConfig() redisconn.Config {
 }
 
 // startFeed follows changes made in the directory itself (docs/cache.md): listings
-// through the cache's tokens, callers' principals through tokens' expiry.
+// through the cache's tokens, callers' principals through tokens' expiry. With
+// several domains each domain has a feed of its own, with its own position, reader
+// and events under its own keys (the home domain's keys are those of one domain, so
+// that adding domains keeps its position).
 func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.File) error {
-	if !m.Config.ChangeFeed || m.changes == nil {
+	if !m.Config.ChangeFeed || len(m.changes) == 0 {
 		return nil
 	}
 	secret, err := m.readSecret()
 	if err != nil {
 		return err
 	}
-	cfg := m.Config.Feed
-	cfg.Source, cfg.Cache, cfg.PerInstance, cfg.Redis, cfg.Secret, cfg.Logger = m.changes, c, m.changesPerInstance, m.redis, secret, m.Logger
-	cfg.KeyPrefix, cfg.Timeout, cfg.RetryInterval = m.Config.Cache.KeyPrefix, m.Config.Cache.Timeout, m.Config.Cache.RetryInterval
-	cfg.OnEvent = func(ev changefeed.Event) {
-		// A group's members changed: any caller's groups (or their nesting) may
-		// have. Otherwise only the changed objects themselves.
-		changed := make(map[string]bool, len(ev.GUIDs))
-		for _, g := range ev.GUIDs {
-			changed[g] = true
+	for i, src := range m.changes {
+		cfg := m.Config.Feed
+		cfg.Source, cfg.Cache, cfg.PerInstance, cfg.Redis, cfg.Secret, cfg.Logger = src.Source, c, m.changesPerInstance, m.redis, secret, m.Logger
+		cfg.KeyPrefix, cfg.Timeout, cfg.RetryInterval = m.Config.Cache.KeyPrefix, m.Config.Cache.Timeout, m.Config.Cache.RetryInterval
+		check := "changefeed"
+		if len(m.changes) > 1 {
+			cfg.Domain = src.Domain
+			if i > 0 {
+				cfg.KeyPrefix += "domain:" + src.Domain + ":"
+				check += " " + src.Domain
+			}
 		}
-		tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
+		cfg.OnEvent = func(ev changefeed.Event) {
+			// A group's members changed: any caller's groups (or their nesting) may
+			// have. Otherwise only the changed objects themselves.
+			changed := make(map[string]bool, len(ev.GUIDs))
+			for _, g := range ev.GUIDs {
+				changed[g] = true
+			}
+			tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
+		}
+		f, err := changefeed.Start(ctx, cfg)
+		if err != nil {
+			return fmt.Errorf("change feed: %w", err)
+		}
+		if i == 0 {
+			m.feed = f
+		}
+		m.feeds = append(m.feeds, f)
+		m.closers = append(m.closers, f.Close) // before the cache's (closers run last first)
+		// Reported, not gating: without the feed, entries still expire by their TTL.
+		m.ready.add(check, f.Ready)
 	}
-	f, err := changefeed.Start(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("change feed: %w", err)
-	}
-	m.feed = f
-	m.closers = append(m.closers, f.Close) // before the cache's (closers run last first)
-	// Reported, not gating: without the feed, entries still expire by their TTL.
-	m.ready.add("changefeed", f.Ready)
 	return nil
 }

@@ -53,6 +53,12 @@ type Domain struct {
 	// Checker, when set, checks the passwords of the domain's accounts
 	// (CheckPassword): names of this domain are signed in here.
 	Checker dirgate.CredentialChecker
+	// Changes, when set, says what changed in the domain: the router's
+	// ChangeSources follow it (changes.go).
+	Changes dirgate.ChangeSource
+	// Foreign, when set, finds the foreign security principals the domain holds for
+	// principals of other domains, and the groups that hold them (changes.go).
+	Foreign dirgate.ForeignChangeSource
 }
 
 // Config describes the domains. It is the factory of the router: fill it, then Open.

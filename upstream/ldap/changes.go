@@ -39,8 +39,9 @@ import (
 
 var _ dirgate.ChangeSource = (*Directory)(nil)
 
-// changeAttrs are all a change needs: who, what kind, deleted or not, its groups.
-var changeAttrs = []string{"objectGUID", "objectClass", "isDeleted", "memberOf", "primaryGroupID", "uSNChanged"}
+// changeAttrs are all a change needs: who, what kind, deleted or not, its groups,
+// and its SID (for the groups of other domains that hold it: dirgate.Change.SID).
+var changeAttrs = []string{"objectGUID", "objectClass", "isDeleted", "memberOf", "primaryGroupID", "uSNChanged", "objectSid"}
 
 // extendedDNString asks for DNs as "<GUID=…>;<SID=…>;dn" (docs/directory.md, "The
 // extended DN control").
@@ -245,6 +246,13 @@ func (d *Directory) parseChange(e *goldap.Entry) (change, error) {
 		if strings.EqualFold(c, "group") {
 			ch.Kind = dirgate.ChangeGroup
 		}
+	}
+	if raw := e.GetRawAttributeValue("objectSid"); len(raw) > 0 {
+		sid, err := ldapentry.SIDFromBytes(raw)
+		if err != nil {
+			return change{}, fmt.Errorf("object %s: objectSid: %w", ch.GUID, err)
+		}
+		ch.SID = sid
 	}
 	if strings.EqualFold(e.GetAttributeValue("isDeleted"), "TRUE") {
 		// A tombstone has lost its links: its groups are unknown.
