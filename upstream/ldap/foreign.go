@@ -159,7 +159,7 @@ func (d *Directory) domainLocal(ctx context.Context, c conn, group string) (bool
 	if err != nil {
 		return false, err
 	}
-	if !found {
+	if !found || text == "" {
 		// Resolved as a group a moment ago; no longer one: as a Modify of member on
 		// a non-group answers.
 		return false, goldap.NewError(goldap.LDAPResultObjectClassViolation, errors.New("the target is not a group"))
