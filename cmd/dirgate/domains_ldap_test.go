@@ -362,6 +362,9 @@ func TestDomainsForestLDAPChanges(t *testing.T) {
 	if got := members(c.LocalDN); !slices.Equal(got, seed) {
 		t.Fatalf("after the removal CORP's Local holds %q, want %q", got, seed)
 	}
+	if fspGUID(t, admin, user2SID) == "" {
+		t.Error("the DC deleted the FSP of FABRIKAM's User2 with its last membership")
+	}
 }
 
 // sidOf reads the SID of dn from its own domain's DC.
