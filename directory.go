@@ -30,6 +30,28 @@ type Directory interface {
 	AddMember(ctx context.Context, group, member Object) error
 }
 
+// ForeignMemberAdder is implemented by a directory that adds a principal of another
+// domain to one of its groups by the principal's SID, as AD and Samba do: the member
+// written is the foreign security principal the directory holds for that SID, which
+// the directory creates when it holds none (docs/directory.md, "Several domains:
+// what the directory shows"). The router of several domains (upstream/domains)
+// adds members of another configured domain through it.
+type ForeignMemberAdder interface {
+	// AddForeignMember adds the principal whose SID is sid, a SID of another domain
+	// (S-1-5-21-…-RID), to group. As AD allows such a member only in a domain-local
+	// group, an addition to any other group is refused with an EINVALID error, and so
+	// is a SID that names an object of the directory that is no foreign security
+	// principal; nothing is written then. It returns an error wrapping
+	// ErrAlreadyMember when the group holds the principal already.
+	AddForeignMember(ctx context.Context, group Object, sid Identifier) error
+}
+
+// RefusedAddition is the client message of an addition the directory refuses (AD's
+// unwillingToPerform, or a rule of group scopes dirgate applies where Samba does
+// not): it says neither which rule refused it nor what the directory holds
+// (docs/compatibility.md, "Addition").
+const RefusedAddition = "The directory refused to add this member to this group."
+
 // ListOptions are a listing's parameters (docs/api.md, "GET parameters").
 type ListOptions struct {
 	IncludeIndirect bool

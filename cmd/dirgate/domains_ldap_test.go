@@ -253,39 +253,43 @@ func BenchmarkDomainsForestListing(b *testing.B) {
 
 // TestDomainsForestLDAPChanges: FABRIKAM's User, listed in CORP's Local in place of
 // its FSP and named by its own GUID, is removed and added back through the FSP that
-// CORP holds for it; FABRIKAM's User2, for which CORP holds no FSP, is no member to
-// remove and an addition refused.
+// CORP holds for it. FABRIKAM's User2, for which CORP holds no FSP, is no member to
+// remove; added to CORP's domain-local group, CORP's DC creates an FSP for it, and
+// the listing shows User2 as FABRIKAM holds it; removed again, the FSP stays, as
+// the DC leaves it. Added to CORP's global or universal group, it is refused as AD
+// refuses it (Samba would accept it) and no FSP is made. The forest is left as the
+// harness seeded it.
 func TestDomainsForestLDAPChanges(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
 	c, fb := f.Corp, f.Fabrikam
 	ctx := context.Background()
 	svc := &dirgate.MemberService{Dir: openForest(t, f)}
 	admin := c.DC().DialAdmin(t)
-	members := func() []string {
-		res, err := admin.Search(goldap.NewSearchRequest(c.LocalDN, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+	members := func(group string) []string {
+		res, err := admin.Search(goldap.NewSearchRequest(group, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
 			"(objectClass=*)", []string{"member"}, nil))
 		if err != nil {
 			t.Fatal(err)
 		}
 		return keys(t, res.Entries[0].GetAttributeValues("member"))
 	}
-	seed := members()
-	t.Cleanup(func() { // the seed back, whatever happened
-		m := goldap.NewModifyRequest(c.LocalDN, nil)
-		m.Replace("member", []string{c.UniversalDN, c.FSPDN})
-		if err := admin.Modify(m); err != nil {
-			t.Errorf("restore CORP's Local: %v", err)
-		}
-	})
+	seed := members(c.LocalDN)
+	user2 := readHeld(t, f, fb.User2DN)
+	user2SID := sidOf(t, f, fb.User2DN)
+	user2FSP := "CN=" + user2SID + ",CN=ForeignSecurityPrincipals," + c.BaseDN
+	t.Cleanup(func() { restoreForestSeed(t, f, admin, user2FSP) })
 	if want := keys(t, []string{c.UniversalDN, c.FSPDN}); !slices.Equal(seed, want) {
 		t.Fatalf("CORP's Local holds %q before the test, want %q", seed, want)
+	}
+	if fspGUID(t, admin, user2SID) != "" {
+		t.Fatalf("CORP holds an FSP for FABRIKAM's User2 before the test")
 	}
 	user := readHeld(t, f, fb.UserDN)
 	res, err := svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, user.guid))
 	if err != nil || res.NoChanges || res.ResultType != dirgate.ResultSucceeded {
 		t.Fatalf("remove FABRIKAM's User from CORP's Local: %+v, %v", res, err)
 	}
-	if got, want := members(), keys(t, []string{c.UniversalDN}); !slices.Equal(got, want) {
+	if got, want := members(c.LocalDN), keys(t, []string{c.UniversalDN}); !slices.Equal(got, want) {
 		t.Fatalf("after the removal CORP's Local holds %q, want %q", got, want)
 	}
 	res, err = svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, user.guid))
@@ -296,22 +300,126 @@ func TestDomainsForestLDAPChanges(t *testing.T) {
 	if err != nil || res.NoChanges || res.ResultType != dirgate.ResultSucceeded {
 		t.Fatalf("add FABRIKAM's User back: %+v, %v", res, err)
 	}
-	if got := members(); !slices.Equal(got, seed) {
+	if got := members(c.LocalDN); !slices.Equal(got, seed) {
 		t.Fatalf("after the addition CORP's Local holds %q, want %q", got, seed)
 	}
+	res, err = svc.Add(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.UserDN))
+	if err != nil || !res.NoChanges {
+		t.Fatalf("add FABRIKAM's User again: %+v, %v, want no changes", res, err)
+	}
 	// FABRIKAM's User2, for which CORP holds no FSP: its removal answers as any
-	// non-member's, its addition as any addition the directory refuses, so that
-	// neither tells whether it is in some group of CORP.
+	// non-member's, so that it does not tell whether it is in some group of CORP.
 	res, err = svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.User2DN))
 	if err != nil || !res.NoChanges {
 		t.Fatalf("remove FABRIKAM's User2, which CORP holds no FSP for: %+v, %v, want no changes", res, err)
 	}
-	_, err = svc.Add(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.User2DN))
-	if dirgate.ErrorCode(err) != dirgate.EINVALID || dirgate.ErrorMessage(err) != "The directory refused to add this member to this group." {
-		t.Fatalf("add FABRIKAM's User2, which CORP holds no FSP for: %v, want the directory's refusal of an addition", err)
+	// CORP's global and universal groups may not hold a member of another domain
+	// (AD's rule; Samba's DC would take it): refused, with or without an FSP, and
+	// nothing written.
+	for _, g := range []string{c.GlobalDN, c.UniversalDN} {
+		before := members(g)
+		for _, m := range []string{fb.User2DN, fb.UserDN} {
+			_, err := svc.Add(ctx, dirgate.Principal{}, mustID(t, g), mustID(t, m))
+			if dirgate.ErrorCode(err) != dirgate.EINVALID || dirgate.ErrorMessage(err) != dirgate.RefusedAddition {
+				t.Errorf("add %s to %s: %v, want the directory's refusal of an addition", m, g, err)
+			}
+		}
+		if got := members(g); !slices.Equal(got, before) {
+			t.Errorf("after the refusals %s holds %q, want %q", g, got, before)
+		}
 	}
-	if got := members(); !slices.Equal(got, seed) {
-		t.Fatalf("after the refusal CORP's Local holds %q, want %q", got, seed)
+	if fspGUID(t, admin, user2SID) != "" {
+		t.Fatalf("a refused addition made an FSP for FABRIKAM's User2")
+	}
+	// Into CORP's domain-local group: CORP's DC makes the FSP.
+	res, err = svc.Add(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, user2.guid))
+	if err != nil || res.NoChanges || res.ResultType != dirgate.ResultSucceeded {
+		t.Fatalf("add FABRIKAM's User2 to CORP's Local: %+v, %v", res, err)
+	}
+	if fspGUID(t, admin, user2SID) == "" {
+		t.Fatalf("CORP's DC holds no FSP for FABRIKAM's User2 after its addition")
+	}
+	if got, want := members(c.LocalDN), keys(t, []string{c.UniversalDN, c.FSPDN, user2FSP}); !slices.Equal(got, want) {
+		t.Fatalf("after the addition CORP's Local holds %q, want %q", got, want)
+	}
+	objs, err := svc.List(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), dirgate.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, o := range objs {
+		listed = append(listed, o.DN)
+		if o.DN == fb.User2DN && (o.GUID != user2.guid || o.DomainName != "fabrikam.example.net") {
+			t.Errorf("FABRIKAM's User2 listed as %s %s, its DC holds %s", o.GUID, o.DomainName, user2.guid)
+		}
+	}
+	if g, w := keys(t, listed), keys(t, []string{c.UniversalDN, fb.UserDN, fb.User2DN}); !slices.Equal(g, w) {
+		t.Fatalf("CORP's Local lists %q\nwant %q", g, w)
+	}
+	res, err = svc.Remove(ctx, dirgate.Principal{}, mustID(t, c.LocalDN), mustID(t, fb.User2DN))
+	if err != nil || res.NoChanges || res.ResultType != dirgate.ResultSucceeded {
+		t.Fatalf("remove FABRIKAM's User2 again: %+v, %v", res, err)
+	}
+	if got := members(c.LocalDN); !slices.Equal(got, seed) {
+		t.Fatalf("after the removal CORP's Local holds %q, want %q", got, seed)
+	}
+	if fspGUID(t, admin, user2SID) == "" {
+		t.Error("the DC deleted the FSP of FABRIKAM's User2 with its last membership")
+	}
+}
+
+// sidOf reads the SID of dn from its own domain's DC.
+func sidOf(t testing.TB, f sambatest.Forest, dn string) string {
+	t.Helper()
+	d := f.Corp
+	if strings.HasSuffix(strings.ToLower(dn), strings.ToLower(f.Fabrikam.BaseDN)) {
+		d = f.Fabrikam
+	}
+	res, err := d.DC().DialService(t).Search(goldap.NewSearchRequest(dn, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{"objectSid"}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, err := ldapentry.SIDFromBytes(res.Entries[0].GetRawAttributeValue("objectSid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sid
+}
+
+// fspGUID returns the GUID of the FSP CORP's DC holds for sid ("" for none).
+func fspGUID(t testing.TB, admin *goldap.Conn, sid string) string {
+	t.Helper()
+	res, err := admin.Search(goldap.NewSearchRequest("<SID="+sid+">", goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=foreignSecurityPrincipal)", []string{"objectGUID"}, nil))
+	if goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Entries) == 0 {
+		return ""
+	}
+	return ldapentry.GUIDFromBytes(res.Entries[0].GetRawAttributeValue("objectGUID"))
+}
+
+// restoreForestSeed puts CORP's groups back as the harness seeded them, and deletes
+// the FSP a test made (fsp), whatever happened: other tests share the forest.
+func restoreForestSeed(t testing.TB, f sambatest.Forest, admin *goldap.Conn, fsp string) {
+	t.Helper()
+	c := f.Corp
+	for group, want := range map[string][]string{
+		c.LocalDN: {c.UniversalDN, c.FSPDN}, c.GlobalDN: {c.UserDN, c.User2DN}, c.UniversalDN: {c.GlobalDN},
+	} {
+		m := goldap.NewModifyRequest(group, nil)
+		m.Replace("member", want)
+		if err := admin.Modify(m); err != nil {
+			t.Errorf("restore %s: %v", group, err)
+		}
+	}
+	if err := admin.Del(goldap.NewDelRequest(fsp, nil)); err != nil && !goldap.IsErrorWithCode(err, goldap.LDAPResultNoSuchObject) {
+		t.Errorf("delete %s: %v", fsp, err)
 	}
 }
 
@@ -422,6 +530,82 @@ func TestDomainsForestEndToEndHomeOnlyRole(t *testing.T) {
 	unknown := call(t, "GET", members+"00000000-0000-4000-8000-00000000dead", token)
 	if hidden.status != 404 || hidden.status != unknown.status || !bytes.Equal(hidden.body, unknown.body) {
 		t.Errorf("FABRIKAM's User by GUID: %d %s; a GUID no domain holds: %d %s", hidden.status, hidden.body, unknown.status, unknown.body)
+	}
+}
+
+// TestDomainsForestEndToEndAddAcrossDomains runs the program in front of the forest,
+// with the cache: FABRIKAM's User, allowed to view, add and remove everywhere, adds
+// FABRIKAM's User2, for which CORP holds no FSP, to CORP's domain-local group.
+// CORP's DC makes the FSP; the next listing of the group, cached before the
+// addition, shows User2 as FABRIKAM holds it; the removal takes it out again. The
+// same addition to CORP's global group is refused as AD refuses it: 400, nothing
+// written, no FSP made.
+func TestDomainsForestEndToEndAddAcrossDomains(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	c, fb := f.Corp, f.Fabrikam
+	admin := c.DC().DialAdmin(t)
+	user2SID := sidOf(t, f, fb.User2DN)
+	t.Cleanup(func() { restoreForestSeed(t, f, admin, "CN="+user2SID+",CN=ForeignSecurityPrincipals,"+c.BaseDN) })
+	if fspGUID(t, admin, user2SID) != "" {
+		t.Fatalf("CORP holds an FSP for FABRIKAM's User2 before the test")
+	}
+	_, root, token := startForestSignedIn(t, f, map[string]any{"name": "fabrikam-global-changes-all", "trustees": []string{fb.GlobalDN},
+		"permissions": []string{"view", "add", "remove"}, "scopes": []any{map[string]bool{"all": true}}, "properties": []string{"*"}})
+	base := root + "/api/directoryObjects/groupMembers"
+	listing := func(wantCache string) []string {
+		t.Helper()
+		r := call(t, "GET", base+"?group="+url.QueryEscape(c.LocalDN), token)
+		if r.status != 200 {
+			t.Fatalf("listing: %d %s", r.status, r.body)
+		}
+		if got := r.header.Get("X-Dirgate-Cache"); got != wantCache {
+			t.Errorf("listing: X-Dirgate-Cache %q, want %q", got, wantCache)
+		}
+		var objs []dirgate.Object
+		if err := json.Unmarshal(r.body, &objs); err != nil {
+			t.Fatal(err)
+		}
+		var dns []string
+		for _, o := range objs {
+			dns = append(dns, o.DN)
+			if h := readHeld(t, f, o.DN); o.GUID != h.guid || o.DomainName != h.domain {
+				t.Errorf("%s listed as %s %s; its DC holds %s %s", o.DN, o.GUID, o.DomainName, h.guid, h.domain)
+			}
+		}
+		return keys(t, dns)
+	}
+	seed := keys(t, []string{c.UniversalDN, fb.UserDN})
+	listing("miss")
+	if got := listing("hit"); !slices.Equal(got, seed) {
+		t.Fatalf("CORP's Local lists %q before the addition, want %q", got, seed)
+	}
+	// Refused in CORP's global group: the answer of any addition the directory refuses.
+	r := post(t, base, token, "application/json", addBody(c.GlobalDN, fb.User2DN))
+	var refusal struct{ Message, Code string }
+	if err := json.Unmarshal(r.body, &refusal); err != nil || r.status != 400 || refusal.Message != dirgate.RefusedAddition {
+		t.Fatalf("add FABRIKAM's User2 to CORP's Global: %d %s, want 400 %q", r.status, r.body, dirgate.RefusedAddition)
+	}
+	if fspGUID(t, admin, user2SID) != "" {
+		t.Fatal("the refused addition made an FSP for FABRIKAM's User2")
+	}
+	r = post(t, base, token, "application/json", addBody(c.LocalDN, fb.User2DN))
+	var res dirgate.OperationResult
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.ResultType != dirgate.ResultSucceeded || res.NoChanges {
+		t.Fatalf("add FABRIKAM's User2 to CORP's Local: %d %s", r.status, r.body)
+	}
+	if fspGUID(t, admin, user2SID) == "" {
+		t.Fatal("CORP's DC holds no FSP for FABRIKAM's User2 after its addition")
+	}
+	if got, want := listing("miss"), keys(t, []string{c.UniversalDN, fb.UserDN, fb.User2DN}); !slices.Equal(got, want) {
+		t.Fatalf("CORP's Local lists %q after the addition, want %q", got, want)
+	}
+	r = call(t, "DELETE", base+"?group="+url.QueryEscape(c.LocalDN)+"&member="+url.QueryEscape(fb.User2DN), token)
+	res = dirgate.OperationResult{}
+	if err := json.Unmarshal(r.body, &res); err != nil || r.status != 200 || res.NoChanges {
+		t.Fatalf("remove FABRIKAM's User2 from CORP's Local: %d %s", r.status, r.body)
+	}
+	if got := listing("miss"); !slices.Equal(got, seed) {
+		t.Fatalf("CORP's Local lists %q after the removal, want %q", got, seed)
 	}
 }
 

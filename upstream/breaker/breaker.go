@@ -104,7 +104,10 @@ type Directory struct {
 	metrics *breakerMetrics
 }
 
-var _ dirgate.Directory = (*Directory)(nil)
+var (
+	_ dirgate.Directory          = (*Directory)(nil)
+	_ dirgate.ForeignMemberAdder = (*Directory)(nil)
+)
 
 // New wraps inner in a breaker configured by s.
 func New(inner dirgate.Directory, s Settings) *Directory {
@@ -250,6 +253,21 @@ func (d *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
 	_, err := call(ctx, d, "add_member", func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, d.inner.AddMember(ctx, group, member)
+	})
+	return err
+}
+
+// AddForeignMember passes an addition by SID through the breaker when the inner
+// directory offers one (dirgate.ForeignMemberAdder), timed as an addition. When it
+// does not, the error wraps errors.ErrUnsupported, for the caller to add the member
+// otherwise.
+func (d *Directory) AddForeignMember(ctx context.Context, group dirgate.Object, sid dirgate.Identifier) error {
+	f, ok := d.inner.(dirgate.ForeignMemberAdder)
+	if !ok {
+		return fmt.Errorf("breaker: the upstream adds no member by SID: %w", errors.ErrUnsupported)
+	}
+	_, err := call(ctx, d, "add_member", func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, f.AddForeignMember(ctx, group, sid)
 	})
 	return err
 }

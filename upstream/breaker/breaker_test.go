@@ -387,3 +387,34 @@ func TestTransitiveMembersThroughBreaker(t *testing.T) {
 		t.Fatalf("without the capability: %v", err)
 	}
 }
+
+type foreignDir struct {
+	fakeDir
+	sids []string
+}
+
+func (f *foreignDir) AddForeignMember(ctx context.Context, group dirgate.Object, sid dirgate.Identifier) error {
+	f.sids = append(f.sids, sid.Canonical())
+	return f.result()
+}
+
+// TestAddForeignMemberThroughBreaker: an addition by SID reaches an inner directory
+// that makes it and counts as any call; one that cannot says so with
+// errors.ErrUnsupported, for the router to add the member otherwise.
+func TestAddForeignMemberThroughBreaker(t *testing.T) {
+	inner := &foreignDir{}
+	b := New(inner, Settings{FailureThreshold: 1, OpenTimeout: time.Hour})
+	sid := dirgate.MustParseIdentifier("S-1-5-21-7-8-9-1105")
+	if err := b.AddForeignMember(context.Background(), dirgate.Object{}, sid); err != nil || len(inner.sids) != 1 || inner.sids[0] != sid.Canonical() {
+		t.Fatalf("pass-through: %v, inner got %q", err, inner.sids)
+	}
+	inner.set(errUpstream)
+	b.AddForeignMember(context.Background(), dirgate.Object{}, sid)
+	if _, err := b.Members(context.Background(), dirgate.Object{}, nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Fatalf("after a failed addition by SID, Members gave %v, want the open breaker", err)
+	}
+	err := New(&fakeDir{}, Settings{}).AddForeignMember(context.Background(), dirgate.Object{}, sid)
+	if !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("without the capability: %v, want errors.ErrUnsupported", err)
+	}
+}

@@ -405,15 +405,12 @@ func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 	return r.ofObject(obj).Dir.MemberOf(ctx, obj)
 }
 
-// ErrAcrossDomains is the detail of an addition of a member of another domain
-// to a group whose domain holds no foreign security principal for it, which the
-// router refuses (changeOf).
+// ErrAcrossDomains is the detail of a change of a member of another domain that
+// the group's domain cannot make: a removal when it holds no foreign security
+// principal for the member, an addition when its directory cannot add members by
+// SID (dirgate.ForeignMemberAdder) and it holds none, or when the member carries no
+// SID of its own domain (changeOf, addForeign).
 var ErrAcrossDomains = errors.New("the group's domain holds no foreign security principal for the member of another domain")
-
-// refusedAddition is the answer to such an addition: the directory's own answer
-// to any addition it refuses (upstream/ldap's), so that the answer does not say
-// why, and in particular not whether a foreign security principal exists.
-const refusedAddition = "The directory refused to add this member to this group."
 
 // RemoveMember asks the group's domain to remove member, or, for a member of
 // another domain, the foreign security principal the group's domain holds for it
@@ -430,19 +427,50 @@ func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 	return d.Dir.RemoveMember(ctx, group, m)
 }
 
-// AddMember asks the group's domain to add member, or, for a member of another
-// domain, the foreign security principal the group's domain holds for it
-// (changeOf). With no such principal the addition is refused, answered as the
-// directory answers any addition it refuses.
+// AddMember asks the group's domain to add member. A member of another configured
+// domain is added by its SID (addForeign) when the group's directory can do so: the
+// directory adds the foreign security principal it holds for the SID, or creates
+// one, and refuses it in any group but a domain-local one, as AD does. Otherwise
+// it is added through the FSP the group's domain holds for it (changeOf); with none
+// the addition is refused, answered as the directory answers any addition it
+// refuses.
 func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
+	if d, m := r.ofObject(group), r.ofDN(member.DN); m != nil && m != d {
+		if f, ok := d.Dir.(dirgate.ForeignMemberAdder); ok {
+			err := r.addForeign(ctx, f, d, m, group, member)
+			if !errors.Is(err, errors.ErrUnsupported) {
+				return err
+			}
+		}
+	}
 	d, m, err := r.changeOf(ctx, group, member, "add member")
 	if errors.Is(err, ErrAcrossDomains) {
-		return dirgate.WrapError(dirgate.EINVALID, refusedAddition, err)
+		return dirgate.WrapError(dirgate.EINVALID, dirgate.RefusedAddition, err)
 	}
 	if err != nil {
 		return err
 	}
 	return d.Dir.AddMember(ctx, group, m)
+}
+
+// addForeign adds member, an object of domain m, to group, a group of domain d,
+// through d's directory by the member's SID. Only a SID whose domain part is m's
+// reaches d: a member that carries another (or none) is refused as any addition
+// the directory refuses, nothing written. Whether d held a foreign security
+// principal for the member before makes no difference to the requests the router
+// sends, nor to its answer.
+func (r *Directory) addForeign(ctx context.Context, f dirgate.ForeignMemberAdder, d, m *domain, group, member dirgate.Object) error {
+	fail := func(err error) error {
+		return fmt.Errorf("domains: add member: group in %s, member in %s: %w", d.name, m.name, err)
+	}
+	id, err := dirgate.ParseIdentifier(member.SID)
+	if err != nil || id.Kind() != dirgate.KindSID || r.ofSID(id.Canonical()) != m {
+		return dirgate.WrapError(dirgate.EINVALID, dirgate.RefusedAddition, fail(fmt.Errorf("%w (the member carries no SID of its domain)", ErrAcrossDomains)))
+	}
+	if err := f.AddForeignMember(ctx, group, id); err != nil {
+		return fail(err)
+	}
+	return nil
 }
 
 // changeOf returns the group's domain and the member as that domain holds it: the
@@ -451,9 +479,9 @@ func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 // object of the group's domain (looked up by SID there: the group's DC answers an
 // FSP's SID with the FSP). A member of another domain for which the group's domain
 // holds no FSP is an error wrapping ErrAcrossDomains, which the callers answer as
-// the directory answers a non-member or a refused addition: dirgate does not create
-// FSPs, and does not write a member of another domain by its DN (AD within one
-// forest; not measured).
+// the directory answers a non-member or a refused addition (AddMember creates the
+// FSP instead where the directory can: addForeign). A member of another domain is
+// never written by its DN (AD within one forest; not measured).
 func (r *Directory) changeOf(ctx context.Context, group, member dirgate.Object, op string) (*domain, dirgate.Object, error) {
 	d := r.ofObject(group)
 	m := r.ofDN(member.DN)

@@ -452,7 +452,8 @@ func TestWritesRouteToTheGroupsDomain(t *testing.T) {
 		t.Fatalf("writes: CORP %q, FABRIKAM %q, want CORP's FSP's", f.corp.writes, f.fab.writes)
 	}
 	// None held: neither domain written to. The removal answers as for any
-	// non-member, the addition as any addition the directory refuses: neither
+	// non-member, and, where the group's directory cannot add a member by SID
+	// (these fakes), the addition as any addition the directory refuses: neither
 	// says that CORP holds no FSP for the member, which would tell whether the
 	// member is in any group of CORP.
 	f.corp.writes = nil
@@ -475,6 +476,88 @@ func TestWritesRouteToTheGroupsDomain(t *testing.T) {
 	f.corp.down.Store(true)
 	if err := r.RemoveMember(ctx, f.cLocal, f.fUser); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || f.corp.writes != nil {
 		t.Errorf("CORP down: %v, writes %q", err, f.corp.writes)
+	}
+}
+
+// TestAdditionAcrossDomainsBySID: where the group's directory adds members by SID,
+// a member of another configured domain is added by its SID in the group's domain,
+// whether or not that domain holds an FSP for it: the same single call, no look-up
+// of the FSP, nothing sent to the member's domain. The directory's answers (a
+// refusal of the group's scope, already a member) come back as they are; a member
+// whose SID is not of its own domain is refused without a write; removals still go
+// through the FSP.
+func TestAdditionAcrossDomainsBySID(t *testing.T) {
+	f := newForest()
+	corp := &foreignAdder{fakeDir: f.corp}
+	r := f.routerWith(corp, f.fab)
+	ctx := context.Background()
+	// FABRIKAM's User has an FSP in CORP, User2 none: the same call for both.
+	for _, m := range []dirgate.Object{f.fUser, f.fUser2} {
+		if err := r.AddMember(ctx, f.cLocal, m); err != nil {
+			t.Fatalf("add %s: %v", m.DN, err)
+		}
+	}
+	want := []string{"add sid " + f.fUser.SID + " to " + f.cLocal.GUID, "add sid " + f.fUser2.SID + " to " + f.cLocal.GUID}
+	if !slices.Equal(f.corp.writes, want) || f.fab.writes != nil {
+		t.Fatalf("writes: CORP %q, FABRIKAM %q\nwant CORP %q", f.corp.writes, f.fab.writes, want)
+	}
+	if n := f.corp.lookupCount(); n != 0 {
+		t.Errorf("CORP looked up %d objects (%q); an addition by SID needs no FSP's look-up", n, f.corp.lookups)
+	}
+	// Same-domain additions are the directory's ordinary ones.
+	f.corp.writes = nil
+	if err := r.AddMember(ctx, f.cLocal, f.cUser); err != nil || !slices.Equal(f.corp.writes, []string{"add " + f.cUser.GUID + " to " + f.cLocal.GUID}) {
+		t.Errorf("CORP's User to CORP's Local: %v, writes %q", err, f.corp.writes)
+	}
+	// The directory's answers pass through: its refusal of a global group, and
+	// "already a member".
+	f.corp.writes = nil
+	for _, answer := range []error{
+		dirgate.WrapError(dirgate.EINVALID, dirgate.RefusedAddition, errors.New("fake: not a domain-local group")),
+		fmt.Errorf("fake: %w", dirgate.ErrAlreadyMember),
+	} {
+		corp.err = answer
+		err := r.AddMember(ctx, f.cGlobal, f.fUser2)
+		if dirgate.ErrorCode(err) != dirgate.ErrorCode(answer) || dirgate.ErrorMessage(err) != dirgate.ErrorMessage(answer) ||
+			errors.Is(answer, dirgate.ErrAlreadyMember) != errors.Is(err, dirgate.ErrAlreadyMember) {
+			t.Errorf("the directory answered %v; the router %v", answer, err)
+		}
+	}
+	corp.err = nil
+	// A member of FABRIKAM that carries a SID of another domain (or none): refused
+	// as any refused addition, nothing written.
+	for _, sid := range []string{corpSID + "-1104", "S-1-5-11", ""} {
+		forged := f.fUser2
+		forged.SID = sid
+		err := r.AddMember(ctx, f.cLocal, forged)
+		if dirgate.ErrorCode(err) != dirgate.EINVALID || dirgate.ErrorMessage(err) != dirgate.RefusedAddition {
+			t.Errorf("member of FABRIKAM with SID %q: %v, want the refusal of an addition", sid, err)
+		}
+	}
+	if f.corp.writes != nil || f.fab.writes != nil {
+		t.Errorf("writes for members without a SID of their domain: CORP %q, FABRIKAM %q", f.corp.writes, f.fab.writes)
+	}
+	// Removals go through the FSP, as before; with none, no member.
+	if err := r.RemoveMember(ctx, f.cLocal, f.fUser); err != nil || !slices.Equal(f.corp.writes, []string{"remove " + f.cFSP.GUID + " from " + f.cLocal.GUID}) {
+		t.Errorf("removing FABRIKAM's User: %v, writes %q", err, f.corp.writes)
+	}
+	if err := r.RemoveMember(ctx, f.cLocal, f.fUser2); !errors.Is(err, dirgate.ErrNotMember) {
+		t.Errorf("removing FABRIKAM's User2, which CORP holds no FSP for: %v, want ErrNotMember", err)
+	}
+}
+
+// TestAdditionAcrossDomainsUnsupported: a group's directory that turns out not to
+// add members by SID (a wrapper whose inner directory cannot: errors.ErrUnsupported)
+// is served through the FSP it holds, as one that has no such method.
+func TestAdditionAcrossDomainsUnsupported(t *testing.T) {
+	f := newForest()
+	r := f.routerWith(&foreignAdder{fakeDir: f.corp, err: fmt.Errorf("wrapper: %w", errors.ErrUnsupported)}, f.fab)
+	ctx := context.Background()
+	if err := r.AddMember(ctx, f.cLocal, f.fUser); err != nil || !slices.Equal(f.corp.writes, []string{"add " + f.cFSP.GUID + " to " + f.cLocal.GUID}) {
+		t.Errorf("FABRIKAM's User: %v, writes %q, want through CORP's FSP", err, f.corp.writes)
+	}
+	if err := r.AddMember(ctx, f.cLocal, f.fUser2); dirgate.ErrorMessage(err) != dirgate.RefusedAddition {
+		t.Errorf("FABRIKAM's User2, no FSP in CORP: %v, want the refusal of an addition", err)
 	}
 }
 

@@ -273,3 +273,34 @@ func (f *forest) router(concurrency int) *Directory {
 	}
 	return r
 }
+
+// foreignAdder is a domain's directory that adds members of other domains by SID
+// (dirgate.ForeignMemberAdder), recording each addition among the fake's writes;
+// err, when set, is its answer instead.
+type foreignAdder struct {
+	*fakeDir
+	err error
+}
+
+func (a *foreignAdder) AddForeignMember(ctx context.Context, group dirgate.Object, sid dirgate.Identifier) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err != nil {
+		return a.err
+	}
+	a.writes = append(a.writes, "add sid "+sid.Canonical()+" to "+group.GUID)
+	return nil
+}
+
+// routerWith is the router over f's domains with dirs in place of the fakes
+// themselves (CORP's first).
+func (f *forest) routerWith(corp, fab dirgate.Directory) *Directory {
+	r, err := Config{Domains: []Domain{
+		{BaseDN: corpBase, SID: corpSID, Dir: corp},
+		{BaseDN: fabBase, SID: fabSID, Dir: fab},
+	}}.Open(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	return r
+}

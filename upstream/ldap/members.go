@@ -195,7 +195,7 @@ func (d *Directory) AddMember(ctx context.Context, group, member dirgate.Object)
 		}
 		return fmt.Errorf("ldap: add member: %w (%v)", dirgate.ErrAlreadyMember, err)
 	case rc == goldap.LDAPResultUnwillingToPerform:
-		return dirgate.WrapError(dirgate.EINVALID, "The directory refused to add this member to this group.", fmt.Errorf("ldap: add member: %w", err))
+		return dirgate.WrapError(dirgate.EINVALID, dirgate.RefusedAddition, fmt.Errorf("ldap: add member: %w", err))
 	}
 	return wrap("add member", err)
 }
