@@ -387,6 +387,11 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 	if err != nil {
 		return nil, false, false, err
 	}
+	if slices.ContainsFunc(objs, func(o dirgate.Object) bool { return o.Unresolved }) {
+		// An object stands for one a directory could not be asked about (its
+		// domain failed): answered, not kept, so the next request asks again.
+		rec.spoil()
+	}
 	var frags fragments
 	if req.frags {
 		frags = objectJSON(objs)

@@ -1,6 +1,9 @@
 package cache
 
 import (
+	"context"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -184,4 +187,49 @@ func TestDirectoryConformance(t *testing.T) {
 	conformance.Run(t, func(t *testing.T) dirgate.Directory {
 		return newInstance(t, demo(t), Config{TTL: time.Hour}).c
 	}, fixture.Demo())
+}
+
+// unresolvedDir lists, in each group, one member marked unresolved while unresolved
+// is set: an object a router could not ask its own directory about.
+type unresolvedDir struct {
+	dirgate.Directory
+	unresolved atomic.Bool
+}
+
+func (d *unresolvedDir) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
+	ms, err := d.Directory.Members(ctx, group, props)
+	if err == nil && len(ms) > 0 && d.unresolved.Load() {
+		ms = slices.Clone(ms)
+		ms[0].Unresolved = true
+	}
+	return ms, err
+}
+
+// TestUnresolvedListingNotKept: a listing holding an object its directory could not
+// resolve is answered but not kept, direct or nested, in process and in Redis; once
+// resolved it is kept as any other.
+func TestUnresolvedListingNotKept(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		dir := &unresolvedDir{Directory: demo(t)}
+		dir.unresolved.Store(true)
+		cfg := Config{}
+		if shared {
+			cfg.Secret, cfg.Redis = sealSecret, redisClient(t, redisconn.Config{Addrs: []string{redistest.Start(t).Addr()}})
+		}
+		in := newInstance(t, dir, cfg)
+		for _, opts := range []dirgate.ListOptions{{}, {IncludeIndirect: true}} {
+			want := truth(t, dir.Directory, fixture.HelpDeskDN, opts)
+			for i := range 2 {
+				got, st := in.list(t, fixture.HelpDeskDN, opts)
+				if st == dirgate.CacheHit || st == dirgate.CacheStale || len(got) != len(want) {
+					t.Errorf("redis %v, %+v, listing %d while unresolved: %s with %d objects, want one read from the directory with %d", shared, opts, i, st, len(got), len(want))
+				}
+			}
+		}
+		dir.unresolved.Store(false)
+		in.list(t, fixture.HelpDeskDN, dirgate.ListOptions{})
+		if _, st := in.list(t, fixture.HelpDeskDN, dirgate.ListOptions{}); st != dirgate.CacheHit {
+			t.Errorf("redis %v: resolved listing served %s the second time, want a hit", shared, st)
+		}
+	}
 }

@@ -173,6 +173,11 @@ func TestMembersKeepsUnresolvedForeignPrincipals(t *testing.T) {
 	if g, w := dns(got), want(unknownDomain, noObject, wellKnown, f.fUser); !slices.Equal(g, w) {
 		t.Fatalf("members %q, want %q", g, w)
 	}
+	for _, o := range got {
+		if o.Unresolved {
+			t.Errorf("%s marked unresolved: no domain failed, the listing is as it will stay", o.DN)
+		}
+	}
 	if n := f.fab.lookupCount(); n != 2 {
 		t.Errorf("FABRIKAM asked %d times, want 2 (its two FSPs; never the others)", n)
 	}
@@ -203,6 +208,11 @@ func TestMembersOtherDomainDown(t *testing.T) {
 	if g, w := dns(got), want(members...); !slices.Equal(g, w) {
 		t.Fatalf("members %q, want the FSPs %q", g, w)
 	}
+	for _, o := range got {
+		if !o.Unresolved {
+			t.Errorf("%s not marked unresolved while FABRIKAM is down: a cache would keep the listing", o.DN)
+		}
+	}
 	if n := f.fab.lookupCount(); n != 1 {
 		t.Errorf("FABRIKAM asked %d times while down, want 1", n)
 	}
@@ -222,8 +232,8 @@ func TestMembersOtherDomainDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, o := range got {
-		if o.ObjectType != dirgate.TypeUser || o.DomainName != "fabrikam.example.net" {
-			t.Fatalf("%s listed as %s %s once FABRIKAM answers", o.DN, o.ObjectType, o.DomainName)
+		if o.ObjectType != dirgate.TypeUser || o.DomainName != "fabrikam.example.net" || o.Unresolved {
+			t.Fatalf("%s listed as %s %s (unresolved %v) once FABRIKAM answers", o.DN, o.ObjectType, o.DomainName, o.Unresolved)
 		}
 	}
 }

@@ -154,6 +154,12 @@ start:
 				"domain", r.domains[k].name, "err", *e)
 		}
 	}
+	for _, f := range todo {
+		if !replaced[f.i] && failed[index[f.d]].Load() != nil {
+			// Not asked, or asked in vain: the listing must not be kept as it is.
+			objs[f.i].Unresolved = true
+		}
+	}
 	return replaced, nil
 }
 
