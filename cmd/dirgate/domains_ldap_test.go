@@ -487,7 +487,8 @@ func TestDomainsForestEndToEnd(t *testing.T) {
 	for _, want := range []string{`dirgate_upstream_duration_seconds_count{operation="lookup",outcome="ok",upstream="ldap:fabrikam.example.net"}`,
 		`dirgate_upstream_duration_seconds_count{operation="members",outcome="ok",upstream="ldap"}`,
 		`dirgate_ldap_server_up{server="` + f.Fabrikam.URL + `"} 1`, `dirgate_ldap_server_up{server="` + f.Corp.URL + `"} 1`,
-		`dirgate_upstream_breaker_state{server="` + f.Fabrikam.URL + `",upstream="ldap:fabrikam.example.net"} 0`} {
+		`dirgate_upstream_breaker_state{server="` + f.Fabrikam.URL + `",upstream="ldap:fabrikam.example.net"} 0`,
+		`dirgate_ldap_overlaid_members_total{domain="fabrikam.example.net"} 0`, `dirgate_ldap_overlaid_members_total{domain="corp.example.com"} 0`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -3,6 +3,8 @@ package ldap
 import (
 	"context"
 
+	"github.com/dirgate/dirgate"
+
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -22,8 +24,10 @@ func registerMetrics(d *Directory) metric.Registration {
 	up, _ := m.Int64ObservableGauge("dirgate_ldap_server_up", metric.WithDescription("1 while a domain controller takes calls, 0 while it is marked down (a failed call or health check, until a health check succeeds) or its circuit breaker is open."))
 	calls, _ := m.Int64ObservableCounter("dirgate_ldap_server_requests", metric.WithDescription("Attempts of LDAP calls per server by outcome: ok, answer (the server refused or found nothing: an answer all the same), failed (network error, busy, unavailable: the call went on to the next server), stalled (no answer within the attempt timeout), refused (its circuit breaker was open)."))
 	overlaid, _ := m.Int64ObservableCounter("dirgate_ldap_overlaid_members", metric.WithDescription("Members a listing read from one DC gained or lost because a write made through dirgate on another DC had not reached it yet."))
+	domainAttr := metric.WithAttributes(attribute.String("domain", domainOf(d.cfg.BaseDN)))
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		o.ObserveInt64(overlaid, d.overlaid.Load())
+		// One series per domain: with several domains each has a Directory.
+		o.ObserveInt64(overlaid, d.overlaid.Load(), domainAttr)
 		for _, s := range d.servers() {
 			at := metric.WithAttributes(attribute.String("server", s.t.url))
 			p := s.pool
@@ -51,4 +55,14 @@ func registerMetrics(d *Directory) metric.Registration {
 		return nil
 	}
 	return reg
+}
+
+// domainOf is the DNS name of the domain of base (its DC= components), "" when it
+// has none.
+func domainOf(base string) string {
+	dn, err := dirgate.ParseDN(base)
+	if err != nil {
+		return ""
+	}
+	return dn.DomainName()
 }
