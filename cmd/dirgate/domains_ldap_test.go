@@ -729,3 +729,58 @@ func TestDomainsForestEndToEndChangeFeed(t *testing.T) {
 		}
 	}
 }
+
+// TestDomainsForestLDAPPrincipal: a principal's groups reach across the trust, as a
+// Windows resource domain's token does. FABRIKAM's User is in CORP's Local through
+// CORP's foreign security principal; CORP's User is in FABRIKAM's Local through
+// its group CORP's Global, which FABRIKAM holds as a foreign security principal.
+func TestDomainsForestLDAPPrincipal(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	c, fb := f.Corp, f.Fabrikam
+	svc := &dirgate.MemberService{Dir: openForest(t, f)}
+	for _, tc := range []struct {
+		user string
+		want []string
+	}{
+		{fb.UserDN, []string{fb.GlobalDN, fb.UniversalDN, fb.LocalDN, c.LocalDN}},
+		{c.UserDN, []string{c.GlobalDN, c.UniversalDN, c.LocalDN, fb.LocalDN}},
+	} {
+		p, err := svc.Principal(context.Background(), mustID(t, tc.user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, g := range p.Groups {
+			if strings.Contains(strings.ToLower(g.DN), "ou=dirgate-forest,") { // the domains' built-in groups aside
+				got = append(got, g.DN)
+			}
+		}
+		if g, w := keys(t, got), keys(t, tc.want); !slices.Equal(g, w) {
+			t.Errorf("%s's groups %q\nwant %q", tc.user, g, w)
+		}
+	}
+}
+
+// TestDomainsForestEndToEndForeignTrustee: a role granted to CORP's domain-local
+// group applies to FABRIKAM's User, whom the group holds through a foreign
+// security principal: signed in as that user, it lists CORP's Global.
+func TestDomainsForestEndToEndForeignTrustee(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	_, root, token := startForestSignedIn(t, f, map[string]any{"name": "corp-local-views-all", "trustees": []string{f.Corp.LocalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}})
+	r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(f.Corp.GlobalDN), token)
+	if r.status != 200 {
+		t.Fatalf("listing CORP's Global as FABRIKAM's User: %d %s", r.status, r.body)
+	}
+	var objs []dirgate.Object
+	if err := json.Unmarshal(r.body, &objs); err != nil {
+		t.Fatal(err)
+	}
+	var dns []string
+	for _, o := range objs {
+		dns = append(dns, o.DN)
+	}
+	if g, w := keys(t, dns), keys(t, []string{f.Corp.UserDN, f.Corp.User2DN}); !slices.Equal(g, w) {
+		t.Errorf("CORP's Global as FABRIKAM's User, trustee CORP's Local: %q, want %q", g, w)
+	}
+}

@@ -167,7 +167,8 @@ type domain struct {
 	sid  string // upper-case
 	name string // DNS name, for errors and logs
 
-	refusals refusalLog
+	refusals      refusalLog
+	groupFailures refusalLog // groups of other domains' principals that could not be read (memberof.go)
 }
 
 var (
@@ -373,19 +374,28 @@ type refusalLog struct {
 
 const refusalEvery = 10 * time.Second
 
+// due reports whether a line may be logged now, and how many were left out since
+// the last one.
+func (l *refusalLog) due() (bool, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := time.Now()
+	if !l.last.IsZero() && now.Sub(l.last) < refusalEvery {
+		l.skipped++
+		return false, 0
+	}
+	skipped := l.skipped
+	l.last, l.skipped = now, 0
+	return true, skipped
+}
+
 // refused logs an answer of d that the router refused, at most once per
 // refusalEvery for d; the DN logged is bounded.
 func (r *Directory) refused(ctx context.Context, d *domain, why string, obj dirgate.Object) {
-	d.refusals.mu.Lock()
-	now := time.Now()
-	if !d.refusals.last.IsZero() && now.Sub(d.refusals.last) < refusalEvery {
-		d.refusals.skipped++
-		d.refusals.mu.Unlock()
+	ok, skipped := d.refusals.due()
+	if !ok {
 		return
 	}
-	skipped := d.refusals.skipped
-	d.refusals.last, d.refusals.skipped = now, 0
-	d.refusals.mu.Unlock()
 	r.log.WarnContext(ctx, "domains: an answer of another domain refused: "+why,
 		"domain", d.name, "dn", bounded(obj.DN), "guid", bounded(obj.GUID), "refusedUnlogged", skipped)
 }
@@ -396,13 +406,6 @@ func bounded(s string) string {
 		return s[:256] + "…"
 	}
 	return s
-}
-
-// MemberOf asks the object's own domain: groups of other domains that hold it
-// through a foreign security principal are not among its groups (docs/directory.md,
-// "Several domains: how dirgate serves them").
-func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
-	return r.ofObject(obj).Dir.MemberOf(ctx, obj)
 }
 
 // ErrAcrossDomains is the detail of a change of a member of another domain that

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -571,14 +572,90 @@ func TestAdditionAcrossDomainsUnsupported(t *testing.T) {
 	}
 }
 
-func TestMemberOfRoutes(t *testing.T) {
+// A principal's groups are its own domain's and, through the FSPs other domains hold
+// for it, theirs: FABRIKAM's User is in CORP's Local through CORP's FSP; CORP's
+// Global in FABRIKAM's Local, so CORP's User is there through its group. Found with
+// and without the domains' foreign sources.
+func TestMemberOfAcrossDomains(t *testing.T) {
+	for _, sources := range []bool{false, true} {
+		f := newForest()
+		r := f.router(0)
+		if sources {
+			r = f.routerWith(f.corp, f.fab)
+			r.domains[0].Foreign, r.domains[1].Foreign = &fakeForeign{dir: f.corp}, &fakeForeign{dir: f.fab}
+		}
+		got, err := r.MemberOf(context.Background(), f.fUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := dns(got), want(f.fGlobal, f.cLocal); !slices.Equal(g, w) {
+			t.Errorf("sources %v: FABRIKAM's User's groups %q, want %q", sources, g, w)
+		}
+		svc := &dirgate.MemberService{Dir: r}
+		p, err := svc.Principal(context.Background(), ident(t, f.cUser.GUID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dns []string
+		for _, g := range p.Groups {
+			dns = append(dns, g.DN)
+		}
+		if w := []string{f.cGlobal.DN, f.cUniversal.DN, f.cLocal.DN, f.fLocal.DN}; !slices.Equal(keysOf(dns), keysOf(w)) {
+			t.Errorf("sources %v: CORP's User's principal groups %q, want %q", sources, dns, w)
+		}
+	}
+}
+
+func keysOf(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
+
+// Another domain that fails leaves its groups out, logged; the principal's own
+// domain's failure is the answer. Objects that are no principal of their domain
+// (an FSP, no SID) are not looked for elsewhere.
+func TestMemberOfOtherDomainDown(t *testing.T) {
 	f := newForest()
-	got, err := f.router(0).MemberOf(context.Background(), f.fUser)
+	f.corp.down.Store(true)
+	var logs bytes.Buffer
+	r := f.router(0)
+	r.log = slog.New(slog.NewTextHandler(&logs, nil))
+	got, err := r.MemberOf(context.Background(), f.fUser)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g, w := dns(got), want(f.fGlobal); !slices.Equal(g, w) {
-		t.Fatalf("groups %q, want %q", g, w)
+		t.Errorf("CORP down: groups %q, want FABRIKAM's alone %q", g, w)
+	}
+	if l := logs.String(); !strings.Contains(l, "domain=corp.example.com") || !strings.Contains(l, "left out of its groups") {
+		t.Errorf("log %q, want the failure of CORP", l)
+	}
+	if _, err := r.MemberOf(context.Background(), f.cUser); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Errorf("CORP's User with CORP down: %v, want its failure", err)
+	}
+	f.corp.down.Store(false)
+	f.corp.lookups, f.fab.lookups = nil, nil
+	if _, err := r.MemberOf(context.Background(), f.cFSP); err != nil || f.fab.lookupCount() != 0 {
+		t.Errorf("CORP's FSP: %v, FABRIKAM asked %d times, want none", err, f.fab.lookupCount())
+	}
+}
+
+// A hostile DC of another domain cannot add groups to a principal: an answer that
+// is not its FSP for the SID, or a group outside its base DN, is refused.
+func TestMemberOfRefusesForeignAnswers(t *testing.T) {
+	f := newForest()
+	user := f.cUser
+	user.SID = f.fUser.SID // CORP's User, passed off as the FSP of FABRIKAM's
+	f.corp.forged = map[string]dirgate.Object{f.fUser.SID: user}
+	r := f.router(0)
+	r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	got, err := r.MemberOf(context.Background(), f.fUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.fGlobal); !slices.Equal(g, w) {
+		t.Errorf("groups %q, want FABRIKAM's alone %q: CORP answered the SID with a user", g, w)
 	}
 }
 

@@ -125,6 +125,9 @@ func (f *fakeDir) Members(ctx context.Context, group dirgate.Object, props []str
 }
 
 func (f *fakeDir) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
+	if f.down.Load() {
+		return nil, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable.", errDown)
+	}
 	var out []dirgate.Object
 	for g, ms := range f.members {
 		for _, m := range ms {
