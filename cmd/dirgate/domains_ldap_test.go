@@ -784,3 +784,80 @@ func TestDomainsForestEndToEndForeignTrustee(t *testing.T) {
 		t.Errorf("CORP's Global as FABRIKAM's User, trustee CORP's Local: %q, want %q", g, w)
 	}
 }
+
+// TestDomainsForestOneDomainDown stops FABRIKAM's DC under the program. CORP's
+// listings, look-ups and sign-ins go on; a listing of CORP's Local, which holds
+// FABRIKAM's User, read meanwhile lists CORP's FSP in its place and is not cached
+// (one cached before is served as it was); /readyz reports the domain. Once the DC
+// is back, that listing shows FABRIKAM's User again.
+func TestDomainsForestOneDomainDown(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	c := f.Corp
+	_, root, _ := startForestSignedIn(t, f, map[string]any{"name": "corp-global-views-all", "trustees": []string{c.GlobalDN},
+		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}})
+	_, token := signIn(t, root, root, c.UserUPN(), c.UserPassword)
+	// list lists group; query picks a cache entry of its own (properties).
+	list := func(group, query string) ([]dirgate.Object, string) {
+		t.Helper()
+		r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(group)+query, token)
+		if r.status != 200 {
+			t.Fatalf("listing %s: %d %s", group, r.status, r.body)
+		}
+		var objs []dirgate.Object
+		if err := json.Unmarshal(r.body, &objs); err != nil {
+			t.Fatal(err)
+		}
+		return objs, r.header.Get("X-Dirgate-Cache")
+	}
+	listsFabrikamUser := func(objs []dirgate.Object) bool {
+		return slices.ContainsFunc(objs, func(o dirgate.Object) bool { return strings.EqualFold(o.DN, f.Fabrikam.UserDN) })
+	}
+	if objs, _ := list(c.LocalDN, ""); !listsFabrikamUser(objs) {
+		t.Fatalf("CORP's Local before the outage: %v, want FABRIKAM's User", objs)
+	}
+	const uncached = "&properties=description" // not listed before the outage
+
+	f.StopDC(t, 2)
+	var dns []string
+	objs, _ := list(c.GlobalDN, uncached)
+	for _, o := range objs {
+		dns = append(dns, o.DN)
+	}
+	if g, w := keys(t, dns), keys(t, []string{c.UserDN, c.User2DN}); !slices.Equal(g, w) {
+		t.Errorf("CORP's Global with FABRIKAM down: %q, want %q", g, w)
+	}
+	for i := range 2 {
+		objs, cache := list(c.LocalDN, uncached)
+		fsp := slices.IndexFunc(objs, func(o dirgate.Object) bool { return strings.EqualFold(o.DN, c.FSPDN) })
+		if fsp < 0 || objs[fsp].ObjectType != dirgate.TypeForeignPrincipal || listsFabrikamUser(objs) || cache == "hit" {
+			t.Errorf("CORP's Local with FABRIKAM down, listing %d (cache %s): %v, want CORP's FSP %s in place of FABRIKAM's User, not from the cache",
+				i, cache, objs, c.FSPDN)
+		}
+	}
+	user := readHeld(t, f, c.UserDN)
+	if r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+user.guid, token); r.status != 400 {
+		t.Errorf("CORP's User by GUID with FABRIKAM down: %d %s, want 400 (not a group): its domain answers", r.status, r.body)
+	}
+	if _, again := signIn(t, root, root, c.UserUPN(), c.UserPassword); again == "" {
+		t.Error("CORP's User could not sign in with FABRIKAM down")
+	}
+	if got := readyChecks(t, strings.TrimSuffix(root, "/restApi"))["upstream fabrikam.example.net"]; got == "ok" {
+		t.Errorf("/readyz upstream fabrikam.example.net %q with FABRIKAM down", got)
+	}
+
+	if objs, cache := list(c.LocalDN, ""); !listsFabrikamUser(objs) || cache != "hit" {
+		t.Errorf("CORP's Local as cached before the outage: %v (cache %s), want FABRIKAM's User from the cache", objs, cache)
+	}
+
+	f.StartDC(t, 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if objs, _ := list(c.LocalDN, uncached); listsFabrikamUser(objs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("CORP's Local does not show FABRIKAM's User 30 s after its DC is back")
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}

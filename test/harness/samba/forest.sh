@@ -8,6 +8,8 @@
 #   forest.sh start  STATE_DIR   provision both, trust, seed, write STATE_DIR/env
 #   forest.sh stop   STATE_DIR   stop both, remove namespaces, bridge and files
 #   forest.sh status STATE_DIR   say what runs and answers (exit 0 all up, 3 not)
+#   forest.sh stop N STATE_DIR   stop domain N's DC (1 CORP, 2 FABRIKAM): its domain down
+#   forest.sh start N STATE_DIR  start domain N's DC again, wait until LDAPS answers
 #
 # See test/harness/samba/README.md ("Two domains with a forest trust") for the env
 # contract, what each step needs and measured timings.
@@ -400,11 +402,28 @@ cmd_status() {
   return "$rc"
 }
 
-usage() { echo "usage: $0 start|stop|status STATE_DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start|stop|status STATE_DIR, or $0 start|stop N STATE_DIR" >&2; exit 2; }
 
-[[ $# == 2 ]] || usage
-VERB=$1 STATE=${2%/}
+case $# in
+  2) VERB=$1 N="" STATE=${2%/} ;;
+  3) VERB=$1 N=$2 STATE=${3%/}; [[ $N == 1 || $N == 2 ]] && [[ $VERB == start || $VERB == stop ]] || usage ;;
+  *) usage ;;
+esac
 [[ -n $STATE ]] || usage
+if [[ -n $N ]]; then
+  # One domain's DC: stopped gracefully (its database stays), started as at
+  # cmd_start, in its own namespace.
+  [[ -d $STATE ]] || die "no forest state in $STATE"
+  STATE=$(cd "$STATE" && pwd)
+  load_conf
+  ldap_env
+  export LDAPTLS_CACERT="$ROOT/tls/ca.pem"
+  case $VERB in
+    stop) stop_dc "$N" ;;
+    start) start_dc "$N" ;;
+  esac
+  exit
+fi
 case $VERB in
   start) cmd_start ;;
   stop|status)

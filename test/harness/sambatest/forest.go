@@ -1,14 +1,18 @@
 package sambatest
 
 import (
+	"bytes"
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-ldap/ldap/v3"
 )
@@ -88,9 +92,61 @@ type ForestDomain struct {
 // ForestFromEnv returns the forest described by the environment. With none of
 // its variables set it skips the test, unless CI is true, where it fails it; a
 // partial or broken configuration always fails it.
+//
+// The test holds the forest until it ends (hold.go): a test of another package may
+// stop one of its domains (StopDC).
 func ForestFromEnv(t testing.TB) Forest {
 	t.Helper()
-	return forestFrom(t, os.Getenv)
+	f := forestFrom(t, os.Getenv)
+	if f.StateDir != "" {
+		forestHold.take(t, f.StateDir, "the forest")
+	}
+	return f
+}
+
+// forestHold is the forest's hold.
+var forestHold stateHold
+
+// StopDC stops the DC of domain n (1 CORP, 2 FABRIKAM) gracefully: the domain is
+// down, its connections reset and new ones refused. It starts again when the test
+// ends.
+func (f Forest) StopDC(t testing.TB, n int) {
+	t.Helper()
+	t.Cleanup(func() {
+		if err := f.exec(t, "start", n); err != nil {
+			t.Errorf("sambatest: restoring the forest: %v", err)
+		}
+	})
+	if err := f.exec(t, "stop", n); err != nil {
+		t.Fatalf("sambatest: %v", err)
+	}
+}
+
+// StartDC starts the DC of domain n again (a no-op if it runs) and returns once it
+// answers over LDAPS.
+func (f Forest) StartDC(t testing.TB, n int) {
+	t.Helper()
+	if err := f.exec(t, "start", n); err != nil {
+		t.Fatalf("sambatest: %v", err)
+	}
+}
+
+func (f Forest) exec(t testing.TB, verb string, n int) error {
+	t.Helper()
+	if n != 1 && n != 2 {
+		panic(fmt.Sprintf("sambatest: forest domain %d, want 1 or 2", n))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pairVerbTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", f.Script, verb, fmt.Sprint(n), f.StateDir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("forest.sh %s %d: %w\n%s", verb, n, err, out.String())
+	}
+	t.Logf("sambatest: forest.sh %s %d took %v", verb, n, time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 func forestFrom(t testing.TB, getenv func(string) string) Forest {

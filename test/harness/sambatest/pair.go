@@ -10,10 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -92,43 +89,10 @@ func PairFromEnv(t testing.TB) Pair {
 	return p
 }
 
-// The hold is an flock on STATE_DIR/lock, taken by the first test of this
-// process that asks and released when the last one ends.
-var pairHold struct {
-	sync.Mutex
-	count int
-	file  *os.File
-}
+// pairHold is the pair's hold (hold.go).
+var pairHold stateHold
 
-func holdPair(t testing.TB, stateDir string) {
-	t.Helper()
-	pairHold.Lock()
-	defer pairHold.Unlock()
-	if pairHold.count == 0 {
-		f, err := os.OpenFile(filepath.Join(stateDir, "lock"), os.O_CREATE|os.O_RDWR, 0o600)
-		if err != nil {
-			t.Fatalf("sambatest: hold the pair: %v", err)
-		}
-		start := time.Now()
-		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-			f.Close()
-			t.Fatalf("sambatest: hold the pair: flock: %v", err)
-		}
-		if waited := time.Since(start); waited > time.Second {
-			t.Logf("sambatest: waited %v for another package's test to release the pair", waited.Round(time.Millisecond))
-		}
-		pairHold.file = f
-	}
-	pairHold.count++
-	t.Cleanup(func() {
-		pairHold.Lock()
-		defer pairHold.Unlock()
-		if pairHold.count--; pairHold.count == 0 {
-			pairHold.file.Close() // releases the flock
-			pairHold.file = nil
-		}
-	})
-}
+func holdPair(t testing.TB, stateDir string) { pairHold.take(t, stateDir, "the pair") }
 
 func pairFrom(t testing.TB, getenv func(string) string) Pair {
 	t.Helper()
