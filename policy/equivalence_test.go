@@ -108,6 +108,9 @@ func TestDemoMatchesEvaluation(t *testing.T) {
 	ctx := context.Background()
 	for _, caller := range []string{danaDN, hugoDN, bellaDN} {
 		p := policytest.Principal(t, svc, caller)
+		if p.DomainName != "corp.example.com" {
+			t.Errorf("%s: domain name %q, want the DN's corp.example.com", caller, p.DomainName)
+		}
 		for _, g := range []string{mixedMembers, newsletter, itDepartment, financeTeam, "CN=All Staff,OU=Groups,DC=corp,DC=example,DC=com"} {
 			group, err := svc.Dir.Lookup(ctx, dirgate.MustParseIdentifier(g), nil)
 			if err != nil {
