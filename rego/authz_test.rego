@@ -471,3 +471,15 @@ test_roles_must_be_objects_in_an_array if {
 	authz.data_errors == {`roles[1] must be an object`} with data.dirgate.roles as [role(helpdesk.dn, staff, []), "admins"]
 	authz.data_errors == {"data.dirgate.roles must be an array of roles"} with data.dirgate.roles as {"r": role(helpdesk.dn, staff, [])}
 }
+
+# A well-known SID is the same in every domain: subjectDomains keeps a role naming
+# one to the callers of the domains it lists.
+builtin_admins(caller) := object.union(caller, {"groups": [{"dn": "CN=Administrators,CN=Builtin,DC=x", "guid": "", "sid": "S-1-5-32-544"}]})
+
+test_subject_domains_keep_a_well_known_sid_to_one_domain if {
+	roles := [object.union(role("S-1-5-32-544", {"all": true}, []), {"subjectDomains": ["corp.example.com"]})]
+	authz.allow with input as view(builtin_admins(helpdesk), user, finance) with data.dirgate.roles as roles
+	not authz.allow with input as view(builtin_admins(fabrikam_caller), user, finance) with data.dirgate.roles as roles
+	authz.allow with input as view(builtin_admins(fabrikam_caller), user, finance)
+		with data.dirgate.roles as [role("S-1-5-32-544", {"all": true}, [])]
+}
