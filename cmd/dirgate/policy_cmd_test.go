@@ -78,7 +78,7 @@ func TestPolicyEval(t *testing.T) {
 			policyDir: "package dirgate.authz\nallow if input.subject.domainName == \"corp.example.com\"\n"},
 		// The bundled policy with roles it names a mistake in does not load.
 		{name: "roles with a mistake", input: strings.Replace(helpdeskView, "%s", "user", 1), policyDir: bundledPolicy(t),
-			data: `{"dirgate": {"roles": [{"name": "r", "trustees": [], "permissions": ["view"], "scopes": [{"domain": "DC=corp,DC=example,DC=com"}]}]}}`,
+			data:    `{"dirgate": {"roles": [{"name": "r", "trustees": [], "permissions": ["view"], "scopes": [{"domain": "DC=corp,DC=example,DC=com"}]}]}}`,
 			wantErr: `role "r" (roles[0]): scopes[0].domain must be a domain's DNS name`},
 		// A broken policy is an error, not a denial.
 		{name: "broken policy", input: strings.Replace(helpdeskView, "%s", "user", 1), policyDir: "package dirgate.authz\nallow if {\n", wantErr: "rego_parse_error"},
