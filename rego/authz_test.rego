@@ -483,3 +483,18 @@ test_subject_domains_keep_a_well_known_sid_to_one_domain if {
 	authz.allow with input as view(builtin_admins(fabrikam_caller), user, finance)
 		with data.dirgate.roles as [role("S-1-5-32-544", {"all": true}, [])]
 }
+
+test_domain_scope_leaves_out_a_child_domain if {
+	child := object.union(directory_object("CN=Sam,DC=sales,DC=fabrikam,DC=example,DC=net", "user"), {"domainName": "sales.fabrikam.example.net"})
+	not authz.allow with input as view(helpdesk, child, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": "fabrikam.example.net"}, [])]
+
+	# A subtree scope on the domain's DN covers it.
+	authz.allow with input as view(helpdesk, child, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"subtree": "DC=fabrikam,DC=example,DC=net"}, [])]
+}
+
+test_an_unknown_scope_kind_covers_nothing if {
+	not authz.allow with input as view(helpdesk, fabrikam_user, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domian": "fabrikam.example.net"}, [])]
+}
