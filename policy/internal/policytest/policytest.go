@@ -271,7 +271,8 @@ func RandRoles(r *rand.Rand, groups []RandGroup, n int) []any {
 func someDomain(r *rand.Rand) string { return RandDomains[r.IntN(len(RandDomains)-1)] }
 
 // RandSubject is a caller in a random third of groups, of a random domain
-// (RandDomains, "" included).
+// (RandDomains, "" included; its DN is in corp.example.com: the bundled policy reads
+// domainName alone).
 func RandSubject(r *rand.Rand, groups []RandGroup) dirgate.Principal {
 	p := dirgate.Principal{DN: "CN=Caller,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: RandGUID(r), SID: "S-1-5-21-1-2-3-999", DisplayName: "Caller",
 		DomainName: RandDomains[r.IntN(len(RandDomains))]}
@@ -301,8 +302,8 @@ func RandObjects(r *rand.Rand, n int) []dirgate.Object {
 }
 
 // RandomizeDomains gives each of objs a random domain name of RandDomains ("" and
-// other letter cases included; the name need not be the DN's, which no policy
-// checks).
+// other letter cases included; the name need not be the DN's: the bundled policy
+// reads domainName alone).
 func RandomizeDomains(r *rand.Rand, objs []dirgate.Object) {
 	for i := range objs {
 		objs[i].DomainName = RandDomains[r.IntN(len(RandDomains))]
