@@ -174,12 +174,14 @@ type GroupRef struct {
 // every group it belongs to, transitively (policies decide on them). AccountStatus
 // is the object's own, as resolved (users and computers; nil for any other object):
 // an authenticator refuses a token whose account it makes unusable
-// (AccountStatus.Refusal).
+// (AccountStatus.Refusal). DomainName is the DNS name of its domain, taken from its
+// DN as an object's is (DN.DomainName): "" when the DN has no DC components.
 type Principal struct {
 	DN            string         `json:"dn"`
 	GUID          string         `json:"guid"`
 	SID           string         `json:"sid"`
 	DisplayName   string         `json:"displayName"`
+	DomainName    string         `json:"domainName"`
 	Groups        []GroupRef     `json:"groups"`
 	AccountStatus *AccountStatus `json:"accountStatus,omitempty"`
 }

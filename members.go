@@ -353,7 +353,7 @@ func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Prin
 	if err != nil {
 		return Principal{}, fmt.Errorf("resolve subject: %w", err)
 	}
-	p := Principal{DN: obj.DN, GUID: obj.GUID, SID: obj.SID, DisplayName: obj.DisplayName, Groups: []GroupRef{},
+	p := Principal{DN: obj.DN, GUID: obj.GUID, SID: obj.SID, DisplayName: obj.DisplayName, DomainName: obj.DomainName, Groups: []GroupRef{},
 		AccountStatus: obj.AccountStatus.Clone()}
 	visited := map[string]bool{obj.GUID: true}
 	queue := []Object{obj}

@@ -433,12 +433,20 @@ func TestAdd(t *testing.T) {
 	}
 }
 
-// A principal carries its transitive groups once each, in DN order, through cycles.
+// A principal carries its transitive groups once each, in DN order, through cycles,
+// and its object's domain name (an upstream's, from the DN: DN.DomainName).
 func TestPrincipal(t *testing.T) {
-	s := &dirgate.MemberService{Dir: nested()}
+	dir := nested()
+	b2 := dir.objs[guidOf("B2")]
+	b2.DomainName = dirgate.MustParseDN(b2.DN).DomainName()
+	dir.objs[guidOf("B2")] = b2
+	s := &dirgate.MemberService{Dir: dir}
 	p, err := s.Principal(context.Background(), dirgate.MustParseIdentifier("CN=B2,DC=x"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if p.DomainName != "x" {
+		t.Errorf("principal's domain name %q, want its object's, x", p.DomainName)
 	}
 	var got []string
 	for _, g := range p.Groups {

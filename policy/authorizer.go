@@ -184,6 +184,9 @@ func loadVersion(ctx context.Context, fsys fs.FS, cur *version, planCacheSize in
 	if err != nil {
 		return nil, err
 	}
+	if err := v.checkData(ctx); err != nil {
+		return nil, err
+	}
 	v.loadedAt = now()
 	return v, nil
 }

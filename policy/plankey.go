@@ -55,6 +55,7 @@ func appendPlanInput(b []byte, in *Input) ([]byte, error) {
 	b = appendKeyString(b, s.GUID)
 	b = appendKeyString(b, s.SID)
 	b = appendKeyString(b, s.DisplayName)
+	b = appendKeyString(b, s.DomainName)
 	b = appendKeyBool(b, s.Groups == nil) // null and [] are different documents
 	b = binary.AppendUvarint(b, uint64(len(s.Groups)))
 	for _, g := range s.Groups {

@@ -22,7 +22,7 @@ func fullInput() Input {
 	}
 	o := obj("o")
 	return Input{Action: ActionView,
-		Subject: dirgate.Principal{DN: "CN=s", GUID: "sg", SID: "S-1", DisplayName: "s", Groups: []dirgate.GroupRef{{DN: "CN=g", GUID: "gg", SID: "S-2"}},
+		Subject: dirgate.Principal{DN: "CN=s", GUID: "sg", SID: "S-1", DisplayName: "s", DomainName: "s.test", Groups: []dirgate.GroupRef{{DN: "CN=g", GUID: "gg", SID: "S-2"}},
 			AccountStatus: &dirgate.AccountStatus{IsLocked: true, ExpirationDate: ts}},
 		Object: &o, Group: obj("grp"),
 		Request: Request{IncludeIndirect: true, Properties: []string{"mail"}, SizeLimit: 3}}

@@ -313,6 +313,7 @@ func TestRandomPropertyRolesMatchEvaluation(t *testing.T) {
 		}
 		a, _ := policytest.OpenDir(t, policytest.BundledModules(t), map[string]any{"dirgate": map[string]any{"roles": roles}})
 		objs := policytest.RandObjects(r, 30)
+		policytest.RandomizeDomains(r, objs)
 		for i := range objs {
 			objs[i].Properties = map[string][]string{}
 			for _, p := range props {

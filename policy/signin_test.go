@@ -14,9 +14,9 @@ import (
 )
 
 func TestAllowSignIn(t *testing.T) {
-	admins := dirgate.Principal{DN: "CN=Ann,DC=x", GUID: "11111111-1111-1111-1111-111111111111",
+	admins := dirgate.Principal{DN: "CN=Ann,DC=x", GUID: "11111111-1111-1111-1111-111111111111", DomainName: "x",
 		Groups: []dirgate.GroupRef{{DN: "CN=Gateway Users,DC=x", GUID: "22222222-2222-2222-2222-222222222222"}}}
-	other := dirgate.Principal{DN: "CN=Bob,DC=x", GUID: "33333333-3333-3333-3333-333333333333"}
+	other := dirgate.Principal{DN: "CN=Bob,DC=y", GUID: "33333333-3333-3333-3333-333333333333", DomainName: "y"}
 	base := "package dirgate.authz\n\nallow if input.action == \"view\"\n"
 	for _, c := range []struct {
 		name, rule       string
@@ -24,6 +24,7 @@ func TestAllowSignIn(t *testing.T) {
 	}{
 		{"no rule: anyone", "", true, true},
 		{"a group", "signin if {\n\tsome g in input.subject.groups\n\tg.dn == \"CN=Gateway Users,DC=x\"\n}\n", true, false},
+		{"a domain", "signin if input.subject.domainName == \"x\"\n", true, false},
 		{"not true denies", "signin := \"yes\"\n", false, false},
 		{"conflict denies", "signin := true if input.subject.dn == \"CN=Ann,DC=x\"\nsignin := false if true\n", false, false},
 	} {

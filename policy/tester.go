@@ -34,7 +34,8 @@ type TestOptions struct {
 // RunTests runs the Rego unit tests (test_ rules in *_test.rego files) of a policy
 // directory with OPA's tester and reports them on w as `opa test` does. dir ""
 // means the bundled policy. It returns an error when the directory cannot be read
-// or compiled; failing tests are counted in the summary.
+// or compiled, or when its data has mistakes the policy names (data_errors:
+// the gateway would not load it); failing tests are counted in the summary.
 func RunTests(ctx context.Context, dir string, opts TestOptions, w io.Writer) (TestSummary, error) {
 	var fsys fs.FS = bundled.FS
 	if dir != "" {
@@ -85,6 +86,12 @@ func RunTestsFS(ctx context.Context, fsys fs.FS, opts TestOptions, w io.Writer) 
 	rep := tester.PrettyReporter{Output: w, Verbose: opts.Verbose, FailureLine: true}
 	if err := rep.Report(counted); err != nil {
 		return sum, fmt.Errorf("report policy tests: %w", err)
+	}
+	// The directory's own data, which the gateway would refuse to load when the
+	// policy names mistakes in it (data_errors), fails the run too, however the
+	// tests went: the tests replace the data they decide on.
+	if err := (&version{compiler: compiler, store: store}).checkData(ctx); err != nil {
+		return sum, err
 	}
 	return sum, nil
 }

@@ -10,6 +10,7 @@ helpdesk := {
 	"guid": "73e0a89b-84f0-4f42-8cbd-40e4e51f1673",
 	"sid": "S-1-5-21-2113472910-3286130475-1853229740-1125",
 	"displayName": "Hugo Helpdesk",
+	"domainName": "corp.example.com",
 	"groups": [
 		{
 			"dn": "CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com",
@@ -34,6 +35,7 @@ admin := {
 	"guid": "0b6f39b4-9d4c-4d4f-b1a4-1bb2d5c7e6a0",
 	"sid": "",
 	"displayName": "Dana Admin",
+	"domainName": "corp.example.com",
 	"groups": [{
 		"dn": "CN=Directory Admins,OU=Groups,DC=corp,DC=example,DC=com",
 		"guid": "9ada8d98-d1c6-4903-a144-0654771cd9a2",
@@ -41,7 +43,7 @@ admin := {
 	}],
 }
 
-nobody := {"dn": "CN=Bella Hughes,OU=Sales,OU=Staff,DC=corp,DC=example,DC=com", "guid": "", "sid": "", "displayName": "Bella Hughes", "groups": []}
+nobody := {"dn": "CN=Bella Hughes,OU=Sales,OU=Staff,DC=corp,DC=example,DC=com", "guid": "", "sid": "", "displayName": "Bella Hughes", "domainName": "corp.example.com", "groups": []}
 
 directory_object(dn, type) := {
 	"guid": "00000000-0000-0000-0000-000000000001", "dn": dn, "displayName": "x",
@@ -300,4 +302,199 @@ test_a_role_names_its_properties if {
 	}]
 	authz.properties == {"ms-mcs-admpwd"} with input as view(helpdesk, computer, finance) with data.dirgate.roles as roles
 	authz.properties == set() with input as view(helpdesk, user, finance) with data.dirgate.roles as roles
+}
+
+# Domains: a scope naming a domain, and roles limited to the callers of some domains.
+
+fabrikam_user := object.union(
+	directory_object("CN=Fiona Berg,OU=Staff,DC=fabrikam,DC=example,DC=net", "user"),
+	{"domainName": "fabrikam.example.net"},
+)
+
+# A caller of FABRIKAM, in its own domain's help desk.
+fabrikam_caller := {
+	"dn": "CN=Frank Olsen,OU=IT,DC=fabrikam,DC=example,DC=net", "guid": "", "sid": "",
+	"displayName": "Frank Olsen", "domainName": "fabrikam.example.net",
+	"groups": [{"dn": "CN=Help Desk,OU=Groups,DC=fabrikam,DC=example,DC=net", "guid": "", "sid": ""}],
+}
+
+fabrikam_helpdesk := "CN=Help Desk,OU=Groups,DC=fabrikam,DC=example,DC=net"
+
+test_domain_scope_covers_the_objects_of_that_domain if {
+	roles := [role(helpdesk.dn, {"domain": "fabrikam.example.net"}, [])]
+	authz.allow with input as view(helpdesk, fabrikam_user, finance) with data.dirgate.roles as roles
+	not authz.allow with input as view(helpdesk, user, finance) with data.dirgate.roles as roles
+}
+
+test_domain_scope_ignores_letter_case if {
+	authz.allow with input as view(helpdesk, fabrikam_user, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": "FABRIKAM.Example.NET"}, [])]
+	authz.allow with input as view(helpdesk, object.union(fabrikam_user, {"domainName": "Fabrikam.EXAMPLE.net"}), finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": "fabrikam.example.net"}, [])]
+}
+
+test_domain_scope_is_the_whole_name if {
+	roles := [role(helpdesk.dn, {"domain": "example.net"}, [])]
+	not authz.allow with input as view(helpdesk, fabrikam_user, finance) with data.dirgate.roles as roles
+	not authz.allow with input as view(helpdesk, object.union(fabrikam_user, {"domainName": "sub.fabrikam.example.net"}), finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": "fabrikam.example.net"}, [])]
+}
+
+test_an_object_without_a_domain_is_in_no_domain_scope if {
+	not authz.allow with input as view(helpdesk, object.union(user, {"domainName": ""}), finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": ""}, [])]
+	not authz.allow with input as view(helpdesk, object.remove(user, ["domainName"]), finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": "corp.example.com"}, [])]
+}
+
+test_domain_scope_with_object_types_and_removal if {
+	roles := [object.union(role(helpdesk.dn, {"domain": "fabrikam.example.net"}, ["user"]), {"permissions": ["remove"]})]
+	authz.allow with input as remove(helpdesk, fabrikam_user, newsletter) with data.dirgate.roles as roles
+	not authz.allow with input as view(helpdesk, fabrikam_user, newsletter) with data.dirgate.roles as roles
+	not authz.allow with input as remove(helpdesk, object.union(fabrikam_user, {"objectType": "computer"}), newsletter)
+		with data.dirgate.roles as roles
+}
+
+domain_role(trustee, domains) := object.union(role(trustee, {"all": true}, []), {"subjectDomains": domains})
+
+test_subject_domains_limit_a_role_to_callers_of_those_domains if {
+	roles := [domain_role(fabrikam_helpdesk, ["fabrikam.example.net"])]
+	authz.allow with input as view(fabrikam_caller, user, finance) with data.dirgate.roles as roles
+
+	# The same DN (a trustee of another domain's look-alike) with another domain.
+	not authz.allow with input as view(object.union(fabrikam_caller, {"domainName": "corp.example.com"}), user, finance)
+		with data.dirgate.roles as roles
+}
+
+test_subject_domains_ignore_letter_case if {
+	authz.allow with input as view(fabrikam_caller, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, ["FABRIKAM.example.NET"])]
+	authz.allow with input as view(object.union(fabrikam_caller, {"domainName": "Fabrikam.Example.Net"}), user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, ["fabrikam.example.net"])]
+}
+
+test_subject_domains_any_of_several if {
+	authz.allow with input as view(fabrikam_caller, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, ["corp.example.com", "fabrikam.example.net"])]
+}
+
+test_empty_or_absent_subject_domains_apply_to_every_domain if {
+	authz.allow with input as view(fabrikam_caller, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, [])]
+	authz.allow with input as view(fabrikam_caller, user, finance)
+		with data.dirgate.roles as [role(fabrikam_helpdesk, {"all": true}, [])]
+}
+
+test_a_caller_without_a_domain_is_in_no_subject_domain if {
+	nodomain := object.union(fabrikam_caller, {"domainName": ""})
+	not authz.allow with input as view(nodomain, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, ["fabrikam.example.net"])]
+	not authz.allow with input as view(nodomain, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, [""])]
+	not authz.allow with input as view(object.remove(fabrikam_caller, ["domainName"]), user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, ["fabrikam.example.net"])]
+
+	# Without subjectDomains the role applies to it.
+	authz.allow with input as view(nodomain, user, finance)
+		with data.dirgate.roles as [role(fabrikam_helpdesk, {"all": true}, [])]
+}
+
+test_subject_domains_that_are_not_a_list_apply_to_no_one if {
+	not authz.allow with input as view(fabrikam_caller, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, "fabrikam.example.net")]
+	not authz.allow with input as view(fabrikam_caller, user, finance)
+		with data.dirgate.roles as [domain_role(fabrikam_helpdesk, null)]
+}
+
+test_subject_domains_and_domain_scope_together if {
+	# FABRIKAM's help desk views FABRIKAM's objects only, and only as FABRIKAM's callers.
+	roles := [object.union(role(fabrikam_helpdesk, {"domain": "fabrikam.example.net"}, []), {"subjectDomains": ["fabrikam.example.net"]})]
+	authz.allow with input as view(fabrikam_caller, fabrikam_user, finance) with data.dirgate.roles as roles
+	not authz.allow with input as view(fabrikam_caller, user, finance) with data.dirgate.roles as roles
+}
+
+test_reasons_name_a_domain_scope if {
+	r := authz.reasons with input as view(fabrikam_caller, fabrikam_user, finance)
+		with data.dirgate.roles as [role(fabrikam_helpdesk, {"domain": "fabrikam.example.net"}, [])]
+	r == {`role r, scope {"domain":"fabrikam.example.net"}`}
+}
+
+test_properties_follow_domain_roles if {
+	roles := [object.union(role(fabrikam_helpdesk, {"domain": "fabrikam.example.net"}, []), {"subjectDomains": ["fabrikam.example.net"], "properties": ["mail"]})]
+	authz.properties == {"mail"} with input as view(fabrikam_caller, fabrikam_user, finance) with data.dirgate.roles as roles
+	authz.properties == set() with input as view(object.union(fabrikam_caller, {"domainName": "corp.example.com"}), fabrikam_user, finance)
+		with data.dirgate.roles as roles
+}
+
+# data_errors: the mistakes in the roles that dirgate refuses to load.
+
+test_the_bundled_roles_have_no_errors if {
+	count(authz.data_errors) == 0
+}
+
+test_valid_domain_roles_have_no_errors if {
+	count(authz.data_errors) == 0 with data.dirgate.roles as [
+		object.union(role(fabrikam_helpdesk, {"domain": "fabrikam.example.net"}, []), {"subjectDomains": ["fabrikam.example.net", "CORP.example.com"]}),
+		domain_role(fabrikam_helpdesk, []),
+	]
+}
+
+test_no_roles_no_errors if {
+	count(authz.data_errors) == 0 with data.dirgate.roles as []
+}
+
+test_an_unknown_role_key_is_an_error if {
+	errs := authz.data_errors with data.dirgate.roles as [object.union(role(helpdesk.dn, staff, []), {"subjectDomain": ["corp.example.com"]})]
+	errs == {`role "r" (roles[0]): unknown key "subjectDomain" (known: description, name, objectTypes, permissions, properties, scopes, subjectDomains, trustees)`}
+}
+
+test_an_unknown_scope_kind_is_an_error if {
+	errs := authz.data_errors with data.dirgate.roles as [role(helpdesk.dn, {"domian": "corp.example.com"}, [])]
+	errs == {`role "r" (roles[0]): scopes[0] has the unknown kind "domian" (known: all, domain, membersOf, subtree)`}
+}
+
+test_bad_domain_names_are_errors if {
+	every bad in ["", "DC=corp,DC=example,DC=com", "corp.example.com.", ".corp", "corp..example", "corp example.com", 42, ["corp.example.com"]] {
+		errs := authz.data_errors with data.dirgate.roles as [role(helpdesk.dn, {"domain": bad}, [])]
+		errs == {sprintf(`role "r" (roles[0]): scopes[0].domain must be a domain's DNS name such as "corp.example.com", not %s`, [json.marshal(bad)])}
+		errs2 := authz.data_errors with data.dirgate.roles as [domain_role(helpdesk.dn, ["corp.example.com", bad])]
+		errs2 == {sprintf(`role "r" (roles[0]): subjectDomains[1] must be a domain's DNS name such as "corp.example.com", not %s`, [json.marshal(bad)])}
+	}
+}
+
+test_subject_domains_must_be_an_array if {
+	errs := authz.data_errors with data.dirgate.roles as [{"trustees": [], "subjectDomains": "corp.example.com"}]
+	errs == {`roles[0]: subjectDomains must be an array of domain names`}
+}
+
+test_roles_must_be_objects_in_an_array if {
+	authz.data_errors == {`roles[1] must be an object`} with data.dirgate.roles as [role(helpdesk.dn, staff, []), "admins"]
+	authz.data_errors == {"data.dirgate.roles must be an array of roles"} with data.dirgate.roles as {"r": role(helpdesk.dn, staff, [])}
+}
+
+# A well-known SID is the same in every domain: subjectDomains keeps a role naming
+# one to the callers of the domains it lists.
+builtin_admins(caller) := object.union(caller, {"groups": [{"dn": "CN=Administrators,CN=Builtin,DC=x", "guid": "", "sid": "S-1-5-32-544"}]})
+
+test_subject_domains_keep_a_well_known_sid_to_one_domain if {
+	roles := [object.union(role("S-1-5-32-544", {"all": true}, []), {"subjectDomains": ["corp.example.com"]})]
+	authz.allow with input as view(builtin_admins(helpdesk), user, finance) with data.dirgate.roles as roles
+	not authz.allow with input as view(builtin_admins(fabrikam_caller), user, finance) with data.dirgate.roles as roles
+	authz.allow with input as view(builtin_admins(fabrikam_caller), user, finance)
+		with data.dirgate.roles as [role("S-1-5-32-544", {"all": true}, [])]
+}
+
+test_domain_scope_leaves_out_a_child_domain if {
+	child := object.union(directory_object("CN=Sam,DC=sales,DC=fabrikam,DC=example,DC=net", "user"), {"domainName": "sales.fabrikam.example.net"})
+	not authz.allow with input as view(helpdesk, child, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domain": "fabrikam.example.net"}, [])]
+
+	# A subtree scope on the domain's DN covers it.
+	authz.allow with input as view(helpdesk, child, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"subtree": "DC=fabrikam,DC=example,DC=net"}, [])]
+}
+
+test_an_unknown_scope_kind_covers_nothing if {
+	not authz.allow with input as view(helpdesk, fabrikam_user, finance)
+		with data.dirgate.roles as [role(helpdesk.dn, {"domian": "fabrikam.example.net"}, [])]
 }

@@ -171,6 +171,11 @@ func TestExplorerInBrowser(t *testing.T) {
 	if !slices.ContainsFunc(rows, func(r shownRow) bool { return r.Diff }) {
 		t.Error("the candidate differs for the help desk, but no row is highlighted")
 	}
+	// The caption names the subject with its domain.
+	caption, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("caption").textContent`))
+	if err != nil || !strings.HasPrefix(caption, "Decisions for Hugo Helpdesk (corp.example.com) on the members of ") {
+		t.Errorf("caption %q (%v), want the subject with its domain", caption, err)
+	}
 
 	// A draft: the help desk sees nothing.
 	draft := "package dirgate.authz\nallow if input.action == \"explain\"\n"

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	bundled "github.com/dirgate/dirgate/rego"
 )
 
 // helpdeskView is an input document as the gateway builds it: the demo help desk
@@ -19,6 +21,7 @@ const helpdeskView = `{
     "guid": "73e0a89b-84f0-4f42-8cbd-40e4e51f1673",
     "sid": "S-1-5-21-2113472910-3286130475-1853229740-1125",
     "displayName": "Hugo Helpdesk",
+    "domainName": "corp.example.com",
     "groups": [{"dn": "CN=Help Desk,OU=Groups,DC=corp,DC=example,DC=com", "guid": "54eb12b6-fd0c-491e-88d0-8fa7ba12b04b", "sid": "S-1-5-21-2113472910-3286130475-1853229740-1153"}]
   },
   "object": {"guid": "00000000-0000-0000-0000-000000000001", "dn": "CN=Hazel Zhou,OU=HR,OU=Staff,DC=corp,DC=example,DC=com",
@@ -27,6 +30,16 @@ const helpdeskView = `{
     "displayName": "Newsletter", "objectType": "group", "objectTypeCode": 0, "domainName": "corp.example.com", "directoryType": 1, "properties": {}},
   "request": {"includeIndirect": false, "properties": [], "sizeLimit": 0}
 }`
+
+// bundledPolicy is the bundled policy's module.
+func bundledPolicy(t *testing.T) string {
+	t.Helper()
+	b, err := bundled.FS.ReadFile("authz.rego")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
 
 func writeTemp(t *testing.T, dir, name, content string) string {
 	t.Helper()
@@ -43,6 +56,7 @@ func TestPolicyEval(t *testing.T) {
 		name      string
 		input     string
 		policyDir string
+		data      string // data.json beside policyDir
 		wantAllow bool
 		wantErr   string
 	}{
@@ -59,6 +73,13 @@ func TestPolicyEval(t *testing.T) {
 		{name: "bad action", input: `{"action": "delete"}`, wantErr: "action must be"},
 		// Not JSON.
 		{name: "not json", input: `{`, wantErr: "input"},
+		// The subject's domain is a member of the input.
+		{name: "subject domain", input: strings.Replace(helpdeskView, "%s", "contact", 1), wantAllow: true,
+			policyDir: "package dirgate.authz\nallow if input.subject.domainName == \"corp.example.com\"\n"},
+		// The bundled policy with roles it names a mistake in does not load.
+		{name: "roles with a mistake", input: strings.Replace(helpdeskView, "%s", "user", 1), policyDir: bundledPolicy(t),
+			data:    `{"dirgate": {"roles": [{"name": "r", "trustees": [], "permissions": ["view"], "scopes": [{"domain": "DC=corp,DC=example,DC=com"}]}]}}`,
+			wantErr: `role "r" (roles[0]): scopes[0].domain must be a domain's DNS name`},
 		// A broken policy is an error, not a denial.
 		{name: "broken policy", input: strings.Replace(helpdeskView, "%s", "user", 1), policyDir: "package dirgate.authz\nallow if {\n", wantErr: "rego_parse_error"},
 	}
@@ -68,6 +89,9 @@ func TestPolicyEval(t *testing.T) {
 			if tt.policyDir != "" {
 				pd := t.TempDir()
 				writeTemp(t, pd, "authz.rego", tt.policyDir)
+				if tt.data != "" {
+					writeTemp(t, pd, "data.json", tt.data)
+				}
 				args = append(args, pd)
 			}
 			var stdout, stderr bytes.Buffer
@@ -113,6 +137,12 @@ func TestPolicyTest(t *testing.T) {
 			"p.rego":      "package dirgate.authz\nallow if input.x\n",
 			"p_test.rego": "package dirgate.authz_test\nimport data.dirgate.authz\ntest_x if authz.allow with input as {}\n",
 		}, wantErr: "1 failed", want: "test_x"},
+		// Data the policy names a mistake in fails the run, the tests passing.
+		{name: "roles with a mistake", files: map[string]string{
+			"authz.rego":  bundledPolicy(t),
+			"data.json":   `{"dirgate": {"roles": [{"name": "r", "subjectDomain": ["corp.example.com"]}]}}`,
+			"p_test.rego": "package dirgate.authz_test\ntest_x if true\n",
+		}, wantErr: `policy data is invalid: role "r" (roles[0]): unknown key "subjectDomain"`, want: "PASS"},
 		// Too many arguments.
 		{name: "two dirs", args: []string{"a", "b"}, wantErr: "at most one directory"},
 	}

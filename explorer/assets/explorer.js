@@ -241,7 +241,8 @@
     for (const o of objs) {
       if (hasCandidate && (o.candidate.view !== o.active.view || o.candidate.remove !== o.active.remove)) diffs++;
     }
-    const who = ex.subject.displayName || ex.subject.dn;
+    // With several domains a name can be in each: the subject's domain tells them apart.
+    const who = (ex.subject.displayName || ex.subject.dn) + (ex.subject.domainName ? " (" + ex.subject.domainName + ")" : "");
     const cand = !hasCandidate ? "candidate none" : ex.candidateSource === "draft"
       ? "draft " + ex.candidateRevision.replace(/^draft-/, "") : "candidate " + ex.candidateRevision;
     $("caption").textContent = "Decisions for " + who + " on the members of " + (ex.group.displayName || ex.group.dn);

@@ -115,7 +115,7 @@ func TestDecisionLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caller := dirgate.Principal{DN: "CN=Nobody,DC=x", GUID: "g-1", SID: "S-1-5-1", Groups: []dirgate.GroupRef{{DN: "CN=G,DC=x"}}}
+	caller := dirgate.Principal{DN: "CN=Nobody,DC=x", GUID: "g-1", SID: "S-1-5-1", DomainName: "x", Groups: []dirgate.GroupRef{{DN: "CN=G,DC=x"}}}
 	group := dirgate.Object{GUID: "grp", DN: "CN=Group,DC=x", ObjectType: dirgate.TypeGroup}
 	var objs []dirgate.Object
 	for i := range 5 {
@@ -149,8 +149,8 @@ func TestDecisionLog(t *testing.T) {
 		t.Errorf("actions %v and %v", list.Input["action"], rm.Input["action"])
 	}
 	subject := list.Input["subject"].(map[string]any)
-	if _, ok := subject["dn"]; ok || subject["guid"] != "g-1" {
-		t.Errorf("subject %v: want the dn masked and the guid kept", subject)
+	if _, ok := subject["dn"]; ok || subject["guid"] != "g-1" || subject["domainName"] != "x" {
+		t.Errorf("subject %v: want the dn masked and the guid and domain name kept", subject)
 	}
 	if _, ok := list.Input["request"].(map[string]any)["properties"]; ok {
 		t.Errorf("request %v: properties not masked", list.Input["request"])

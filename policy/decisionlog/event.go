@@ -92,7 +92,8 @@ func (p *pending) doc() map[string]any {
 	in := l.input()
 	subject := map[string]any{
 		"dn": objectjson.Decoded(in.Subject.DN), "guid": objectjson.Decoded(in.Subject.GUID), "sid": objectjson.Decoded(in.Subject.SID),
-		"displayName": objectjson.Decoded(in.Subject.DisplayName), "groupCount": float64(len(in.Subject.Groups)),
+		"displayName": objectjson.Decoded(in.Subject.DisplayName), "domainName": objectjson.Decoded(in.Subject.DomainName),
+		"groupCount": float64(len(in.Subject.Groups)),
 	}
 	var props any // null when nil, as encoding/json writes it
 	if in.Request.Properties != nil {

@@ -276,6 +276,7 @@ func (w *lineWriter) input(top *obj, in *policy.Input) {
 	sm, s := w.open(&o, "subject")
 	w.str(&s, "/input/subject/displayName", "displayName", in.Subject.DisplayName)
 	w.str(&s, "/input/subject/dn", "dn", in.Subject.DN)
+	w.str(&s, "/input/subject/domainName", "domainName", in.Subject.DomainName)
 	w.int(&s, "/input/subject/groupCount", "groupCount", len(in.Subject.Groups))
 	w.str(&s, "/input/subject/guid", "guid", in.Subject.GUID)
 	w.str(&s, "/input/subject/sid", "sid", in.Subject.SID)

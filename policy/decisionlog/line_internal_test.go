@@ -61,7 +61,7 @@ func referenceLine(l *line, masks []Mask) []byte {
 		"action": in.Action,
 		"subject": map[string]any{
 			"dn": in.Subject.DN, "guid": in.Subject.GUID, "sid": in.Subject.SID,
-			"displayName": in.Subject.DisplayName, "groupCount": len(in.Subject.Groups),
+			"displayName": in.Subject.DisplayName, "domainName": in.Subject.DomainName, "groupCount": len(in.Subject.Groups),
 		},
 		"group": map[string]any{"dn": in.Group.DN, "guid": in.Group.GUID},
 		"request": map[string]any{
@@ -147,7 +147,7 @@ func testLine(kind int, s string, n, decided int, span bool) *line {
 		id:        uuid.MustParse("6f1c2a9e-51b3-4d10-8e2f-0123456789ab"),
 		maxDenied: 3,
 	}
-	in := policy.Input{Action: policy.ActionView, Subject: dirgate.Principal{DN: "CN=" + s + ",DC=x", GUID: "g", SID: "S-1", DisplayName: s,
+	in := policy.Input{Action: policy.ActionView, Subject: dirgate.Principal{DN: "CN=" + s + ",DC=x", GUID: "g", SID: "S-1", DisplayName: s, DomainName: s + ".x",
 		Groups: make([]dirgate.GroupRef, n%5)}, Group: dirgate.Object{DN: "CN=G<&>" + s, GUID: "gg"},
 		Request: policy.Request{IncludeIndirect: n%2 == 0, Properties: []string{"mail", s}, SizeLimit: n}}
 	if span {
@@ -207,6 +207,7 @@ func TestAppendLineMatchesReference(t *testing.T) {
 	maskSets := [][]string{
 		nil,
 		{"/input/subject/dn", "/input/request/properties", "/input/not/there"},
+		{"/input/subject/domainName", "/input/subject/displayName"},
 		{"/input"},
 		{"/input/subject/dn", "/input"},
 		{"/input", "/input/subject/dn"},

@@ -143,7 +143,8 @@ func unknownSubject(err error) error {
 	return &dirgate.Error{Code: dirgate.ENOTFOUND, Param: "subject", Message: "The subject does not exist.", Err: err}
 }
 
-// standIn is the principal an unresolved identifier stands for: itself, as typed.
+// standIn is the principal an unresolved identifier stands for: itself, as typed,
+// with a DN's domain name taken from it as a resolved principal's is.
 func standIn(id dirgate.Identifier) dirgate.Principal {
 	switch id.Kind() {
 	case dirgate.KindGUID:
@@ -151,5 +152,5 @@ func standIn(id dirgate.Identifier) dirgate.Principal {
 	case dirgate.KindSID:
 		return dirgate.Principal{SID: id.Canonical()}
 	}
-	return dirgate.Principal{DN: id.String()}
+	return dirgate.Principal{DN: id.String(), DomainName: id.DN().DomainName()}
 }

@@ -74,7 +74,8 @@ func (g *diffGen) stringConstant() string {
 func (g *diffGen) ref() string {
 	if g.plain {
 		return g.pick("input.object.dn", "input.object.guid", "input.object.displayName", "input.object.objectType",
-			"input.object.domainName", "input.object.objectTypeCode", "input.object.directoryType", "input.group.dn", "input.subject.dn")
+			"input.object.domainName", "input.object.objectTypeCode", "input.object.directoryType", "input.group.dn", "input.subject.dn",
+			"input.subject.domainName")
 	}
 	return g.pick(
 		"input.object.dn", "input.object.dn", "input.object.guid", "input.object.displayName", "input.object.objectType",
@@ -82,7 +83,7 @@ func (g *diffGen) ref() string {
 		"input.object.properties.mail[0]", "input.object.properties.department[0]", "input.object.properties.nosuch",
 		"input.object.accountStatus.isDisabled", "input.object.accountStatus.isLocked", "input.object.accountStatus.expirationDate",
 		"input.object.passwordStatus.expirationStatus", "input.object.nosuch",
-		"input.group.dn", "input.group.guid", "input.subject.dn", "input.subject.displayName", "input.action",
+		"input.group.dn", "input.group.guid", "input.subject.dn", "input.subject.displayName", "input.subject.domainName", "input.action",
 		"input.request.includeIndirect", "input.request.sizeLimit", "input.subject.accountStatus.isDisabled",
 	)
 }
@@ -546,7 +547,7 @@ func diffObjects(r *rand.Rand, groups []dirgate.Object, props []string, n int) [
 		}
 		o := dirgate.Object{GUID: policytest.RandGUID(r), DN: dn, DisplayName: diffCNs[r.IntN(len(diffCNs))],
 			ObjectType:     []string{dirgate.TypeUser, dirgate.TypeComputer, dirgate.TypeGroup, dirgate.TypeContact, dirgate.TypeForeignPrincipal, "organizationalUnit"}[r.IntN(6)],
-			ObjectTypeCode: r.IntN(5), DomainName: []string{"corp.example.com", "", "CORP.example.com"}[r.IntN(3)], DirectoryType: r.IntN(2)}
+			ObjectTypeCode: r.IntN(5), DomainName: diffDomains[r.IntN(len(diffDomains))], DirectoryType: r.IntN(2)}
 		if o.ObjectType == dirgate.TypeUser || o.ObjectType == dirgate.TypeComputer {
 			o.AccountStatus = diffAccount(r)
 			if r.IntN(2) == 0 {
@@ -564,11 +565,16 @@ func diffObjects(r *rand.Rand, groups []dirgate.Object, props []string, n int) [
 	return append(objs, groups...)
 }
 
+// diffDomains are the domain names of objects and callers: "" is a DN without DC
+// components (a subject's as well as an object's).
+var diffDomains = []string{"corp.example.com", "", "CORP.example.com", "fabrikam.example.net"}
+
 func diffSubjects(r *rand.Rand, groups []dirgate.Object, objs []dirgate.Object) []dirgate.Principal {
 	ps := make([]dirgate.Principal, 1+r.IntN(3))
 	for i := range ps {
 		p := dirgate.Principal{DN: "CN=Caller" + strconv.Itoa(i) + ",OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: policytest.RandGUID(r),
-			SID: "S-1-5-21-1-2-3-" + strconv.Itoa(900+i), DisplayName: "Caller", AccountStatus: diffAccount(r), Groups: []dirgate.GroupRef{}}
+			SID: "S-1-5-21-1-2-3-" + strconv.Itoa(900+i), DisplayName: "Caller", DomainName: diffDomains[r.IntN(len(diffDomains))],
+			AccountStatus: diffAccount(r), Groups: []dirgate.GroupRef{}}
 		for j, g := range groups {
 			if r.IntN(2) == 0 {
 				p.Groups = append(p.Groups, dirgate.GroupRef{DN: g.DN, GUID: g.GUID, SID: "S-1-5-21-1-2-3-" + strconv.Itoa(1000+j)})

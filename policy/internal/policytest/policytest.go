@@ -173,6 +173,11 @@ var (
 	}
 	randCNs   = []string{"Ann", "bob", `x\,OU=Staff`, `y\\`, `z\\\,OU=Staff`, "Zoë Ångström", "WS-01", `Kim Lee\+Park`}
 	randTypes = []string{dirgate.TypeUser, dirgate.TypeComputer, dirgate.TypeGroup, dirgate.TypeContact, dirgate.TypeForeignPrincipal}
+	// RandDomains are the domain names of objects and callers: the home domain and
+	// others in several letter cases (non-ASCII ones included), a parent domain's
+	// name and "" (a DN without DC components).
+	RandDomains = []string{"corp.example.com", "CORP.EXAMPLE.COM", "fabrikam.example.net", "Fabrikam.Example.NET",
+		"example.com", "ångström.example", "ÅNGSTRÖM.EXAMPLE", ""}
 )
 
 // RandGroup is a group of the random organisation.
@@ -228,16 +233,25 @@ func RandRoles(r *rand.Rand, groups []RandGroup, n int) []any {
 		role["permissions"] = perms
 		var scopes []any
 		for range 1 + r.IntN(2) {
-			switch r.IntN(4) {
+			switch r.IntN(5) {
 			case 0:
 				scopes = append(scopes, map[string]any{"all": true})
 			case 1, 2:
 				scopes = append(scopes, map[string]any{"subtree": RandOUs[r.IntN(len(RandOUs))]})
-			default:
+			case 3:
 				scopes = append(scopes, map[string]any{"membersOf": []any{someName(r, groups[r.IntN(len(groups))], false)}})
+			default:
+				scopes = append(scopes, map[string]any{"domain": someDomain(r)})
 			}
 		}
 		role["scopes"] = scopes
+		if r.IntN(3) == 0 {
+			domains := []any{}
+			for range r.IntN(3) {
+				domains = append(domains, someDomain(r))
+			}
+			role["subjectDomains"] = domains
+		}
 		if r.IntN(2) == 0 {
 			var types []any
 			for _, ty := range randTypes {
@@ -252,9 +266,16 @@ func RandRoles(r *rand.Rand, groups []RandGroup, n int) []any {
 	return roles
 }
 
-// RandSubject is a caller in a random third of groups.
+// someDomain is a domain name a role may name: one of RandDomains but "" (which
+// the bundled policy's data_errors refuses).
+func someDomain(r *rand.Rand) string { return RandDomains[r.IntN(len(RandDomains)-1)] }
+
+// RandSubject is a caller in a random third of groups, of a random domain
+// (RandDomains, "" included; its DN is in corp.example.com: the bundled policy reads
+// domainName alone).
 func RandSubject(r *rand.Rand, groups []RandGroup) dirgate.Principal {
-	p := dirgate.Principal{DN: "CN=Caller,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: RandGUID(r), SID: "S-1-5-21-1-2-3-999", DisplayName: "Caller"}
+	p := dirgate.Principal{DN: "CN=Caller,OU=IT,OU=Staff,DC=corp,DC=example,DC=com", GUID: RandGUID(r), SID: "S-1-5-21-1-2-3-999", DisplayName: "Caller",
+		DomainName: RandDomains[r.IntN(len(RandDomains))]}
 	for _, g := range groups {
 		if r.IntN(3) == 0 {
 			p.Groups = append(p.Groups, dirgate.GroupRef{DN: g.DN, GUID: g.GUID, SID: g.SID})
@@ -263,7 +284,8 @@ func RandSubject(r *rand.Rand, groups []RandGroup) dirgate.Principal {
 	return p
 }
 
-// RandObjects makes n objects of random names, OUs and types.
+// RandObjects makes n objects of random names, OUs and types, of the domain
+// corp.example.com (RandomizeDomains varies it).
 func RandObjects(r *rand.Rand, n int) []dirgate.Object {
 	objs := make([]dirgate.Object, n)
 	for i := range objs {
@@ -277,6 +299,15 @@ func RandObjects(r *rand.Rand, n int) []dirgate.Object {
 		}
 	}
 	return objs
+}
+
+// RandomizeDomains gives each of objs a random domain name of RandDomains ("" and
+// other letter cases included; the name need not be the DN's: the bundled policy
+// reads domainName alone).
+func RandomizeDomains(r *rand.Rand, objs []dirgate.Object) {
+	for i := range objs {
+		objs[i].DomainName = RandDomains[r.IntN(len(RandDomains))]
+	}
 }
 
 // BundledModules is the bundled policy's module.
