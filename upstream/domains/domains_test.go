@@ -794,3 +794,29 @@ func TestConfigValidateConcurrency(t *testing.T) {
 		}
 	}
 }
+
+// Groups of another domain that hold a principal through an FSP are taken only when
+// they are that domain's own: a builtin group (its SID the same in every domain)
+// and a group carrying the GUID of another domain's object are left out, so that
+// another domain cannot put a caller in a group a role names by SID or GUID.
+func TestMemberOfLeavesOutBuiltinAndClashingGroups(t *testing.T) {
+	f := newForest()
+	builtin := object(dirgate.TypeGroup, "CN=Administrators,CN=Builtin,"+fabBase, "S-1-5-32-544")
+	f.fab.add(builtin, f.fFSP)
+	clash := object(dirgate.TypeGroup, "CN=Impostor,"+ou+fabBase, fabSID+"-1300")
+	clash.GUID = f.cUniversal.GUID
+	f.fab.add(clash, f.fFSP)
+	r := f.router(0)
+	r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	got, err := r.MemberOf(context.Background(), f.cGlobal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dns []string
+	for _, g := range got {
+		dns = append(dns, g.DN)
+	}
+	if w := []string{f.cUniversal.DN, f.fLocal.DN}; !slices.Equal(keysOf(dns), keysOf(w)) {
+		t.Errorf("CORP's Global's groups %q, want %q: FABRIKAM's builtin group and impostor left out", dns, w)
+	}
+}

@@ -117,14 +117,34 @@ func (r *Directory) foreignGroups(ctx context.Context, e *domain, sid dirgate.Id
 			return nil, err
 		}
 		for _, g := range gs {
-			if !g.IsGroup() || r.ofDN(g.DN) != e {
+			switch {
+			case !g.IsGroup() || r.ofDN(g.DN) != e:
 				r.refused(ctx, e, "it answered a group of a foreign security principal that is not its own group", g)
-				continue
+			case r.ofSID(g.SID) != e:
+				// A builtin group (S-1-5-32-…) carries the same SID in every domain:
+				// a role naming it means the callers its own domain puts there, not
+				// those another domain's administrators put in theirs.
+			case r.guidClash(ctx, e, g):
+				r.refused(ctx, e, "it answered a group whose GUID another domain's object carries", g)
+			default:
+				out = append(out, g)
 			}
-			out = append(out, g)
 		}
 	}
 	return out, nil
+}
+
+// guidClash reports whether another domain than e holds g's GUID, or e's answer for
+// it is not g: a role may name a trustee by GUID, so a group of e that carried a
+// home group's GUID would grant a caller that group's roles. Asked of every
+// domain at once, as a GUID look-up is (lookupGUID).
+func (r *Directory) guidClash(ctx context.Context, e *domain, g dirgate.Object) bool {
+	id, err := dirgate.ParseIdentifier(g.GUID)
+	if err != nil || id.Kind() != dirgate.KindGUID {
+		return true
+	}
+	held, err := r.lookupGUID(ctx, id, nil)
+	return err != nil || r.ofDN(held.DN) != e || !strings.EqualFold(held.DN, g.DN)
 }
 
 // lookupChecked looks id up in e, whichever domain e is, and refuses an object
