@@ -74,3 +74,37 @@ func TestPrincipalOtherDomainOwnGroupsChecked(t *testing.T) {
 		}
 	}
 }
+
+// A group of another domain is refused when any other domain holds its GUID, not
+// only one listed before it: with three domains, FABRIKAM (second) answering a group
+// carrying the GUID of a group of the third domain must not pass it off.
+func TestMemberOfGUIDClashWithLaterDomain(t *testing.T) {
+	const (
+		thirdBase = "DC=contoso,DC=example,DC=org"
+		thirdSID  = "S-1-5-21-7000-8000-9000"
+	)
+	f := newForest()
+	third := &fakeDir{name: "contoso"}
+	target := third.add(object(dirgate.TypeGroup, "CN=Admins,"+thirdBase, thirdSID+"-512"))
+	clash := object(dirgate.TypeGroup, "CN=Impostor,"+ou+fabBase, fabSID+"-1300")
+	clash.GUID = target.GUID
+	f.fab.add(clash, f.fFSP) // FABRIKAM's FSP for CORP's Global
+	r, err := Config{Domains: []Domain{
+		{BaseDN: corpBase, SID: corpSID, Dir: f.corp},
+		{BaseDN: fabBase, SID: fabSID, Dir: f.fab},
+		{BaseDN: thirdBase, SID: thirdSID, Dir: third},
+	}}.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	got, err := r.MemberOf(context.Background(), f.cGlobal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got {
+		if g.GUID == target.GUID {
+			t.Errorf("CORP's Global holds %s, carrying the GUID of the third domain's %s", g.DN, target.DN)
+		}
+	}
+}
