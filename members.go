@@ -369,7 +369,16 @@ func (s *MemberService) Principal(ctx context.Context, subject Identifier) (Prin
 				continue
 			}
 			visited[g.GUID] = true
-			p.Groups = append(p.Groups, GroupRef{DN: g.DN, GUID: g.GUID, SID: g.SID})
+			ref := GroupRef{DN: g.DN, GUID: g.GUID, SID: g.SID}
+			if !strings.HasPrefix(strings.ToUpper(g.SID), "S-1-5-21-") && g.DomainName != "" && obj.DomainName != "" &&
+				!strings.EqualFold(g.DomainName, obj.DomainName) {
+				// A builtin group (S-1-5-32-544, Administrators) carries the same SID in
+				// every domain: another domain's holds the subject through a foreign
+				// security principal, and a trustee named by that SID means the
+				// subject's own domain's. Named by DN or GUID it is still that group.
+				ref.SID = ""
+			}
+			p.Groups = append(p.Groups, ref)
 			queue = append(queue, g)
 		}
 	}

@@ -183,8 +183,11 @@ func (s *feedSource) keep(ctx context.Context, e *domain, sids []string, err err
 		"domain", e.name, "changesOf", s.d.name, "pending", len(p.sids), "overflow", p.overflow, "error", err)
 }
 
-// answered keeps the changes of FSPs whose SID was asked: another domain's answer
-// names only what it was asked about.
+// answered keeps the changes of FSPs whose SID was asked, one per SID: another
+// domain's answer names only what it was asked about. Each is an FSP's change
+// (ChangeObject), whatever the answer says: an FSP is no group, and its groups
+// are known from its memberOf, so that a hostile answer cannot make the feed
+// expire every principal or invalidate everything on each read.
 func answered(changes []dirgate.Change, asked []string) []dirgate.Change {
 	set := make(map[string]bool, len(asked))
 	for _, sid := range asked {
@@ -192,9 +195,13 @@ func answered(changes []dirgate.Change, asked []string) []dirgate.Change {
 	}
 	var out []dirgate.Change
 	for _, ch := range changes {
-		if ch.GUID != "" && set[strings.ToUpper(ch.SID)] {
-			out = append(out, ch)
+		sid := strings.ToUpper(ch.SID)
+		if ch.GUID == "" || !set[sid] {
+			continue
 		}
+		delete(set, sid)
+		out = append(out, dirgate.Change{Kind: dirgate.ChangeObject, GUID: ch.GUID, SID: ch.SID, Groups: ch.Groups,
+			GroupsKnown: ch.GroupsKnown || ch.Kind == dirgate.ChangeDeleted})
 	}
 	return out
 }

@@ -237,3 +237,26 @@ type failing struct{}
 func (failing) ReadChanges(context.Context, dirgate.ChangePosition, int) (dirgate.ChangeBatch, error) {
 	return dirgate.ChangeBatch{}, errDown
 }
+
+// Another domain's answer is taken as FSPs' changes, one per SID asked: one that
+// says group or deleted does not make the feed expire every principal or
+// invalidate everything.
+func TestChangeSourcesForeignAnswersAreFSPChanges(t *testing.T) {
+	f := newForest()
+	fab := &fakeChanges{batches: []dirgate.ChangeBatch{{Changes: []dirgate.Change{changeOf(f.fUser2, f.fGlobal)}}}}
+	hostile := []dirgate.Change{
+		{Kind: dirgate.ChangeGroup, GUID: f.cFSP.GUID, SID: f.fUser2.SID, Groups: []string{f.cLocal.GUID}, GroupsKnown: true},
+		{Kind: dirgate.ChangeDeleted, GUID: f.cUser.GUID, SID: f.fUser2.SID},
+	}
+	src := feedForest(t, f, &fakeChanges{}, fab, &fakeForeign{dir: f.corp, extra: hostile}, &fakeForeign{dir: f.fab})
+	b := read(t, src["fabrikam.example.net"])
+	var foreign []dirgate.Change
+	for _, ch := range b.Changes {
+		if ch.GUID != f.fUser2.GUID {
+			foreign = append(foreign, ch)
+		}
+	}
+	if len(foreign) != 1 || foreign[0].Kind != dirgate.ChangeObject || !foreign[0].GroupsKnown {
+		t.Errorf("CORP's answers taken as %+v, want one object change with its groups known", foreign)
+	}
+}

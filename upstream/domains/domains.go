@@ -159,6 +159,9 @@ type Directory struct {
 	slots  chan struct{}
 	log    *slog.Logger
 	schema atomic.Pointer[schemaUnion]
+	// verified holds the GUIDs of other domains' groups found to be theirs alone
+	// (memberof.go).
+	verified verifiedGUIDs
 }
 
 type domain struct {

@@ -613,8 +613,10 @@ func keysOf(s []string) []string {
 }
 
 // Another domain that fails leaves its groups out, logged; the principal's own
-// domain's failure is the answer. Objects that are no principal of their domain
-// (an FSP, no SID) are not looked for elsewhere.
+// domain's failure is the answer. A group of a domain other than home whose GUID
+// cannot be checked against home (down) is left out, unless it was checked
+// before. Objects that are no principal of their domain (an FSP, no SID) are not
+// looked for elsewhere.
 func TestMemberOfOtherDomainDown(t *testing.T) {
 	f := newForest()
 	f.corp.down.Store(true)
@@ -625,11 +627,23 @@ func TestMemberOfOtherDomainDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g, w := dns(got), want(f.fGlobal); !slices.Equal(g, w) {
-		t.Errorf("CORP down: groups %q, want FABRIKAM's alone %q", g, w)
+	if len(got) != 0 {
+		t.Errorf("CORP down, never checked: groups %q, want none (FABRIKAM's Global's GUID unchecked)", dns(got))
 	}
 	if l := logs.String(); !strings.Contains(l, "domain=corp.example.com") || !strings.Contains(l, "left out of its groups") {
 		t.Errorf("log %q, want the failure of CORP", l)
+	}
+	f.corp.down.Store(false)
+	if got, err := r.MemberOf(context.Background(), f.fUser); err != nil || !slices.Equal(dns(got), want(f.fGlobal, f.cLocal)) {
+		t.Fatalf("CORP up: groups %q, %v", dns(got), err)
+	}
+	f.corp.down.Store(true)
+	got, err = r.MemberOf(context.Background(), f.fUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := dns(got), want(f.fGlobal); !slices.Equal(g, w) {
+		t.Errorf("CORP down, checked before: groups %q, want FABRIKAM's alone %q", g, w)
 	}
 	if _, err := r.MemberOf(context.Background(), f.cUser); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
 		t.Errorf("CORP's User with CORP down: %v, want its failure", err)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/dirgate/dirgate"
 )
@@ -26,8 +28,17 @@ import (
 func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
 	own := r.ofObject(obj)
 	groups, err := own.Dir.MemberOf(ctx, obj)
-	if err != nil || len(r.domains) == 1 || obj.SID == "" || r.ofSID(obj.SID) != own {
+	if err != nil || len(r.domains) == 1 {
 		return groups, err
+	}
+	if own != r.home() {
+		// Another domain's answer about its own objects is held to what it may
+		// say, as its answers for FSPs are: its own groups, none carrying another
+		// domain's SID or GUID.
+		groups = r.ownGroups(ctx, own, groups, true)
+	}
+	if obj.SID == "" || r.ofSID(obj.SID) != own {
+		return groups, nil
 	}
 	sid, err := dirgate.ParseIdentifier(obj.SID)
 	if err != nil || sid.Kind() != dirgate.KindSID {
@@ -116,35 +127,87 @@ func (r *Directory) foreignGroups(ctx context.Context, e *domain, sid dirgate.Id
 		if err != nil {
 			return nil, err
 		}
-		for _, g := range gs {
-			switch {
-			case !g.IsGroup() || r.ofDN(g.DN) != e:
-				r.refused(ctx, e, "it answered a group of a foreign security principal that is not its own group", g)
-			case r.ofSID(g.SID) != e:
-				// A builtin group (S-1-5-32-…) carries the same SID in every domain:
-				// a role naming it means the callers its own domain puts there, not
-				// those another domain's administrators put in theirs.
-			case r.guidClash(ctx, e, g):
-				r.refused(ctx, e, "it answered a group whose GUID another domain's object carries", g)
-			default:
-				out = append(out, g)
-			}
-		}
+		// A builtin group (S-1-5-32-…) carries the same SID in every domain: a
+		// role naming it means the callers its own domain puts there, not those
+		// another domain's administrators put in theirs.
+		out = append(out, r.ownGroups(ctx, e, gs, false)...)
 	}
 	return out, nil
 }
 
-// guidClash reports whether another domain than e holds g's GUID, or e's answer for
-// it is not g: a role may name a trustee by GUID, so a group of e that carried a
-// home group's GUID would grant a caller that group's roles. Asked of every
-// domain at once, as a GUID look-up is (lookupGUID).
+// ownGroups keeps the groups e answered that are e's own: a group under e's base DN,
+// whose SID is of e's domain (or, with builtin, one that is no domain's: a builtin
+// or well-known SID), and whose GUID no other domain holds. Every other answer is
+// refused and logged, so that no domain can put a caller in a group that carries
+// another domain's identifiers, which a role may name as its trustee. The member
+// service keeps a builtin group's SID only for callers of the group's own domain
+// (dirgate.MemberService.Principal).
+func (r *Directory) ownGroups(ctx context.Context, e *domain, gs []dirgate.Object, builtin bool) []dirgate.Object {
+	ok := make([]bool, len(gs))
+	var wg sync.WaitGroup
+	for i, g := range gs {
+		switch sidDomain := r.ofSID(g.SID); {
+		case !g.IsGroup() || r.ofDN(g.DN) != e:
+			r.refused(ctx, e, "it answered a group that is not its own", g)
+			continue
+		case strings.HasPrefix(strings.ToUpper(g.SID), "S-1-5-21-") && sidDomain != e:
+			r.refused(ctx, e, "it answered a group carrying a SID of another domain", g)
+			continue
+		case sidDomain != e && !builtin:
+			continue
+		}
+		wg.Go(func() {
+			if r.guidClash(ctx, e, g) {
+				r.refused(ctx, e, "it answered a group whose GUID another domain's object carries", g)
+				return
+			}
+			ok[i] = true
+		})
+	}
+	wg.Wait()
+	var out []dirgate.Object
+	for i, g := range gs {
+		if ok[i] {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// guidClash reports whether a domain other than e holds g's GUID, or cannot say:
+// a role may name a trustee by GUID, so a group of e carrying another domain's
+// group's GUID would grant a caller that group's roles. Every other domain is asked
+// at once; a failure counts as a clash (the group is left out while that domain
+// fails). A GUID found to be e's alone is remembered (verified), so that a
+// principal's groups cost these look-ups once.
 func (r *Directory) guidClash(ctx context.Context, e *domain, g dirgate.Object) bool {
 	id, err := dirgate.ParseIdentifier(g.GUID)
 	if err != nil || id.Kind() != dirgate.KindGUID {
 		return true
 	}
-	held, err := r.lookupGUID(ctx, id, nil)
-	return err != nil || r.ofDN(held.DN) != e || !strings.EqualFold(held.DN, g.DN)
+	if r.verified.has(id.Canonical(), e) {
+		return false
+	}
+	var clash atomic.Bool
+	var wg sync.WaitGroup
+	for _, d := range r.domains {
+		if d == e {
+			continue
+		}
+		wg.Go(func() {
+			r.slots <- struct{}{}
+			defer func() { <-r.slots }()
+			_, err := d.Dir.Lookup(ctx, id, nil)
+			if dirgate.ErrorCode(err) != dirgate.ENOTFOUND {
+				clash.Store(true) // held there, or unknown whether it is
+			}
+		})
+	}
+	wg.Wait()
+	if !clash.Load() {
+		r.verified.add(id.Canonical(), e)
+	}
+	return clash.Load()
 }
 
 // lookupChecked looks id up in e, whichever domain e is, and refuses an object
@@ -167,4 +230,37 @@ func (l *refusalLog) log(ctx context.Context, r *Directory, e *domain, msg strin
 		return
 	}
 	r.log.WarnContext(ctx, msg, "domain", e.name, "err", err, "unlogged", skipped)
+}
+
+// verifiedGUIDs remembers GUIDs found to be one domain's alone (guidClash), for
+// verifiedFor, at most maxVerified at once (all forgotten when full).
+type verifiedGUIDs struct {
+	mu sync.Mutex
+	m  map[string]verifiedGUID
+}
+
+type verifiedGUID struct {
+	d  *domain
+	at time.Time
+}
+
+const (
+	verifiedFor = 24 * time.Hour
+	maxVerified = 100000
+)
+
+func (v *verifiedGUIDs) has(guid string, d *domain) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	e, ok := v.m[guid]
+	return ok && e.d == d && time.Since(e.at) < verifiedFor
+}
+
+func (v *verifiedGUIDs) add(guid string, d *domain) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= maxVerified {
+		v.m = make(map[string]verifiedGUID)
+	}
+	v.m[guid] = verifiedGUID{d, time.Now()}
 }

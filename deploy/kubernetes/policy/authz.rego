@@ -53,7 +53,9 @@ granted contains role if {
 # domain; one with them only to a caller whose domain (input.subject.domainName,
 # from its DN) is listed, compared without regard to case. A caller without a
 # domain (a DN without DC components) is in none.
-subject_domain_allowed(role) if count(object.get(role, "subjectDomains", [])) == 0
+subject_domain_allowed(role) if not "subjectDomains" in object.keys(role)
+
+subject_domain_allowed(role) if role.subjectDomains == []
 
 subject_domain_allowed(role) if {
 	some name in role.subjectDomains

@@ -233,19 +233,21 @@ func RandRoles(r *rand.Rand, groups []RandGroup, n int) []any {
 		role["permissions"] = perms
 		var scopes []any
 		for range 1 + r.IntN(2) {
-			switch r.IntN(5) {
-			case 0:
+			// A domain scope and subjectDomains now and then: most roles apply,
+			// so that what they grant (named properties) is exercised too.
+			switch r.IntN(8) {
+			case 0, 1:
 				scopes = append(scopes, map[string]any{"all": true})
-			case 1, 2:
+			case 2, 3, 4:
 				scopes = append(scopes, map[string]any{"subtree": RandOUs[r.IntN(len(RandOUs))]})
-			case 3:
+			case 5, 6:
 				scopes = append(scopes, map[string]any{"membersOf": []any{someName(r, groups[r.IntN(len(groups))], false)}})
 			default:
 				scopes = append(scopes, map[string]any{"domain": someDomain(r)})
 			}
 		}
 		role["scopes"] = scopes
-		if r.IntN(3) == 0 {
+		if r.IntN(6) == 0 {
 			domains := []any{}
 			for range r.IntN(3) {
 				domains = append(domains, someDomain(r))
