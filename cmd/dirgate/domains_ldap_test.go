@@ -251,6 +251,44 @@ func BenchmarkDomainsForestListing(b *testing.B) {
 	}
 }
 
+// BenchmarkDomainsForestPrincipal resolves a caller's principal (its account and
+// every group it belongs to, as on a token's refresh) through the router and with
+// CORP alone: CORP's User is in three CORP groups, and through CORP's Global in
+// FABRIKAM's Local, which the router finds with one search of FABRIKAM per group
+// (each group's GUID checked against the other domain once, then remembered).
+func BenchmarkDomainsForestPrincipal(b *testing.B) {
+	f := sambatest.ForestFromEnv(b)
+	router, alone := openForest(b, f), openForest(b, f, "--home-alone")
+	for _, bc := range []struct {
+		name string
+		dir  dirgate.Directory
+		user string
+	}{
+		{"router CORP User", router, f.Corp.UserDN},
+		{"CORP alone CORP User", alone, f.Corp.UserDN},
+		{"router FABRIKAM User", router, f.Fabrikam.UserDN},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			svc := &dirgate.MemberService{Dir: bc.dir}
+			id := mustID(b, bc.user)
+			var times []time.Duration
+			n := 0
+			for b.Loop() {
+				start := time.Now()
+				p, err := svc.Principal(context.Background(), id)
+				times = append(times, time.Since(start))
+				if err != nil {
+					b.Fatal(err)
+				}
+				n = len(p.Groups)
+			}
+			slices.Sort(times)
+			b.ReportMetric(float64(times[len(times)/2].Microseconds())/1000, "median-ms")
+			b.ReportMetric(float64(n), "groups")
+		})
+	}
+}
+
 // TestDomainsForestLDAPChanges: FABRIKAM's User, listed in CORP's Local in place of
 // its FSP and named by its own GUID, is removed and added back through the FSP that
 // CORP holds for it. FABRIKAM's User2, for which CORP holds no FSP, is no member to
