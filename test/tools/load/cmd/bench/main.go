@@ -24,6 +24,12 @@
 //
 //	go run ./test/tools/load/cmd/bench -members 1k,10k,100k -concurrency 1 -duration 3s -json large.json
 //
+// With -forest, it compares cached listings of CORP groups whose members span CORP
+// and FABRIKAM with CORP-only groups of the same sizes, on the two domains of
+// test/harness/samba/forest.sh (forest.go; the forest's env file sourced):
+//
+//	go run ./test/tools/load/cmd/bench -forest 2,200,1000 -repeat 6 -duration 3s -warmup 1s
+//
 // docs/benchmarks.md has the figures and what they mean.
 package main
 
