@@ -24,6 +24,12 @@
 //
 //	go run ./test/tools/load/cmd/bench -members 1k,10k,100k -concurrency 1 -duration 3s -json large.json
 //
+// With -forest, it compares cached listings of CORP groups whose members span CORP
+// and FABRIKAM with CORP-only groups of the same sizes, on the two domains of
+// test/harness/samba/forest.sh (forest.go; the forest's env file sourced):
+//
+//	go run ./test/tools/load/cmd/bench -forest 2,200,1000 -repeat 6 -duration 3s -warmup 1s
+//
 // docs/benchmarks.md has the figures and what they mean.
 package main
 
@@ -78,6 +84,9 @@ type options struct {
 	startTimeout time.Duration
 	// dcLarge, when set, runs the first listings of large groups on a DC (dclarge.go).
 	dcLarge string
+	// forest, when set, runs the cross-domain comparison on the forest's two DCs at
+	// these group sizes (forest.go).
+	forest []int
 }
 
 // targetB names the second dirgate's runs.
@@ -122,6 +131,7 @@ func parse(args []string) (options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory (dirgate's logs)")
 	members := fs.String("members", "", "instead of the DC's workloads: a large listing of each of these sizes (e.g. 1k,10k,100k) on the memory upstream, against the bare server, with dirgate's memory and first listing (no DC, no Redis)")
 	fs.StringVar(&o.dcLarge, "dc-large", "", "instead of the DC's workloads: the first listing of each large group test/harness/samba/large.sh seeded (env: DIRGATE_LARGE_SIZES, or sizes such as 2k,20k) through dirgate against ldapsearch (dclarge.go)")
+	forest := fs.String("forest", "", "instead of the DC's workloads: cached listings of CORP groups of these sizes (e.g. 2,200) whose members span CORP and FABRIKAM against CORP-only groups of the same size, through dirgate in front of test/harness/samba/forest.sh's two domains (forest.go)")
 	encodings := fs.String("encodings", "identity,gzip,zstd", "with -members: the content codings to run (identity: none)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -141,6 +151,15 @@ func parse(args []string) (options, error) {
 			return o, errors.New("-members starts its own dirgate for each size: not with -url, -b-bin or -b-env")
 		}
 	}
+	if *forest != "" {
+		var err error
+		if o.forest, err = parseSizes(*forest); err != nil {
+			return o, err
+		}
+		if o.url != "" || o.members != nil || o.dcLarge != "" {
+			return o, errors.New("-forest starts its own dirgate in front of the forest: not with -url, -members or -dc-large")
+		}
+	}
 	o.targets, o.workloads = strings.Split(*targets, ","), strings.Split(*workloads, ",")
 	var err error
 	if o.dirgateEnv, err = parseEnv("-dirgate-env", *dgEnv); err != nil {
@@ -153,6 +172,9 @@ func parse(args []string) (options, error) {
 		return o, errors.New("-url needs -tokens")
 	}
 	if o.hasB() {
+		if o.forest != nil {
+			return o, errors.New("-forest compares two listings on one dirgate: not with -b-bin or -b-env")
+		}
 		if o.url != "" {
 			return o, errors.New("-b-bin and -b-env need a dirgate this run starts, not -url")
 		}
@@ -199,6 +221,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if o.dcLarge != "" {
 		return runDCLarge(ctx, o, stdout)
+	}
+	if o.forest != nil {
+		return runForest(ctx, o, stdout)
 	}
 	lc, err := load.LDAPConfigFromEnv(os.Getenv)
 	if err != nil {
@@ -524,7 +549,7 @@ func (o options) public() map[string]any {
 	return map[string]any{"targets": o.targets, "workloads": o.workloads, "concurrency": o.concurrency,
 		"duration": o.duration.String(), "requests": o.requests, "warmup": o.warmup.String(), "repeat": o.repeat, "redis": o.redis,
 		"encoding": o.encoding, "dirgateEnv": o.dirgateEnv, "bBin": o.binB, "bEnv": o.envB,
-		"members": o.members, "encodings": o.encodings}
+		"members": o.members, "encodings": o.encodings, "forest": o.forest}
 }
 
 // workDir makes the run's work directory, with an empty policy directory in it; done

@@ -35,6 +35,13 @@ func TestParse(t *testing.T) {
 		{"members zero", []string{"-members", "0"}, "is not a positive count"},
 		{"members coding", []string{"-members", "1k", "-encodings", "br"}, `"br" is not identity, gzip or zstd`},
 		{"members with a running dirgate", []string{"-members", "1k", "-url", "http://127.0.0.1:1/x", "-tokens", "a=b"}, "starts its own dirgate"},
+		// The cross-domain comparison on the forest.
+		{"forest", []string{"-forest", "2,200"}, ""},
+		{"forest size", []string{"-forest", "2,1"}, `"1" is not a group size`},
+		{"forest not a size", []string{"-forest", "2,x"}, `"x" is not a group size`},
+		{"forest with a running dirgate", []string{"-forest", "2", "-url", "http://127.0.0.1:1/x", "-tokens", "a=b"}, "starts its own dirgate"},
+		{"forest with large listings", []string{"-forest", "2", "-members", "1k"}, "starts its own dirgate"},
+		{"forest with b", []string{"-forest", "2", "-b-env", "DIRGATE_DECISION_LOG=off"}, "not with -b-bin or -b-env"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
