@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -897,5 +898,165 @@ func TestDomainsForestOneDomainDown(t *testing.T) {
 			t.Fatal("CORP's Local does not show FABRIKAM's User 30 s after its DC is back")
 		}
 		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// TestDomainsForestConformance holds every listing of the seeded groups of both
+// domains, direct and nested, with properties, against what the domains' own DCs
+// hold, read as the service accounts without dirgate: a group's member values in its
+// own domain, each foreign security principal of the other domain's SID read from
+// that domain's DC by its SID, nesting followed across domains, each object once
+// and never the listed group. Each listed object's DN, GUID, objectType,
+// domainName and properties must be the ones its own DC holds.
+func TestDomainsForestConformance(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	svc := &dirgate.MemberService{Dir: openForest(t, f)}
+	o := newForestOracle(t, f)
+	props, err := dirgate.NormalizeProperties([]string{"sAMAccountName", "description", "objectSid", "objectGUID", "whenCreated", "cn"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []sambatest.ForestDomain{f.Corp, f.Fabrikam} {
+		for _, group := range []string{d.GlobalDN, d.UniversalDN, d.LocalDN} {
+			for _, indirect := range []bool{false, true} {
+				want := o.members(t, group, indirect)
+				got, err := svc.List(context.Background(), dirgate.Principal{}, mustID(t, group), dirgate.ListOptions{IncludeIndirect: indirect, Properties: props})
+				if err != nil {
+					t.Fatalf("%s (indirect %v): %v", group, indirect, err)
+				}
+				var gotDNs, wantDNs []string
+				for _, obj := range got {
+					gotDNs = append(gotDNs, obj.DN)
+				}
+				for _, w := range want {
+					wantDNs = append(wantDNs, w.dn)
+				}
+				if g, w := keys(t, gotDNs), keys(t, wantDNs); !slices.Equal(g, w) {
+					t.Errorf("%s (indirect %v) lists %q\nits DCs hold %q", group, indirect, g, w)
+					continue
+				}
+				for _, obj := range got {
+					o.check(t, group, obj, want)
+				}
+			}
+		}
+	}
+}
+
+// forestOracle reads the forest's DCs directly.
+type forestOracle struct {
+	f     sambatest.Forest
+	conns map[string]*goldap.Conn // by base DN, lower case
+}
+
+// heldObject is an object as its own domain's DC holds it.
+type heldObject struct {
+	dn, guid, sid, sam, cn, created, domain string
+	description, classes, member         []string
+}
+
+func newForestOracle(t *testing.T, f sambatest.Forest) *forestOracle {
+	return &forestOracle{f: f, conns: map[string]*goldap.Conn{
+		strings.ToLower(f.Corp.BaseDN): f.Corp.DC().DialService(t), strings.ToLower(f.Fabrikam.BaseDN): f.Fabrikam.DC().DialService(t),
+	}}
+}
+
+// domainOf is the forest domain whose base DN holds dn.
+func (o *forestOracle) domainOf(dn string) sambatest.ForestDomain {
+	if strings.HasSuffix(strings.ToLower(dn), strings.ToLower(o.f.Fabrikam.BaseDN)) {
+		return o.f.Fabrikam
+	}
+	return o.f.Corp
+}
+
+// read reads base (a DN or <SID=…>) from the DC of d.
+func (o *forestOracle) read(t *testing.T, d sambatest.ForestDomain, base string) heldObject {
+	t.Helper()
+	res, err := o.conns[strings.ToLower(d.BaseDN)].Search(goldap.NewSearchRequest(base, goldap.ScopeBaseObject, goldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=*)", []string{"distinguishedName", "objectGUID", "objectSid", "sAMAccountName", "cn", "whenCreated", "description", "objectClass", "member"}, nil))
+	if err != nil || len(res.Entries) != 1 {
+		t.Fatalf("%s's DC: read %s: %v", d.NetBIOS, base, err)
+	}
+	e := res.Entries[0]
+	sid, _ := ldapentry.SIDFromBytes(e.GetRawAttributeValue("objectSid"))
+	return heldObject{dn: e.GetAttributeValue("distinguishedName"), guid: ldapentry.GUIDFromBytes(e.GetRawAttributeValue("objectGUID")),
+		sid: sid, sam: e.GetAttributeValue("sAMAccountName"), cn: e.GetAttributeValue("cn"), created: e.GetAttributeValue("whenCreated"),
+		domain: d.DNSName(), description: e.GetAttributeValues("description"), classes: e.GetAttributeValues("objectClass"),
+		member: e.GetAttributeValues("member")}
+}
+
+// resolve is a member value as the object it stands for: an FSP of the other
+// domain's SID is that domain's object.
+func (o *forestOracle) resolve(t *testing.T, dn string) heldObject {
+	t.Helper()
+	d := o.domainOf(dn)
+	h := o.read(t, d, dn)
+	if slices.Contains(h.classes, "foreignSecurityPrincipal") {
+		for _, other := range []sambatest.ForestDomain{o.f.Corp, o.f.Fabrikam} {
+			if other.BaseDN != d.BaseDN && strings.HasPrefix(h.sid, other.SID+"-") {
+				return o.read(t, other, "<SID="+h.sid+">")
+			}
+		}
+	}
+	return h
+}
+
+// members lists group as its DCs hold it: direct members, or every object below
+// it, each once, never the group itself.
+func (o *forestOracle) members(t *testing.T, group string, indirect bool) []heldObject {
+	t.Helper()
+	top := o.read(t, o.domainOf(group), group)
+	seen := map[string]bool{top.guid: true}
+	var out []heldObject
+	queue := []heldObject{top}
+	for len(queue) > 0 {
+		g := queue[0]
+		queue = queue[1:]
+		for _, m := range g.member {
+			h := o.resolve(t, m)
+			if seen[h.guid] {
+				continue
+			}
+			seen[h.guid] = true
+			out = append(out, h)
+			if indirect && slices.Contains(h.classes, "group") {
+				queue = append(queue, h)
+			}
+		}
+	}
+	return out
+}
+
+// check holds obj, listed in group, against the held object of its DN.
+func (o *forestOracle) check(t *testing.T, group string, obj dirgate.Object, want []heldObject) {
+	t.Helper()
+	i := slices.IndexFunc(want, func(h heldObject) bool { return strings.EqualFold(h.dn, obj.DN) })
+	w := want[i]
+	typ := dirgate.TypeUser
+	if slices.Contains(w.classes, "group") {
+		typ = dirgate.TypeGroup
+	}
+	created, err := time.Parse("20060102150405.0Z", w.created)
+	if err != nil {
+		t.Fatalf("%s: whenCreated %q: %v", w.dn, w.created, err)
+	}
+	gotCreated, err := time.Parse(time.RFC3339, strings.Join(obj.Properties["whencreated"], ""))
+	description := w.description
+	if description == nil {
+		description = []string{}
+	}
+	P := obj.Properties
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"guid", obj.GUID, w.guid}, {"objectType", obj.ObjectType, typ}, {"domainName", strings.ToLower(obj.DomainName), w.domain},
+		{"samaccountname", P["samaccountname"], []string{w.sam}}, {"cn", P["cn"], []string{w.cn}},
+		{"description", P["description"], description}, {"objectsid", P["objectsid"], []string{w.sid}},
+		{"objectguid", P["objectguid"], []string{w.guid}}, {"whencreated", err == nil && gotCreated.Equal(created), true},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s, in %s: %s %v, its DC holds %v", obj.DN, group, c.name, c.got, c.want)
+		}
 	}
 }
