@@ -387,7 +387,13 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 	if err != nil {
 		return nil, false, false, err
 	}
-	if slices.ContainsFunc(objs, func(o dirgate.Object) bool { return o.Unresolved }) {
+	var unresolved []int
+	for i := range objs {
+		if objs[i].Unresolved {
+			unresolved = append(unresolved, i)
+		}
+	}
+	if len(unresolved) > 0 {
 		// An object stands for one a directory could not be asked about (its
 		// domain failed): answered, not kept, so the next request asks again.
 		rec.spoil()
@@ -409,6 +415,9 @@ func (c *Cache) fill(ctx context.Context, req request, tracked bool, gen uint64)
 	// (request.fill), and are not read again: they take the decoded ones.
 	if e, err = decodeEntryInto(blob, objs); err != nil {
 		return nil, false, false, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("cache: decode what was encoded: %w", err))
+	}
+	for _, i := range unresolved {
+		e.objs[i].Unresolved = true // never encoded: this answer's alone
 	}
 	complete = rec != nil && !rec.broken
 	if !complete {

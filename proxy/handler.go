@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/dirgate/dirgate"
@@ -68,7 +69,22 @@ func (s *server) list(w http.ResponseWriter, r *http.Request, rec *record, p dir
 		rec.cache = string(st)
 		w.Header()[CacheHeader] = cacheHeaderValue(st)
 	}
+	if u, ok := body.(unresolvedBody); ok && u.Unresolved() > 0 {
+		w.Header().Set(UnresolvedHeader, strconv.Itoa(u.Unresolved()))
+	}
 	writeListing(w, r, body)
+}
+
+// UnresolvedHeader counts the objects a listing shows in place of objects of
+// another domain that could not be asked (their domain failed): the foreign
+// security principals the group's domain holds (docs/api.md). Absent when none.
+const UnresolvedHeader = "X-Dirgate-Unresolved"
+
+// unresolvedBody is a body that says how many of the objects it shows stand for
+// objects that could not be asked (dirgate.Object.Unresolved): render.Lister's
+// bodies, and those listBody renders itself.
+type unresolvedBody interface {
+	Unresolved() int
 }
 
 // Body is a listing's rendered response: its JSON, and forms of it (the compressed
@@ -105,8 +121,25 @@ func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery)
 	if err != nil {
 		return nil, "", dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
+	n := 0
+	for i := range objs {
+		if objs[i].Unresolved {
+			n++
+		}
+	}
+	if n > 0 {
+		return partialBody{plainBody(b), n}, "", nil
+	}
 	return plainBody(b), "", nil
 }
+
+// partialBody is a plainBody showing n unresolved objects.
+type partialBody struct {
+	plainBody
+	n int
+}
+
+func (b partialBody) Unresolved() int { return b.n }
 
 // plainBody is a body rendered for one request: its variants are made each time
 // they are asked for.

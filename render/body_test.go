@@ -260,3 +260,33 @@ func TestBodyVariantOnce(t *testing.T) {
 		t.Errorf("variant made %d times", made)
 	}
 }
+
+// A body says how many of the objects it shows stand for objects that could not be
+// asked (dirgate.Object.Unresolved): only those the caller is shown, on both the
+// shared path (a selection of the listing's encodings) and the rendered one.
+func TestListBodyCountsShownUnresolved(t *testing.T) {
+	d, objs := bigDir(t, 20)
+	for _, i := range []int{0, 1, 2} {
+		objs[i].Unresolved = true
+	}
+	enc, _ := encodedtest.EncodeListing(objs)
+	enc.Objects = objs // EncodeListing's objects are the decoded ones
+	plain := dirgate.Listing{Objects: objs}
+	id := dirgate.MustParseIdentifier("CN=top,DC=x")
+	for _, l := range []dirgate.Listing{enc, plain} {
+		lister := render.NewLister(&dirgate.MemberService{Dir: d, Listings: encodedLister{l: l, status: dirgate.CacheBypass}, Authz: &everyOther{}}, nil)
+		for who, want := range map[string]int{"even": 2, "odd": 1} {
+			b, _, err := lister.ListBody(context.Background(), dirgate.Principal{DN: who}, id, dirgate.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := 0
+			if u, ok := b.(interface{ Unresolved() int }); ok {
+				got = u.Unresolved()
+			}
+			if got != want {
+				t.Errorf("encodings %v, caller %s: %d unresolved, want %d", l.Encoded != nil, who, got, want)
+			}
+		}
+	}
+}

@@ -81,7 +81,32 @@ func (l *Lister) ListBody(ctx context.Context, p dirgate.Principal, groupID dirg
 		// later request finds this listing, so its body is not worth keeping.
 		bodies = nil
 	}
-	return bodies.body(e, chosen), listing.Status, nil
+	n := 0
+	chosen.Each(func(i int) {
+		if listing.Objects[i].Unresolved {
+			n++
+		}
+	})
+	return withUnresolved(bodies.body(e, chosen), n), listing.Status, nil
+}
+
+// partial is a body that shows n objects standing for objects of another
+// directory that could not be asked (dirgate.Object.Unresolved), counted among
+// those the caller is shown: its Unresolved method is proxy's unresolvedBody, and
+// the handler says n in a header (docs/api.md).
+type partial struct {
+	Response
+	n int
+}
+
+func (p partial) Unresolved() int { return p.n }
+
+// withUnresolved is body, saying n when there are any.
+func withUnresolved(body Response, n int) Response {
+	if n == 0 {
+		return body
+	}
+	return partial{body, n}
 }
 
 // renderFiltered renders Filter's result for a listing, joined from the listing's
@@ -95,5 +120,17 @@ func (l *Lister) renderFiltered(ctx context.Context, p dirgate.Principal, group 
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
-	return NewBody(b), nil
+	return withUnresolved(NewBody(b), countUnresolved(objs)), nil
+}
+
+// countUnresolved counts the objects of objs that stand for objects of another
+// directory that could not be asked.
+func countUnresolved(objs []dirgate.Object) int {
+	n := 0
+	for i := range objs {
+		if objs[i].Unresolved {
+			n++
+		}
+	}
+	return n
 }

@@ -873,6 +873,12 @@ func TestDomainsForestOneDomainDown(t *testing.T) {
 				i, cache, objs, c.FSPDN)
 		}
 	}
+	if r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(c.LocalDN)+uncached, token); r.header.Get("X-Dirgate-Unresolved") != "1" {
+		t.Errorf("CORP's Local with FABRIKAM down: X-Dirgate-Unresolved %q, want 1 (CORP's FSP)", r.header.Get("X-Dirgate-Unresolved"))
+	}
+	if r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(c.GlobalDN)+uncached, token); r.header.Get("X-Dirgate-Unresolved") != "" {
+		t.Errorf("CORP's Global with FABRIKAM down: X-Dirgate-Unresolved %q, want none", r.header.Get("X-Dirgate-Unresolved"))
+	}
 	user := readHeld(t, f, c.UserDN)
 	if r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+user.guid, token); r.status != 400 {
 		t.Errorf("CORP's User by GUID with FABRIKAM down: %d %s, want 400 (not a group): its domain answers", r.status, r.body)
