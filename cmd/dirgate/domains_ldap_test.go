@@ -958,7 +958,7 @@ type forestOracle struct {
 // heldObject is an object as its own domain's DC holds it.
 type heldObject struct {
 	dn, guid, sid, sam, cn, created, domain string
-	description, classes, member         []string
+	description, classes, member            []string
 }
 
 func newForestOracle(t *testing.T, f sambatest.Forest) *forestOracle {
