@@ -27,41 +27,41 @@ import (
 // domains").
 func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate.Object, error) {
 	own := r.ofObject(obj)
-	groups, err := own.Dir.MemberOf(ctx, obj)
-	if err != nil || len(r.domains) == 1 {
-		return groups, err
+	if len(r.domains) == 1 {
+		return own.Dir.MemberOf(ctx, obj)
 	}
-	if own != r.home() {
+	// The other domains are asked while the own domain is: a principal's groups
+	// cost the slower of them per group, not their sum.
+	found := make([][]dirgate.Object, len(r.domains))
+	var wg sync.WaitGroup
+	if sid, err := dirgate.ParseIdentifier(obj.SID); err == nil && sid.Kind() == dirgate.KindSID && r.ofSID(obj.SID) == own {
+		for i, e := range r.domains {
+			if e == own {
+				continue
+			}
+			wg.Go(func() {
+				gs, err := r.foreignGroups(ctx, e, sid)
+				if err != nil {
+					if ctx.Err() == nil {
+						e.groupFailures.log(ctx, r, e, "domains: the groups of another domain that hold a principal could not be read: left out of its groups", err)
+					}
+					return
+				}
+				found[i] = gs
+			})
+		}
+	}
+	groups, err := own.Dir.MemberOf(ctx, obj)
+	if err == nil && own != r.home() {
 		// Another domain's answer about its own objects is held to what it may
 		// say, as its answers for FSPs are: its own groups, none carrying another
 		// domain's SID or GUID.
 		groups = r.ownGroups(ctx, own, groups, true)
 	}
-	if obj.SID == "" || r.ofSID(obj.SID) != own {
-		return groups, nil
-	}
-	sid, err := dirgate.ParseIdentifier(obj.SID)
-	if err != nil || sid.Kind() != dirgate.KindSID {
-		return groups, nil
-	}
-	found := make([][]dirgate.Object, len(r.domains))
-	var wg sync.WaitGroup
-	for i, e := range r.domains {
-		if e == own {
-			continue
-		}
-		wg.Go(func() {
-			gs, err := r.foreignGroups(ctx, e, sid)
-			if err != nil {
-				if ctx.Err() == nil {
-					e.groupFailures.log(ctx, r, e, "domains: the groups of another domain that hold a principal could not be read: left out of its groups", err)
-				}
-				return
-			}
-			found[i] = gs
-		})
-	}
 	wg.Wait()
+	if err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("domains: member of: %w", err)
 	}
