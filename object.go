@@ -55,6 +55,17 @@ type Object struct {
 	Unresolved bool `json:"-"`
 }
 
+// CountUnresolved counts the objects of objs marked Unresolved.
+func CountUnresolved(objs []Object) int {
+	n := 0
+	for i := range objs {
+		if objs[i].Unresolved {
+			n++
+		}
+	}
+	return n
+}
+
 // IsGroup reports whether members can be listed under o.
 func (o *Object) IsGroup() bool { return o.ObjectType == TypeGroup }
 

@@ -121,13 +121,7 @@ func (s *server) listBody(ctx context.Context, p dirgate.Principal, q listQuery)
 	if err != nil {
 		return nil, "", dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
-	n := 0
-	for i := range objs {
-		if objs[i].Unresolved {
-			n++
-		}
-	}
-	if n > 0 {
+	if n := dirgate.CountUnresolved(objs); n > 0 {
 		return partialBody{plainBody(b), n}, "", nil
 	}
 	return plainBody(b), "", nil

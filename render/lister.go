@@ -82,11 +82,15 @@ func (l *Lister) ListBody(ctx context.Context, p dirgate.Principal, groupID dirg
 		bodies = nil
 	}
 	n := 0
-	chosen.Each(func(i int) {
-		if listing.Objects[i].Unresolved {
-			n++
-		}
-	})
+	if listing.Status == dirgate.CacheBypass {
+		// Only a listing that was not kept can show unresolved objects (the cache
+		// keeps none that does): a hit costs no pass over its objects.
+		chosen.Each(func(i int) {
+			if listing.Objects[i].Unresolved {
+				n++
+			}
+		})
+	}
 	return withUnresolved(bodies.body(e, chosen), n), listing.Status, nil
 }
 
@@ -120,17 +124,5 @@ func (l *Lister) renderFiltered(ctx context.Context, p dirgate.Principal, group 
 	if err != nil {
 		return nil, dirgate.WrapError(dirgate.EINTERNAL, "", fmt.Errorf("encode response: %w", err))
 	}
-	return withUnresolved(NewBody(b), countUnresolved(objs)), nil
-}
-
-// countUnresolved counts the objects of objs that stand for objects of another
-// directory that could not be asked.
-func countUnresolved(objs []dirgate.Object) int {
-	n := 0
-	for i := range objs {
-		if objs[i].Unresolved {
-			n++
-		}
-	}
-	return n
+	return withUnresolved(NewBody(b), dirgate.CountUnresolved(objs)), nil
 }
