@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dirgate/dirgate"
 	"github.com/dirgate/dirgate/internal/fielderr"
@@ -17,11 +19,17 @@ import (
 
 // domainKeys are the keys of one domain of ldap-domains-file, each bound to the
 // ldap.Config field it sets, as the home domain's ldap-* setting of the same name
-// (ldap-base-dn: base-dn) sets it. Every other field is the home domain's.
+// (ldap-base-dn: base-dn, ldap-timeout: timeout) sets it. The inheritedKeys default
+// to the home domain's value; every other field is the home domain's.
 var domainKeys = []struct{ key, field string }{
 	{"base-dn", "BaseDN"}, {"url", "URL"}, {"domain", "Domain"}, {"domain-suffixes", "DomainSuffixes"},
 	{"site", "Site"}, {"bind-dn", "BindDN"}, {"password-file", "PasswordFile"}, {"ca-file", "CAFile"},
+	{"pool-size", "PoolSize"}, {"dial-timeout", "DialTimeout"}, {"attempt-timeout", "AttemptTimeout"}, {"timeout", "RequestTimeout"},
 }
+
+// inheritedKeys are the keys whose field keeps the home domain's value when the
+// domain does not give it; the others must be given.
+var inheritedKeys = map[string]bool{"pool-size": true, "dial-timeout": true, "attempt-timeout": true, "timeout": true}
 
 // domainKeyList names the keys for error messages.
 func domainKeyList() string {
@@ -172,6 +180,12 @@ func parseDomain(item *yaml.Node, home ldap.Config) (ldap.Config, []error) {
 			cfg.DomainSuffixes = suffixes
 			continue
 		}
+		if inheritedKeys[k.Value] {
+			if err := setTuning(&cfg, k.Value, v); err != nil {
+				errs = append(errs, fmt.Errorf("line %d: %s: %w", v.Line, k.Value, err))
+			}
+			continue
+		}
 		var dst *string
 		switch k.Value {
 		case "base-dn":
@@ -212,8 +226,8 @@ func parseDomain(item *yaml.Node, home ldap.Config) (ldap.Config, []error) {
 		if !ours {
 			continue // the home domain's setting, reported under its own name
 		}
-		if given[key] && !set(cfg, fe.Field) {
-			continue // malformed: reported above
+		if given[key] && !set(cfg, fe.Field) || !given[key] && inheritedKeys[key] {
+			continue // malformed: reported above; or the home domain's, reported with its setting
 		}
 		errs = append(errs, errors.New(fe.Render(func(field string) string {
 			if k, ok := keyOf[field]; ok {
@@ -223,6 +237,35 @@ func parseDomain(item *yaml.Node, home ldap.Config) (ldap.Config, []error) {
 		})))
 	}
 	return cfg, errs
+}
+
+// setTuning sets one of the keys that default to the home domain's value: the pool
+// size (a whole number) or a timeout (a Go duration, as the ldap-* settings take).
+func setTuning(cfg *ldap.Config, key string, v *yaml.Node) error {
+	if v.Kind != yaml.ScalarNode {
+		return errors.New("want a value")
+	}
+	if key == "pool-size" {
+		n, err := strconv.Atoi(v.Value)
+		if err != nil || v.Tag != "!!int" {
+			return errors.New("want a whole number")
+		}
+		cfg.PoolSize = n
+		return nil
+	}
+	d, err := time.ParseDuration(v.Value)
+	if err != nil || v.Tag != "!!str" {
+		return errors.New("want a duration such as 1.5s")
+	}
+	switch key {
+	case "dial-timeout":
+		cfg.DialTimeout = d
+	case "attempt-timeout":
+		cfg.AttemptTimeout = d
+	default:
+		cfg.RequestTimeout = d
+	}
+	return nil
 }
 
 // set reports whether the field of cfg that a domain's key sets holds a value.
@@ -244,6 +287,8 @@ func set(cfg ldap.Config, field string) bool {
 		return cfg.PasswordFile != ""
 	case "CAFile":
 		return cfg.CAFile != ""
+	case "PoolSize", "DialTimeout", "AttemptTimeout", "RequestTimeout":
+		return true // parsed: a value out of bounds is the key's own error
 	}
 	return false
 }

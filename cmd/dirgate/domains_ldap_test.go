@@ -69,7 +69,7 @@ func forestArgs(t testing.TB, f sambatest.Forest, extra ...string) []string {
 	}
 	corpPW, fabPW := write("corp-password", f.Corp.Password), write("fabrikam-password", f.Fabrikam.Password)
 	domainsFile := write("domains.yaml", "domains:\n  - base-dn: "+f.Fabrikam.BaseDN+"\n    url: "+f.Fabrikam.URL+
-		"\n    bind-dn: "+f.Fabrikam.BindDN+"\n    password-file: "+fabPW+"\n    ca-file: "+f.Fabrikam.CAFile+"\n")
+		"\n    bind-dn: "+f.Fabrikam.BindDN+"\n    password-file: "+fabPW+"\n    ca-file: "+f.Fabrikam.CAFile+"\n    pool-size: 3\n")
 	args := []string{"--upstream", "ldap", "--tokens-file", write("tokens.yaml", "[]\n"),
 		"--ldap-url", f.Corp.URL, "--ldap-bind-dn", f.Corp.BindDN, "--ldap-password-file", corpPW,
 		"--ldap-base-dn", f.Corp.BaseDN, "--ldap-ca-file", f.Corp.CAFile}
@@ -527,7 +527,9 @@ func TestDomainsForestEndToEnd(t *testing.T) {
 		`dirgate_upstream_duration_seconds_count{operation="members",outcome="ok",upstream="ldap"}`,
 		`dirgate_ldap_server_up{server="` + f.Fabrikam.URL + `"} 1`, `dirgate_ldap_server_up{server="` + f.Corp.URL + `"} 1`,
 		`dirgate_upstream_breaker_state{server="` + f.Fabrikam.URL + `",upstream="ldap:fabrikam.example.net"} 0`,
-		`dirgate_ldap_overlaid_members_total{domain="fabrikam.example.net"} 0`, `dirgate_ldap_overlaid_members_total{domain="corp.example.com"} 0`} {
+		`dirgate_ldap_overlaid_members_total{domain="fabrikam.example.net"} 0`, `dirgate_ldap_overlaid_members_total{domain="corp.example.com"} 0`,
+		// FABRIKAM's own pool size (the file's pool-size), CORP's the default.
+		`dirgate_ldap_pool_size{server="` + f.Fabrikam.URL + `"} 3`, `dirgate_ldap_pool_size{server="` + f.Corp.URL + `"} 4`} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -42,6 +42,11 @@ domains:
     bind-dn: CN=svc,DC=contoso,DC=example,DC=org
     password-file: /run/secrets/contoso
     ca-file: /etc/dirgate/contoso-ca.pem
+    # a domain across a slow link: its own pool and timeouts
+    pool-size: 2
+    dial-timeout: 4s
+    attempt-timeout: 3s
+    timeout: 20s
 `), homeLDAP())
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +71,9 @@ domains:
 	if !slices.Equal(c.DomainSuffixes, []string{"dcs.contoso.example", "x.example"}) || c.Site != "" {
 		t.Errorf("CONTOSO: %+v", c)
 	}
+	if c.PoolSize != 2 || c.DialTimeout != 4*time.Second || c.AttemptTimeout != 3*time.Second || c.RequestTimeout != 20*time.Second {
+		t.Errorf("CONTOSO's own pool and timeouts: %+v", c)
+	}
 }
 
 // TestParseDomainsRefuses: every problem is reported, each naming the domain
@@ -87,7 +95,13 @@ func TestParseDomainsRefuses(t *testing.T) {
 		{"not YAML", "domains: [\n", []string{"yaml:"}},
 		// A typo is not a missing setting, silently.
 		{"unknown key", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n    bind_dn: x\n" + ok,
-			[]string{`domains[0] (line 2): line 3: unknown key "bind_dn" (a domain's keys are base-dn, url, domain, domain-suffixes, site, bind-dn, password-file, ca-file)`}},
+			[]string{`domains[0] (line 2): line 3: unknown key "bind_dn" (a domain's keys are base-dn, url, domain, domain-suffixes, site, bind-dn, password-file, ca-file, pool-size, dial-timeout, attempt-timeout, timeout)`}},
+		{"pool size not a number", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n    pool-size: four\n" + ok,
+			[]string{"domains[0] (line 2): line 3: pool-size: want a whole number"}},
+		{"timeout not a duration", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n    timeout: 20\n" + ok,
+			[]string{"domains[0] (line 2): line 3: timeout: want a duration such as 1.5s"}},
+		{"pool size out of bounds", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n    pool-size: 1000\n" + ok,
+			[]string{"domains[0] (line 2): pool-size: "}},
 		{"key twice", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n    base-dn: DC=x\n" + ok,
 			[]string{`domains[0] (line 2): line 3: base-dn: given twice`}},
 		{"domains twice", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n" + ok + "domains: []\n", []string{"line 6: domains: given twice"}},
