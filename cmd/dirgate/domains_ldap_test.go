@@ -663,17 +663,7 @@ func startForestSignedIn(t *testing.T, f sambatest.Forest, role map[string]any, 
 	if err := bundled.WriteWithRoles(policy, role); err != nil {
 		t.Fatal(err)
 	}
-	args := append(forestArgs(t, f), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
-		"--log-level", "error", "--policy-dir", policy, "--decision-log", "off")
-	cfg, err := LoadConfig(append(args, extra...), func(string) string { return "" }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMain(cfg, io.Discard, io.Discard)
-	if err := m.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
+	m := startMain(t, nil, append(append(forestArgs(t, f), "--policy-dir", policy, "--decision-log", "off"), extra...)...)
 	root := "http://" + m.Addr() + "/restApi"
 	_, token := signIn(t, root, root, f.Fabrikam.UserUPN(), f.Fabrikam.UserPassword)
 	return m, root, token
@@ -715,20 +705,16 @@ func TestDomainsForestEndToEndChangeFeed(t *testing.T) {
 	// carries in the listing, and the listing's cache status.
 	description := func(in instance, group string) (string, string) {
 		t.Helper()
-		r := call(t, "GET", in.root+"/api/directoryObjects/groupMembers?properties=description&group="+url.QueryEscape(group), in.token)
-		if r.status != 200 {
-			t.Fatalf("listing %s: %d %s", group, r.status, r.body)
-		}
-		var objs []dirgate.Object
-		if err := json.Unmarshal(r.body, &objs); err != nil {
-			t.Fatal(err)
+		objs, cache, status := listing(t, in.root+"/api/directoryObjects/groupMembers", in.token, group, "&properties=description")
+		if status != 200 {
+			t.Fatalf("listing %s: %d", group, status)
 		}
 		for _, o := range objs {
 			if strings.EqualFold(o.DN, f.Fabrikam.UserDN) {
-				return strings.Join(o.Properties["description"], "|"), r.header.Get("X-Dirgate-Cache")
+				return strings.Join(o.Properties["description"], "|"), cache
 			}
 		}
-		t.Fatalf("listing %s does not show %s: %s", group, f.Fabrikam.UserDN, r.body)
+		t.Fatalf("listing %s does not show %s: %v", group, f.Fabrikam.UserDN, objs)
 		return "", ""
 	}
 	setDescription([]string{"before"})
@@ -809,13 +795,9 @@ func TestDomainsForestEndToEndForeignTrustee(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
 	_, root, token := startForestSignedIn(t, f, map[string]any{"name": "corp-local-views-all", "trustees": []string{f.Corp.LocalDN},
 		"permissions": []string{"view"}, "scopes": []any{map[string]bool{"all": true}}})
-	r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(f.Corp.GlobalDN), token)
-	if r.status != 200 {
-		t.Fatalf("listing CORP's Global as FABRIKAM's User: %d %s", r.status, r.body)
-	}
-	var objs []dirgate.Object
-	if err := json.Unmarshal(r.body, &objs); err != nil {
-		t.Fatal(err)
+	objs, _, status := listing(t, root+"/api/directoryObjects/groupMembers", token, f.Corp.GlobalDN, "")
+	if status != 200 {
+		t.Fatalf("listing CORP's Global as FABRIKAM's User: %d", status)
 	}
 	var dns []string
 	for _, o := range objs {
@@ -840,15 +822,11 @@ func TestDomainsForestOneDomainDown(t *testing.T) {
 	// list lists group; query picks a cache entry of its own (properties).
 	list := func(group, query string) ([]dirgate.Object, string) {
 		t.Helper()
-		r := call(t, "GET", root+"/api/directoryObjects/groupMembers?group="+url.QueryEscape(group)+query, token)
-		if r.status != 200 {
-			t.Fatalf("listing %s: %d %s", group, r.status, r.body)
+		objs, cache, status := listing(t, root+"/api/directoryObjects/groupMembers", token, group, query)
+		if status != 200 {
+			t.Fatalf("listing %s: %d", group, status)
 		}
-		var objs []dirgate.Object
-		if err := json.Unmarshal(r.body, &objs); err != nil {
-			t.Fatal(err)
-		}
-		return objs, r.header.Get("X-Dirgate-Cache")
+		return objs, cache
 	}
 	listsFabrikamUser := func(objs []dirgate.Object) bool {
 		return slices.ContainsFunc(objs, func(o dirgate.Object) bool { return strings.EqualFold(o.DN, f.Fabrikam.UserDN) })
