@@ -347,6 +347,16 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 	if err != nil {
 		return err
 	}
+	// Every domain's events refresh the same callers' principals. A group's
+	// members changed: any caller's groups (or their nesting) may have. Otherwise
+	// only the changed objects themselves.
+	onEvent := func(ev changefeed.Event) {
+		changed := make(map[string]bool, len(ev.GUIDs))
+		for _, g := range ev.GUIDs {
+			changed[g] = true
+		}
+		tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
+	}
 	for i, src := range m.changes {
 		cfg := m.Config.Feed
 		cfg.Source, cfg.Cache, cfg.PerInstance, cfg.Redis, cfg.Secret, cfg.Logger = src.Source, c, m.changesPerInstance, m.redis, secret, m.Logger
@@ -359,15 +369,7 @@ func (m *Main) startFeed(ctx context.Context, c *cache.Cache, tokens *tokenfile.
 				check += " " + src.Domain
 			}
 		}
-		cfg.OnEvent = func(ev changefeed.Event) {
-			// A group's members changed: any caller's groups (or their nesting) may
-			// have. Otherwise only the changed objects themselves.
-			changed := make(map[string]bool, len(ev.GUIDs))
-			for _, g := range ev.GUIDs {
-				changed[g] = true
-			}
-			tokens.Expire(func(p dirgate.Principal) bool { return ev.All || ev.Groups || changed[p.GUID] })
-		}
+		cfg.OnEvent = onEvent
 		f, err := changefeed.Start(ctx, cfg)
 		if err != nil {
 			return fmt.Errorf("change feed: %w", err)

@@ -179,8 +179,11 @@ func (s *feedSource) keep(ctx context.Context, e *domain, sids []string, err err
 		}
 		p.sids[sid] = true
 	}
-	s.r.log.WarnContext(ctx, "domains: another domain could not be asked which of its groups hold changed principals; asked again with the next read",
-		"domain", e.name, "changesOf", s.d.name, "pending", len(p.sids), "overflow", p.overflow, "error", err)
+	// Asked again with every read while it fails: one line per refusalEvery.
+	if ok, skipped := e.feedFailures.due(); ok {
+		s.r.log.WarnContext(ctx, "domains: another domain could not be asked which of its groups hold changed principals; asked again with the next read",
+			"domain", e.name, "changesOf", s.d.name, "pending", len(p.sids), "overflow", p.overflow, "error", err, "unlogged", skipped)
+	}
 }
 
 // answered keeps the changes of FSPs whose SID was asked, one per SID: another

@@ -172,6 +172,7 @@ type domain struct {
 
 	refusals      refusalLog
 	groupFailures refusalLog // groups of other domains' principals that could not be read (memberof.go)
+	feedFailures  refusalLog // changed principals this domain could not be asked about (changes.go)
 }
 
 var (
