@@ -46,6 +46,19 @@ type ForeignMemberAdder interface {
 	AddForeignMember(ctx context.Context, group Object, sid Identifier) error
 }
 
+// ForestGroupFinder is implemented by a directory that can say which of its groups
+// hold an object of another domain of its own forest. Within one forest AD stores
+// such a member by its DN, not through a foreign security principal, and the
+// object's own domain does not hold the back-link (its memberOf lacks the group)
+// (docs/directory.md, "Several domains of one forest"). The router of several
+// domains (upstream/domains) asks it for a caller's groups across the forest.
+type ForestGroupFinder interface {
+	// GroupsHolding returns the groups of the directory that hold dn directly as a
+	// member, dn being the DN of an object that another domain holds; none when no
+	// group does.
+	GroupsHolding(ctx context.Context, dn DN) ([]Object, error)
+}
+
 // RefusedAddition is the client message of an addition the directory refuses (AD's
 // unwillingToPerform, or a rule of group scopes dirgate applies where Samba does
 // not): it says neither which rule refused it nor what the directory holds
