@@ -2,6 +2,7 @@ package ldap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -50,7 +51,11 @@ type Directory struct {
 	// domain (CN=Configuration,DC=…, DC=DomainDnsZones,DC=…): a subtree search
 	// from the domain does not enter them, so neither does the adapter's scope.
 	otherNCs []dirgate.DN
-	asq      bool // the server supports Attribute Scoped Query
+	// forestNCs are the naming contexts of the forest's other domains, from its
+	// crossRef objects (forest.go); forestRoot is the forest root domain's DN.
+	forestNCs  []dirgate.DN
+	forestRoot string
+	asq        bool // the server supports Attribute Scoped Query
 	// pageASQ adds paging to ASQ searches. Samba 4.17 returns every result without it
 	// and takes about half as long again with it (docs/directory.md, "Attribute
 	// scoped query (ASQ)"), so it starts off on Samba and turns on for good the first
@@ -133,27 +138,41 @@ next:
 // domain SID, and checks that BaseDN lies in the domain.
 func (d *Directory) discover(ctx context.Context) error {
 	var controls, ncs []string
-	var nc, vendor, schemaNC string
+	var nc, vendor, schemaNC, configNC string
 	var sid []byte
+	var forest []dirgate.DN
+	var forestErr error
 	err := d.do(ctx, true, func(ctx context.Context, c conn, _ int) error {
 		err := search(ctx, c, query{
 			base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
-			attrs: []string{"supportedControl", "defaultNamingContext", "namingContexts", "vendorName", "schemaNamingContext"},
+			attrs: []string{"supportedControl", "defaultNamingContext", "namingContexts", "vendorName", "schemaNamingContext",
+				"configurationNamingContext", "rootDomainNamingContext"},
 		}, func(e *goldap.Entry) error {
 			controls, ncs = e.GetAttributeValues("supportedControl"), e.GetAttributeValues("namingContexts")
 			nc, vendor = e.GetAttributeValue("defaultNamingContext"), e.GetAttributeValue("vendorName")
 			schemaNC = e.GetAttributeValue("schemaNamingContext")
+			configNC, d.forestRoot = e.GetAttributeValue("configurationNamingContext"), e.GetAttributeValue("rootDomainNamingContext")
 			return nil
 		})
 		if err != nil || nc == "" {
 			return err
 		}
-		return search(ctx, c, query{
+		err = search(ctx, c, query{
 			base: nc, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)", attrs: []string{"objectSid"},
 		}, func(e *goldap.Entry) error {
 			sid = e.GetRawAttributeValue("objectSid")
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		if own, perr := dirgate.ParseDN(nc); perr == nil {
+			forest, forestErr = readForest(ctx, c, configNC, own)
+			if forestErr != nil && !serverAnswered(forestErr) && !errors.Is(forestErr, errBadCrossRef) {
+				return forestErr // the connection failed: the next attempt reads it
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return wrap("read rootDSE", err)
@@ -167,6 +186,17 @@ func (d *Directory) discover(ctx context.Context) error {
 	}
 	for _, s := range ncs {
 		if p, err := dirgate.ParseDN(s); err == nil && !p.EqualFold(ncDN) && (p.EqualFold(d.base) || p.IsDescendantOf(d.base)) {
+			d.otherNCs = append(d.otherNCs, p)
+		}
+	}
+	if forestErr != nil {
+		d.cfg.log().WarnContext(ctx, "ldap: the forest's other domains could not be read: members they hold are not listed",
+			"domain", nc, "err", forestErr)
+	}
+	d.forestNCs = forest
+	for _, p := range forest {
+		// A child domain lies below its parent's base DN but is not the parent's.
+		if p.IsDescendantOf(d.base) {
 			d.otherNCs = append(d.otherNCs, p)
 		}
 	}

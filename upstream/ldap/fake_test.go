@@ -72,6 +72,12 @@ type fakeServer struct {
 	// syntaxes than an octet string, with their attributeSyntax: the schema search
 	// returns those of a syntax its filter names.
 	dnSyntax map[string]string
+	// forest are the naming contexts of the forest's other domains, answered as
+	// crossRef objects; phantoms are member values of objects those domains hold
+	// (DN key -> object), which no search returns but which the extended DN
+	// control renders with their GUID and SID, as AD's phantoms are.
+	forest   []string
+	phantoms map[string]*fakeObj
 }
 
 type fakeObj struct {
@@ -281,8 +287,13 @@ func (c *fakeConn) SearchAsync(ctx context.Context, req *goldap.SearchRequest, _
 		objs = objs[:s.maxPage]
 		r.err = goldap.NewError(goldap.LDAPResultSizeLimitExceeded, errors.New("size limit exceeded"))
 	}
+	ext := goldap.FindControl(req.Controls, oidExtendedDN) != nil
 	for _, o := range objs {
-		r.items = append(r.items, fakeItem{entry: s.entry(o, req.Attributes)})
+		e := s.entry(o, req.Attributes)
+		if ext {
+			s.extend(e)
+		}
+		r.items = append(r.items, fakeItem{entry: e})
 	}
 	if req.Scope == goldap.ScopeWholeSubtree {
 		r.items = append(r.items, fakeItem{ref: "ldaps://corp.example.com/CN=Configuration," + s.domain})
@@ -304,9 +315,11 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 			"defaultNamingContext": {s.domain},
 			"namingContexts": {s.domain, "CN=Configuration," + s.domain, "CN=Schema,CN=Configuration," + s.domain,
 				"DC=DomainDnsZones," + s.domain},
-			"vendorName":          {s.vendor},
-			"schemaNamingContext": {"CN=Schema,CN=Configuration," + s.domain},
-			"dsServiceName":       {"CN=NTDS Settings,CN=" + cmpOr(s.name, "DC1") + ",CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration," + s.domain},
+			"vendorName":                 {s.vendor},
+			"schemaNamingContext":        {"CN=Schema,CN=Configuration," + s.domain},
+			"configurationNamingContext": {"CN=Configuration," + s.domain},
+			"rootDomainNamingContext":    {s.domain},
+			"dsServiceName":              {"CN=NTDS Settings,CN=" + cmpOr(s.name, "DC1") + ",CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration," + s.domain},
 		}}}, nil
 	}
 	if strings.HasPrefix(req.Filter, "(&(objectClass=attributeSchema)(|(searchFlags:1.2.840.113556.1.4.803:=128)") &&
@@ -324,6 +337,21 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 			}
 		}
 		return out, nil
+	}
+	if req.Filter == crossRefFilter && req.BaseDN == "CN=Partitions,CN=Configuration,"+s.domain {
+		var out []*fakeObj
+		for i, nc := range append([]string{s.domain}, s.forest...) {
+			out = append(out, &fakeObj{dn: fmt.Sprintf("CN=D%d,%s", i, req.BaseDN), attrs: map[string][]string{"nCName": {nc}}})
+		}
+		return out, nil
+	}
+	if inner, ok := strings.CutPrefix(req.Filter, "(&(objectClass=group)"); ok {
+		m := reSimple.FindStringSubmatch(strings.TrimSuffix(inner, ")"))
+		if m == nil || m[1] != "member" {
+			return nil, goldap.NewError(goldap.LDAPResultFilterError, fmt.Errorf("fake: unsupported filter %q", req.Filter))
+		}
+		v := unescape(m[2])
+		return s.where(func(o *fakeObj) bool { return indexFold(o.classes, "group") >= 0 && indexFold(o.member, v) >= 0 }), nil
 	}
 	if req.Scope == goldap.ScopeBaseObject {
 		base := s.find(req.BaseDN)
@@ -396,6 +424,37 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 		return s.where(func(o *fakeObj) bool { return o.sid != "" && string(mustSIDBytes(o.sid)) == v }), nil
 	}
 	return nil, goldap.NewError(goldap.LDAPResultFilterError, fmt.Errorf("fake: unsupported filter %q", f))
+}
+
+// extend writes e's DN and member values in the extended DN form (<GUID=…>;<SID=…>;DN)
+// that the extended DN control asks for; the caller holds s.mu.
+func (s *fakeServer) extend(e *goldap.Entry) {
+	form := func(dn string) string {
+		o := s.phantoms[dirgate.MustParseDN(dn).Key()]
+		if found := s.find(dn); len(found) == 1 {
+			o = found[0]
+		}
+		if o == nil {
+			return dn
+		}
+		out := "<GUID=" + o.guid + ">;"
+		if o.sid != "" {
+			out += "<SID=" + o.sid + ">;"
+		}
+		return out + dn
+	}
+	e.DN = form(e.DN)
+	for _, a := range e.Attributes {
+		if n, _, _ := strings.Cut(a.Name, ";"); strings.EqualFold(n, "member") {
+			for i, v := range a.ByteValues {
+				a.ByteValues[i] = []byte(form(string(v)))
+			}
+			a.Values = nil
+			for _, v := range a.ByteValues {
+				a.Values = append(a.Values, string(v))
+			}
+		}
+	}
 }
 
 func (s *fakeServer) controls() []string {

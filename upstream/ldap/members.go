@@ -59,7 +59,8 @@ func primaryFilter(rids []int) string {
 
 // Members returns the objects in group's member attribute and those whose
 // primaryGroupID is the group's RID (the primary group is never in member;
-// docs/directory.md, "The primary group"), each once, members outside BaseDN left out.
+// docs/directory.md, "The primary group"), each once, members outside BaseDN left out
+// but for those held by another domain of the forest, listed as references (forest.go).
 func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []string) ([]dirgate.Object, error) {
 	attrs, err := attributes(props)
 	if err != nil {
@@ -72,6 +73,7 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	// then lists it (overlay.go).
 	pending, complete := d.pendingWrites(ctx, group)
 	var states sync.Map // server URL -> replState, the latest attempt's
+	var others sync.Map // server URL -> []dirgate.Object, members in the forest's other domains (forest.go)
 	objs, served, err := d.readServed(ctx, props, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		if anyStamped(pending) || !complete {
 			st, ok, err := d.readReplState(ctx, c)
@@ -86,6 +88,13 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 		}
 		if err := d.scoped(ctx, c, group.DN, "member", "memberOf", attrs, emit); err != nil {
 			return err
+		}
+		if len(d.forestNCs) > 0 {
+			refs, err := d.otherDomainMembers(ctx, c, group.DN, props)
+			if err != nil {
+				return err
+			}
+			others.Store(servedBy(ctx), refs)
 		}
 		if !primary {
 			return nil
@@ -102,6 +111,9 @@ func (d *Directory) Members(ctx context.Context, group dirgate.Object, props []s
 	if v, ok := states.Load(served); ok {
 		s := v.(replState)
 		st = &s
+	}
+	if v, ok := others.Load(served); ok {
+		objs = append(objs, v.([]dirgate.Object)...)
 	}
 	if !complete && !d.holdsOthers(ctx, group, served, st) {
 		return nil, errWritesUnknown

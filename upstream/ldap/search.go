@@ -150,8 +150,9 @@ const maxRangeRounds = 10000
 // MaxValRange (1500) values of a large attribute as "member;range=0-1499" and an
 // empty "member"; each further request names "member;range=<next>-*" until the
 // answer's range ends in "*". Samba returns every value unless asked for a range
-// (docs/directory.md, "Range retrieval").
-func completeRange(ctx context.Context, c conn, out *ldapentry.Entry, p pendingRange) error {
+// (docs/directory.md, "Range retrieval"). controls are those of the first request,
+// sent again with each.
+func completeRange(ctx context.Context, c conn, out *ldapentry.Entry, p pendingRange, controls ...goldap.Control) error {
 	next := p.next
 	for round := 0; ; round++ {
 		if round == maxRangeRounds {
@@ -161,7 +162,8 @@ func completeRange(ctx context.Context, c conn, out *ldapentry.Entry, p pendingR
 		var vals [][]byte
 		err := search(ctx, c, query{
 			base: out.DN, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
-			attrs: []string{p.attr + ";range=" + strconv.Itoa(next) + "-*"},
+			attrs:    []string{p.attr + ";range=" + strconv.Itoa(next) + "-*"},
+			controls: controls,
 		}, func(e *goldap.Entry) error {
 			for _, a := range e.Attributes {
 				r, ranged, err := parseRange(a.Name)

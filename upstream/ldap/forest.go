@@ -1,0 +1,249 @@
+package ldap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/internal/ldapentry"
+	goldap "github.com/go-ldap/ldap/v3"
+)
+
+// Within one forest AD stores a member held by another domain in the group's
+// member attribute by its DN (the group's DC keeps a phantom for it: no object, only
+// its DN, GUID and SID), not through a foreign security principal. An attribute
+// scoped query returns only the objects the DC holds, so such members are missing
+// from its answer, and a subtree search from the domain stops at a child domain's
+// naming context (docs/directory.md, "Several domains of one forest"). So, when the
+// forest holds other domains, the adapter also reads the group's member values, with
+// the extended DN control, and lists each value that lies in another domain of the
+// forest as a reference: an object with that DN, GUID and SID and nothing else,
+// marked Unresolved, which the router of several domains replaces by the object as
+// its own domain holds it (upstream/domains).
+
+// oidExtendedDN asks for DN values as <GUID=…>;<SID=…>;DN (MS-ADTS 3.1.1.3.4.1.5).
+const oidExtendedDN = "1.2.840.113556.1.4.529"
+
+// extendedDNControl asks for the string form (flag 1: SEQUENCE { INTEGER 1 }).
+func extendedDNControl() goldap.Control {
+	return &goldap.ControlString{ControlType: oidExtendedDN, Criticality: true, ControlValue: "\x30\x03\x02\x01\x01"}
+}
+
+// crossRefFilter matches the crossRef objects of the forest's domains
+// (systemFlags FLAG_CR_NTDS_DOMAIN, 2: MS-ADTS 6.1.1.2.1.1.5).
+const crossRefFilter = "(&(objectClass=crossRef)(nCName=*)(systemFlags:1.2.840.113556.1.4.803:=2))"
+
+// errBadCrossRef is the detail of a crossRef whose nCName is no DN.
+var errBadCrossRef = errors.New("a crossRef names no naming context")
+
+// readForest reads the naming contexts of the forest's domains from the crossRef
+// objects under CN=Partitions of the configuration naming context, and returns
+// those other than own. A forest it cannot read (no configuration naming context,
+// no access) is reported as an error, and the adapter lists only its own domain's
+// members as before.
+func readForest(ctx context.Context, c conn, configNC string, own dirgate.DN) ([]dirgate.DN, error) {
+	if configNC == "" {
+		return nil, errors.New("the rootDSE names no configuration naming context")
+	}
+	var out []dirgate.DN
+	err := search(ctx, c, query{
+		base: "CN=Partitions," + configNC, scope: goldap.ScopeSingleLevel,
+		filter: crossRefFilter, attrs: []string{"nCName"}, pageSize: 1000,
+	}, func(e *goldap.Entry) error {
+		nc, err := dirgate.ParseDN(e.GetAttributeValue("nCName"))
+		if err != nil || nc.IsZero() {
+			return fmt.Errorf("%w: crossRef %q: nCName %q is not a DN", errBadCrossRef, bounded(e.DN), bounded(e.GetAttributeValue("nCName")))
+		}
+		if !nc.EqualFold(own) {
+			out = append(out, nc)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ForestDomains is the number of domains in the directory's forest as it read them
+// at Open: 1 when it holds no other or could not read them.
+func (d *Directory) ForestDomains() int { return 1 + len(d.forestNCs) }
+
+// ForestRoot is the DN of the forest's root domain (the rootDSE's
+// rootDomainNamingContext), "" when the server did not say: two domains with the
+// same root are of one forest.
+func (d *Directory) ForestRoot() string { return d.forestRoot }
+
+// inOtherDomain reports whether dn, a member value, lies in another domain of the
+// forest.
+func (d *Directory) inOtherDomain(dn string) bool {
+	if d.inScope(dn) {
+		return false // most values: the group's own domain
+	}
+	p, err := dirgate.ParseDN(dn)
+	if err != nil {
+		return false
+	}
+	for _, nc := range d.forestNCs {
+		if p.EqualFold(nc) || p.IsDescendantOf(nc) {
+			return true
+		}
+	}
+	return false
+}
+
+// otherDomainMembers reads group's member values with the extended DN control and
+// returns, as references, those that lie in another domain of the forest. A value
+// it cannot read is an error: the listing would otherwise lack a member silently.
+func (d *Directory) otherDomainMembers(ctx context.Context, c conn, group string, props []string) ([]dirgate.Object, error) {
+	ctrls := []goldap.Control{extendedDNControl()}
+	var entry *ldapentry.Entry
+	var pending []pendingRange
+	err := search(ctx, c, query{
+		base: group, scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
+		attrs: []string{"member"}, controls: ctrls,
+	}, func(e *goldap.Entry) error {
+		var err error
+		entry, pending, err = convert(e, lowerNames{})
+		return err
+	})
+	if err != nil || entry == nil {
+		return nil, err
+	}
+	// The control also writes the entry's own DN in the extended form, which is no
+	// base DN for the range requests.
+	entry.DN = group
+	for _, p := range pending {
+		if err := completeRange(ctx, c, entry, p, ctrls...); err != nil {
+			return nil, err
+		}
+	}
+	now := d.now()
+	var out []dirgate.Object
+	for _, v := range entry.Values("member") {
+		ref, err := parseExtendedDN(string(v))
+		if err != nil {
+			return nil, fmt.Errorf("member of %q: %w", group, err)
+		}
+		if !d.inOtherDomain(ref.dn) {
+			continue
+		}
+		o, err := ref.object(props, now)
+		if err != nil {
+			return nil, fmt.Errorf("member of %q: %w", group, err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// GroupsHolding returns the groups under BaseDN that hold dn, an object of another
+// domain of the forest, as a member (dirgate.ForestGroupFinder): the group's DC
+// matches the value against its phantom for dn.
+func (d *Directory) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+	if len(d.forestNCs) == 0 {
+		return nil, nil // no other domain's object can be a member by DN
+	}
+	objs, err := d.read(ctx, nil, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
+		return search(ctx, c, query{
+			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
+			filter: "(&(objectClass=group)(member=" + goldap.EscapeFilter(dn.String()) + "))",
+			attrs:  baseAttrs, pageSize: d.cfg.PageSize,
+		}, emit)
+	})
+	if err != nil {
+		return nil, wrap("groups holding", err)
+	}
+	return dedupe(objs, ""), nil
+}
+
+var _ dirgate.ForestGroupFinder = (*Directory)(nil)
+
+// extendedDN is one value read with the extended DN control.
+type extendedDN struct {
+	guid, sid, dn string
+}
+
+// maxExtendedDN bounds a value: AD's DNs stay far below it.
+const maxExtendedDN = 64 << 10
+
+// parseExtendedDN parses "<GUID=…>;<SID=…>;DN" (the SID part only for security
+// principals) as AD and Samba return it with flag 1. The GUID is required and
+// canonicalised; other parts (<WKGUID=…>) are refused, as the control never
+// returns them for member values.
+func parseExtendedDN(s string) (extendedDN, error) {
+	var out extendedDN
+	if len(s) > maxExtendedDN {
+		return out, fmt.Errorf("extended DN of %d bytes", len(s))
+	}
+	rest := s
+	for strings.HasPrefix(rest, "<") {
+		end := strings.IndexByte(rest, '>')
+		if end < 0 {
+			return out, fmt.Errorf("extended DN %q: unterminated part", bounded(s))
+		}
+		part := rest[1:end]
+		rest = rest[end+1:]
+		if r, ok := strings.CutPrefix(rest, ";"); ok {
+			rest = r
+		} else if rest != "" {
+			return out, fmt.Errorf("extended DN %q: no ';' after a part", bounded(s))
+		}
+		key, val, ok := strings.Cut(part, "=")
+		switch {
+		case !ok:
+			return out, fmt.Errorf("extended DN %q: part without '='", bounded(s))
+		case strings.EqualFold(key, "GUID") && out.guid == "":
+			id, err := dirgate.ParseIdentifier(val)
+			if err != nil || id.Kind() != dirgate.KindGUID {
+				return out, fmt.Errorf("extended DN %q: bad GUID", bounded(s))
+			}
+			out.guid = id.Canonical()
+		case strings.EqualFold(key, "SID") && out.sid == "":
+			id, err := dirgate.ParseIdentifier(val)
+			if err != nil || id.Kind() != dirgate.KindSID {
+				return out, fmt.Errorf("extended DN %q: bad SID", bounded(s))
+			}
+			out.sid = id.Canonical()
+		default:
+			return out, fmt.Errorf("extended DN %q: unexpected part", bounded(s))
+		}
+	}
+	if out.guid == "" {
+		return out, fmt.Errorf("extended DN %q: no GUID", bounded(s))
+	}
+	if _, err := dirgate.ParseDN(rest); err != nil || rest == "" {
+		return out, fmt.Errorf("extended DN %q: bad DN", bounded(s))
+	}
+	out.dn = rest
+	return out, nil
+}
+
+// object renders the reference as a listed object: its DN, GUID and SID, and the
+// names its DN gives; no class, no other property (the DC holds none), Unresolved.
+func (x extendedDN) object(props []string, now time.Time) (dirgate.Object, error) {
+	e := ldapentry.NewEntry(x.dn)
+	g, err := ldapentry.GUIDToBytes(x.guid)
+	if err != nil {
+		return dirgate.Object{}, err
+	}
+	e.Add("objectGUID", g)
+	if x.sid != "" {
+		b, err := ldapentry.SIDToBytes(x.sid)
+		if err != nil {
+			return dirgate.Object{}, err
+		}
+		e.Add("objectSid", b)
+	}
+	o, err := e.ToObject(props, now)
+	o.Unresolved = true
+	return o, err
+}
+
+// bounded cuts a value a server sent to 256 bytes for an error.
+func bounded(s string) string {
+	if len(s) > 256 {
+		return s[:256] + "…"
+	}
+	return s
+}
