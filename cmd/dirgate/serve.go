@@ -62,8 +62,12 @@ type Main struct {
 	// (or the only one's) first, which is feed.
 	changes            []domains.DomainChanges
 	changesPerInstance bool
-	feed               *changefeed.Feed
-	feeds              []*changefeed.Feed
+	// forestOfSeveral says that a domain served is in a forest of several domains:
+	// the in-chain matching rule does not see members held by the forest's other
+	// domains, so it is not used (openCache).
+	forestOfSeveral bool
+	feed            *changefeed.Feed
+	feeds           []*changefeed.Feed
 	// redis is the client the write journal, the cache and the change feed share
 	// (nil without Redis; openRedis).
 	redis redis.UniversalClient

@@ -52,6 +52,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
 		m.checker, m.schema = d, d
+		m.forestOfSeveral = d.ForestDomains() > 1
 		m.ready.add("upstream", func(context.Context) error { return serversReady(d.Servers()) })
 		// Each DC has its own breaker (serverBreaker); the wrapper only records
 		// spans and durations.
@@ -263,7 +264,14 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	}
 	cfg.Secret, cfg.Logger = secret, m.Logger
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAP.UseInChain {
-		cfg.Transitive = t
+		if m.forestOfSeveral {
+			// The rule matches only what the DC holds: members held by the forest's
+			// other domains would be missing (docs/directory.md, "Several domains of
+			// one forest").
+			m.Logger.Warn("ldap-in-chain is not used: the forest holds several domains, whose members the in-chain rule does not see; nested groups are expanded breadth-first")
+		} else {
+			cfg.Transitive = t
+		}
 	}
 	if m.redis != nil {
 		cfg.Redis = m.redis

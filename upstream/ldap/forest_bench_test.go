@@ -1,0 +1,50 @@
+package ldap
+
+// What reading the member values costs a listing in a forest of several domains
+// (forest.go), against the same listing alone in the forest, on the harness DC, for
+// groups of a few, some hundred and some thousand members:
+//
+//	go test -run '^$' -bench ForestMembers -benchtime 20x -count 5 ./upstream/ldap/
+
+import (
+	"context"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+	"github.com/dirgate/dirgate/test/harness/fixture"
+)
+
+func BenchmarkForestMembers(b *testing.B) {
+	_, d := benchDC(b)
+	org := fixture.Large()
+	groups := []struct{ name, dn string }{
+		{"small", fixture.ProjectAlphaDN}, {"medium", fixture.ITDepartmentDN}, {"large", fixture.AllStaffDN},
+	}
+	configNC := dirgate.MustParseDN("CN=Configuration," + d.cfg.BaseDN)
+	for _, g := range groups {
+		group := mustLookup(b, d, g.dn)
+		want := len(org.DirectMembers(org.MustObject(g.dn)))
+		for _, forest := range []bool{false, true} {
+			name := g.name + "/alone"
+			if forest {
+				name = g.name + "/forest"
+			}
+			b.Run(name, func(b *testing.B) {
+				// The configuration partition stands for another domain of the
+				// forest: the member values are read, and none lies there.
+				d.forestNCs = nil
+				if forest {
+					d.forestNCs = []dirgate.DN{configNC}
+				}
+				b.ReportMetric(float64(want), "members")
+				for b.Loop() {
+					objs, err := d.Members(context.Background(), group, nil)
+					if err != nil || len(objs) != want {
+						b.Fatalf("%d members, %v; want %d", len(objs), err, want)
+					}
+				}
+			})
+		}
+	}
+	d.forestNCs = nil
+}
