@@ -80,6 +80,11 @@ type Change struct {
 	// groups of other domains that hold the object through a foreign security
 	// principal (ForeignChangeSource).
 	SID string
+	// DN is the object's DN, "" when its source does not read it. Within one forest
+	// AD holds a member of another domain by its DN, and the member's own domain
+	// does not know those groups (its memberOf lacks them): a router of several
+	// domains finds them by it (ForestGroupFinder).
+	DN string
 }
 
 // Resync reasons: why a position could not be trusted.

@@ -254,6 +254,11 @@ func (d *Directory) parseChange(e *goldap.Entry) (change, error) {
 		}
 		ch.SID = sid
 	}
+	// The change search asks for extended DNs, so the entry's own DN comes as
+	// <GUID=…>;<SID=…>;DN.
+	if x, err := parseExtendedDN(e.DN); err == nil {
+		ch.DN = x.dn
+	}
 	if strings.EqualFold(e.GetAttributeValue("isDeleted"), "TRUE") {
 		// A tombstone has lost its links: its groups are unknown.
 		ch.Kind, ch.GroupsKnown = dirgate.ChangeDeleted, false

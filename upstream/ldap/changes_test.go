@@ -56,7 +56,9 @@ func TestParseChange(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			raw := map[string][][]byte{"objectGUID": {guid16}}
-			ch, err := d.parseChange(entryWith(c.attrs, raw))
+			e := entryWith(c.attrs, raw)
+			e.DN = "<GUID=1e72a008-e277-4bfd-812f-2f72c3c885df>;<SID=S-1-5-21-1-2-3-1106>;CN=u,DC=x"
+			ch, err := d.parseChange(e)
 			if c.wantErr {
 				if err == nil {
 					t.Fatalf("parsed: %+v", ch)
@@ -67,7 +69,7 @@ func TestParseChange(t *testing.T) {
 				t.Fatal(err)
 			}
 			if ch.GUID != "1e72a008-e277-4bfd-812f-2f72c3c885df" || ch.Kind != c.kind || ch.GroupsKnown != c.known ||
-				fmt.Sprint(ch.Groups) != fmt.Sprint(c.groups) || ch.primaryRID != c.rid {
+				fmt.Sprint(ch.Groups) != fmt.Sprint(c.groups) || ch.primaryRID != c.rid || ch.DN != "CN=u,DC=x" {
 				t.Fatalf("got %+v", ch)
 			}
 		})

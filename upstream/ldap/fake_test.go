@@ -287,7 +287,7 @@ func (c *fakeConn) SearchAsync(ctx context.Context, req *goldap.SearchRequest, _
 		objs = objs[:s.maxPage]
 		r.err = goldap.NewError(goldap.LDAPResultSizeLimitExceeded, errors.New("size limit exceeded"))
 	}
-	ext := goldap.FindControl(req.Controls, oidExtendedDN) != nil
+	ext := goldap.FindControl(req.Controls, goldap.ControlTypeMicrosoftExtendedDN) != nil
 	for _, o := range objs {
 		e := s.entry(o, req.Attributes)
 		if ext {

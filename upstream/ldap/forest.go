@@ -25,14 +25,6 @@ import (
 // marked Unresolved, which the router of several domains replaces by the object as
 // its own domain holds it (upstream/domains).
 
-// oidExtendedDN asks for DN values as <GUID=…>;<SID=…>;DN (MS-ADTS 3.1.1.3.4.1.5).
-const oidExtendedDN = "1.2.840.113556.1.4.529"
-
-// extendedDNControl asks for the string form (flag 1: SEQUENCE { INTEGER 1 }).
-func extendedDNControl() goldap.Control {
-	return &goldap.ControlString{ControlType: oidExtendedDN, Criticality: true, ControlValue: "\x30\x03\x02\x01\x01"}
-}
-
 // crossRefFilter matches the crossRef objects of the forest's domains
 // (systemFlags FLAG_CR_NTDS_DOMAIN, 2: MS-ADTS 6.1.1.2.1.1.5).
 const crossRefFilter = "(&(objectClass=crossRef)(nCName=*)(systemFlags:1.2.840.113556.1.4.803:=2))"
@@ -105,7 +97,7 @@ func (d *Directory) otherDomainMembers(ctx context.Context, c conn, group string
 	if err != nil || !slices.ContainsFunc(plain, func(v []byte) bool { return d.inOtherDomain(string(v)) }) {
 		return nil, err
 	}
-	vals, err := memberValues(ctx, c, group, extendedDNControl())
+	vals, err := memberValues(ctx, c, group, extendedDNString)
 	if err != nil {
 		return nil, err
 	}

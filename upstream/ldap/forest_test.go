@@ -79,7 +79,7 @@ func TestForestMembersListsOtherDomainsReferences(t *testing.T) {
 	plain, extended := 0, 0
 	for _, s := range o.srv.log()[before:] {
 		if strings.Contains(s, "member;range=") {
-			if strings.Contains(s, oidExtendedDN) {
+			if strings.Contains(s, goldap.ControlTypeMicrosoftExtendedDN) {
 				extended++
 			} else {
 				plain++
@@ -95,7 +95,7 @@ func TestForestMembersListsOtherDomainsReferences(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range o.srv.log()[before:] {
-		if strings.Contains(s, oidExtendedDN) {
+		if strings.Contains(s, goldap.ControlTypeMicrosoftExtendedDN) {
 			t.Errorf("extended DN read for a group of one domain: %s", s)
 		}
 	}
@@ -118,7 +118,7 @@ func TestForestMembersAloneReadsNoValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range o.srv.log()[before:] {
-		if strings.Contains(s, oidExtendedDN) {
+		if strings.Contains(s, goldap.ControlTypeMicrosoftExtendedDN) {
 			t.Errorf("member values read in a forest of one domain: %s", s)
 		}
 	}
