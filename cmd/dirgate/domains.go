@@ -73,8 +73,9 @@ func settingName(s string) string { return fmt.Sprintf("%s (%s)", s, envName(s))
 //	    ca-file: /etc/dirgate/fabrikam-ca.pem
 //
 // Unknown keys, keys given twice, values of the wrong shape, a missing or invalid
-// field (ldap.Config.Validate) and base DNs that are the same as, or lie below or
-// above, another's or the home domain's are refused.
+// field (ldap.Config.Validate) and a base DN that is another's or the home domain's
+// are refused. A base DN below or above another's is not: a child domain of the
+// same forest is served beside its parent (domains.Overlap).
 func parseDomains(data []byte, home ldap.Config) ([]ldap.Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -132,7 +133,7 @@ func parseDomains(data []byte, home ldap.Config) ([]ldap.Config, error) {
 		base := dirgate.MustParseDN(cfg.BaseDN) // validated
 		for _, o := range seen {
 			if err := domains.Overlap(o.base, base); err != nil {
-				errs = append(errs, fmt.Errorf("%s: base-dn: %w %s: each domain is served once, and a DN must name one domain", name, err, o.name))
+				errs = append(errs, fmt.Errorf("%s: base-dn: %w %s: each domain is served once", name, err, o.name))
 			}
 		}
 		seen = append(seen, parsed{name: name, base: base})

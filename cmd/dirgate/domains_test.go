@@ -117,13 +117,11 @@ func TestParseDomainsRefuses(t *testing.T) {
 			[]string{"domains[0] (line 2): url: "}},
 		{"domain without CA file", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n    domain: fabrikam.example.net\n    bind-dn: CN=svc,DC=fabrikam\n    password-file: pw\n",
 			[]string{"domains[0] (line 2): ca-file: is required with domain"}},
-		// A DN must name one domain.
+		// Each domain is served once.
 		{"the home domain again", "domains:\n  - base-dn: dc=CORP,DC=example,DC=com\n" + ok,
 			[]string{"domains[0] (line 2): base-dn: dc=CORP,DC=example,DC=com is the base DN of the home domain (ldap-base-dn (DIRGATE_LDAP_BASE_DN))"}},
-		{"below the home domain", "domains:\n  - base-dn: DC=child,DC=corp,DC=example,DC=com\n" + ok,
-			[]string{"base-dn: DC=child,DC=corp,DC=example,DC=com lies below DC=corp,DC=example,DC=com, the base DN of the home domain"}},
-		{"twice", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n" + ok + "  - base-dn: OU=x,DC=fabrikam,DC=example,DC=net\n" + ok,
-			[]string{"domains[1] (line 6): base-dn: OU=x,DC=fabrikam,DC=example,DC=net lies below DC=fabrikam,DC=example,DC=net, the base DN of domains[0] (line 2)"}},
+		{"twice", "domains:\n  - base-dn: DC=fabrikam,DC=example,DC=net\n" + ok + "  - base-dn: dc=Fabrikam,dc=example,dc=net\n" + ok,
+			[]string{"domains[1] (line 6): base-dn: dc=Fabrikam,dc=example,dc=net is the base DN of domains[0] (line 2)"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -141,6 +139,28 @@ func TestParseDomainsRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestParseDomainsNestedBaseDNs: a child domain of the home domain's forest, whose
+// base DN lies below the home domain's, is served beside it, and so is a parent
+// domain listed after its child.
+func TestParseDomainsNestedBaseDNs(t *testing.T) {
+	const ok = `    url: ldaps://dc1.example.com
+    bind-dn: CN=svc,DC=example,DC=com
+    password-file: pw
+`
+	cfgs, err := parseDomains([]byte("domains:\n  - base-dn: DC=emea,DC=corp,DC=example,DC=com\n"+ok+
+		"  - base-dn: DC=paris,DC=fr,DC=example,DC=net\n"+ok+"  - base-dn: DC=fr,DC=example,DC=net\n"+ok), homeLDAP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bases []string
+	for _, c := range cfgs {
+		bases = append(bases, c.BaseDN)
+	}
+	if w := []string{"DC=emea,DC=corp,DC=example,DC=com", "DC=paris,DC=fr,DC=example,DC=net", "DC=fr,DC=example,DC=net"}; !slices.Equal(bases, w) {
+		t.Errorf("base DNs %q, want %q", bases, w)
 	}
 }
 

@@ -107,6 +107,7 @@ type Directory struct {
 var (
 	_ dirgate.Directory          = (*Directory)(nil)
 	_ dirgate.ForeignMemberAdder = (*Directory)(nil)
+	_ dirgate.ForestGroupFinder  = (*Directory)(nil)
 )
 
 // New wraps inner in a breaker configured by s.
@@ -270,6 +271,19 @@ func (d *Directory) AddForeignMember(ctx context.Context, group dirgate.Object, 
 		return struct{}{}, f.AddForeignMember(ctx, group, sid)
 	})
 	return err
+}
+
+// GroupsHolding passes a search for the groups that hold an object of another domain
+// of the forest through the breaker when the inner directory offers one
+// (dirgate.ForestGroupFinder), timed as member_of: it answers an object's groups.
+// When it does not, the error wraps errors.ErrUnsupported, for the caller to take
+// the directory as one that cannot say.
+func (d *Directory) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+	f, ok := d.inner.(dirgate.ForestGroupFinder)
+	if !ok {
+		return nil, fmt.Errorf("breaker: the upstream finds no groups holding an object of its forest: %w", errors.ErrUnsupported)
+	}
+	return call(ctx, d, "member_of", func(ctx context.Context) ([]dirgate.Object, error) { return f.GroupsHolding(ctx, dn) })
 }
 
 // TransitiveMembers passes an in-chain listing through the breaker when the inner

@@ -418,3 +418,41 @@ func TestAddForeignMemberThroughBreaker(t *testing.T) {
 		t.Fatalf("without the capability: %v, want errors.ErrUnsupported", err)
 	}
 }
+
+type forestDir struct {
+	fakeDir
+	dns []string
+}
+
+func (f *forestDir) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+	f.dns = append(f.dns, dn.String())
+	if err := f.result(); err != nil {
+		return nil, err
+	}
+	return []dirgate.Object{{GUID: "g1"}}, nil
+}
+
+// TestGroupsHoldingThroughBreaker: a search for the groups holding an object of the
+// forest reaches an inner directory that makes it and counts as any call; one that
+// cannot says so with errors.ErrUnsupported, for the router to take it as holding
+// none.
+func TestGroupsHoldingThroughBreaker(t *testing.T) {
+	inner := &forestDir{}
+	b := New(inner, Settings{FailureThreshold: 1, OpenTimeout: time.Hour})
+	dn := dirgate.MustParseDN("CN=User,DC=emea,DC=corp,DC=example,DC=com")
+	gs, err := b.GroupsHolding(context.Background(), dn)
+	if err != nil || len(gs) != 1 || gs[0].GUID != "g1" || len(inner.dns) != 1 || inner.dns[0] != dn.String() {
+		t.Fatalf("pass-through: %v, %v, inner got %q", gs, err, inner.dns)
+	}
+	inner.set(errUpstream)
+	b.GroupsHolding(context.Background(), dn)
+	if _, err := b.Members(context.Background(), dirgate.Object{}, nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
+		t.Fatalf("after a failed search for the groups holding an object, Members gave %v, want the open breaker", err)
+	}
+	if _, err := b.GroupsHolding(context.Background(), dn); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || len(inner.dns) != 2 {
+		t.Fatalf("open breaker: %v, inner asked %d times, want EUNAVAILABLE and no call", err, len(inner.dns))
+	}
+	if _, err := New(&fakeDir{}, Settings{}).GroupsHolding(context.Background(), dn); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("without the capability: %v, want errors.ErrUnsupported", err)
+	}
+}

@@ -3,14 +3,14 @@
 // cmd/dirgate opens with that domain's DCs and service account), reached only through
 // the root package's interfaces.
 //
-// An object is served by the domain that holds it: a DN by the domain whose base DN
-// it lies under, a SID by the domain whose SID is its domain part, a GUID by every
+// An object is served by the domain that holds it: a DN by the domain with the
+// deepest base DN it lies under (a child domain's naming context lies below its
+// parent's), a SID by the domain whose SID is its domain part, a GUID by every
 // domain at once, the home domain's (the first's) object kept when several hold it.
 // A group's members come from the group's own domain; each member that stands for
-// an object of another
-// configured domain (a foreign security principal whose SID belongs to it, or a DN
-// under its base DN) is replaced by that object as its own domain holds it
-// (docs/directory.md, "Several domains: how dirgate serves them").
+// an object of another configured domain (a foreign security principal whose SID
+// belongs to it, or a DN under its base DN) is replaced by that object as its own
+// domain holds it (docs/directory.md, "Several domains: how dirgate serves them").
 package domains
 
 import (
@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -38,7 +39,8 @@ const maxConcurrency = 256
 // Domain is one domain of the forest as the router reaches it.
 type Domain struct {
 	// BaseDN is the domain's naming context (or a subtree of it) that its directory
-	// serves: the router sends it every DN that lies under it.
+	// serves: the router sends it every DN that lies under it and under no deeper
+	// configured base DN (a child domain's).
 	BaseDN string
 	// SID is the domain's SID (S-1-5-21-…), as its directory read it from the
 	// domain object: the router sends it every SID whose domain part it is, and
@@ -59,6 +61,13 @@ type Domain struct {
 	// Foreign, when set, finds the foreign security principals the domain holds for
 	// principals of other domains, and the groups that hold them (changes.go).
 	Foreign dirgate.ForeignChangeSource
+	// Forest is the DN of the forest root domain as the domain's directory reads it
+	// (rootDSE rootDomainNamingContext), "" when unknown. Two domains with the same
+	// Forest (compared as DNs) are of one forest: a member of the other is written to
+	// a group by its DN, not through a foreign security principal, and a caller's
+	// groups are looked for in the other by its DN (dirgate.ForestGroupFinder). With
+	// "" the domain is taken to be of a forest of its own.
+	Forest string
 }
 
 // Config describes the domains. It is the factory of the router: fill it, then Open.
@@ -97,6 +106,11 @@ func (c Config) Validate() error {
 			bad(field, "base DN %q is not a DN: %v", d.BaseDN, err)
 		}
 		bases[i] = b
+		if d.Forest != "" {
+			if f, err := dirgate.ParseDN(d.Forest); err != nil || f.IsZero() {
+				bad(field, "forest %q is not a DN: %v", d.Forest, err)
+			}
+		}
 		if !isDomainSID(d.SID) {
 			bad(field, "SID %q is not a domain SID (S-1-5-21-…)", d.SID)
 		} else if j, ok := sids[strings.ToUpper(d.SID)]; ok {
@@ -116,18 +130,14 @@ func (c Config) Validate() error {
 	return fielderr.Join(errs...)
 }
 
-// Overlap reports whether the base DNs a and b are the same or one lies below the
-// other, which the router refuses: a DN must name one domain, so a child domain of
-// the same forest, whose naming context lies below its parent's, cannot be
-// configured beside its parent (docs/directory.md, "Limits with several domains").
+// Overlap reports whether the base DNs a and b are the same, which the router
+// refuses: each domain is served once. A base DN below or above another's is
+// allowed: a child domain of the same forest, whose naming context lies below its
+// parent's, is configured beside its parent, and a DN goes to the domain with the
+// deepest base DN that holds it (docs/directory.md, "Several domains of one forest").
 func Overlap(a, b dirgate.DN) error {
-	switch {
-	case a.EqualFold(b):
+	if a.EqualFold(b) {
 		return fmt.Errorf("%s is the base DN of", b)
-	case b.IsDescendantOf(a):
-		return fmt.Errorf("%s lies below %s, the base DN of", b, a)
-	case a.IsDescendantOf(b):
-		return fmt.Errorf("%s lies above %s, the base DN of", b, a)
 	}
 	return nil
 }
@@ -155,6 +165,8 @@ func isDomainSID(s string) bool {
 // dirgate.CredentialChecker (signin.go). It is safe for concurrent use.
 type Directory struct {
 	domains []*domain // home first
+	// deepest holds the domains, the deepest base DN first (ofDN).
+	deepest []*domain
 	// slots holds one token per foreign member's look-up in flight (Concurrency).
 	slots  chan struct{}
 	log    *slog.Logger
@@ -166,9 +178,13 @@ type Directory struct {
 
 type domain struct {
 	Domain
-	base dirgate.DN
-	sid  string // upper-case
-	name string // DNS name, for errors and logs
+	base   dirgate.DN
+	sid    string     // upper-case
+	name   string     // DNS name, for errors and logs
+	forest dirgate.DN // zero when unknown
+	// hasChild says another domain's base DN lies below this one's: a DN under
+	// this base DN may still be that domain's.
+	hasChild bool
 
 	refusals      refusalLog
 	groupFailures refusalLog // groups of other domains' principals that could not be read (memberof.go)
@@ -197,8 +213,23 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 	}
 	for _, d := range c.Domains {
 		base := dirgate.MustParseDN(d.BaseDN) // validated
-		r.domains = append(r.domains, &domain{Domain: d, base: base, sid: strings.ToUpper(d.SID), name: base.DomainName()})
+		dom := &domain{Domain: d, base: base, sid: strings.ToUpper(d.SID), name: base.DomainName()}
+		if d.Forest != "" {
+			dom.forest = dirgate.MustParseDN(d.Forest) // validated
+		}
+		r.domains = append(r.domains, dom)
 	}
+	for _, d := range r.domains {
+		for _, e := range r.domains {
+			if e.base.IsDescendantOf(d.base) {
+				d.hasChild = true
+			}
+		}
+	}
+	// The base DNs that hold one DN all lie on its path to the root, so the
+	// longer key is the deeper base DN.
+	r.deepest = slices.Clone(r.domains)
+	slices.SortStableFunc(r.deepest, func(a, b *domain) int { return len(b.base.Key()) - len(a.base.Key()) })
 	if err := r.readNetBIOSNames(ctx); err != nil {
 		return nil, fmt.Errorf("domains: %w", err)
 	}
@@ -208,10 +239,11 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 // home is the first domain.
 func (r *Directory) home() *domain { return r.domains[0] }
 
-// ofDN returns the domain whose base DN holds dn, nil for none.
+// ofDN returns the domain with the deepest base DN that holds dn, nil for none: a
+// DN of a child domain is the child's, whichever domain is configured first.
 func (r *Directory) ofDN(dn string) *domain {
 	var parsed dirgate.DN
-	for _, d := range r.domains {
+	for _, d := range r.deepest {
 		in, ok := ldapentry.ContainsPlain(d.base, dn)
 		if !ok {
 			if parsed.IsZero() {
@@ -232,12 +264,17 @@ func (r *Directory) ofDN(dn string) *domain {
 
 // ofParsedDN is ofDN for a parsed DN.
 func (r *Directory) ofParsedDN(dn dirgate.DN) *domain {
-	for _, d := range r.domains {
+	for _, d := range r.deepest {
 		if dn.EqualFold(d.base) || dn.IsDescendantOf(d.base) {
 			return d
 		}
 	}
 	return nil
+}
+
+// sameForest reports whether d and e are two domains of one known forest.
+func sameForest(d, e *domain) bool {
+	return d != e && !d.forest.IsZero() && d.forest.EqualFold(e.forest)
 }
 
 // ofSID returns the domain whose SID is sid's domain part (sid less its last
@@ -412,17 +449,18 @@ func bounded(s string) string {
 	return s
 }
 
-// ErrAcrossDomains is the detail of a change of a member of another domain that
-// the group's domain cannot make: a removal when it holds no foreign security
+// ErrAcrossDomains is the detail of a change of a member of another forest's domain
+// that the group's domain cannot make: a removal when it holds no foreign security
 // principal for the member, an addition when its directory cannot add members by
 // SID (dirgate.ForeignMemberAdder) and it holds none, or when the member carries no
 // SID of its own domain (changeOf, addForeign).
 var ErrAcrossDomains = errors.New("the group's domain holds no foreign security principal for the member of another domain")
 
-// RemoveMember asks the group's domain to remove member, or, for a member of
-// another domain, the foreign security principal the group's domain holds for it
-// (changeOf). A member of another domain with no such principal is not a member:
-// ErrNotMember, as for any other non-member.
+// RemoveMember asks the group's domain to remove member: a member of another domain
+// of the same forest by its DN, as the group's domain holds it; a member of another
+// forest's domain through the foreign security principal the group's domain holds
+// for it (changeOf). A member of another forest's domain with no such principal is
+// not a member: ErrNotMember, as for any other non-member.
 func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Object) error {
 	d, m, err := r.changeOf(ctx, group, member, "remove member")
 	if errors.Is(err, ErrAcrossDomains) {
@@ -434,15 +472,16 @@ func (r *Directory) RemoveMember(ctx context.Context, group, member dirgate.Obje
 	return d.Dir.RemoveMember(ctx, group, m)
 }
 
-// AddMember asks the group's domain to add member. A member of another configured
-// domain is added by its SID (addForeign) when the group's directory can do so: the
-// directory adds the foreign security principal it holds for the SID, or creates
-// one, and refuses it in any group but a domain-local one, as AD does. Otherwise
-// it is added through the FSP the group's domain holds for it (changeOf); with none
-// the addition is refused, answered as the directory answers any addition it
-// refuses.
+// AddMember asks the group's domain to add member. A member of another domain of
+// the same forest is written by its DN (changeOf): the group's DC stores it so and
+// applies AD's rules of group scopes itself. A member of another forest's domain is
+// added by its SID (addForeign) when the group's directory can do so: the directory
+// adds the foreign security principal it holds for the SID, or creates one, and
+// refuses it in any group but a domain-local one, as AD does. Otherwise it is added
+// through the FSP the group's domain holds for it (changeOf); with none the
+// addition is refused, answered as the directory answers any addition it refuses.
 func (r *Directory) AddMember(ctx context.Context, group, member dirgate.Object) error {
-	if d, m := r.ofObject(group), r.ofDN(member.DN); m != nil && m != d {
+	if d, m := r.ofObject(group), r.ofDN(member.DN); m != nil && m != d && !sameForest(d, m) {
 		if f, ok := d.Dir.(dirgate.ForeignMemberAdder); ok {
 			err := r.addForeign(ctx, f, d, m, group, member)
 			if !errors.Is(err, errors.ErrUnsupported) {
@@ -481,18 +520,20 @@ func (r *Directory) addForeign(ctx context.Context, f dirgate.ForeignMemberAdder
 }
 
 // changeOf returns the group's domain and the member as that domain holds it: the
-// member itself when it lies in the group's domain (or in none configured), else
-// the foreign security principal the group's domain holds for the member's SID, an
-// object of the group's domain (looked up by SID there: the group's DC answers an
-// FSP's SID with the FSP). A member of another domain for which the group's domain
-// holds no FSP is an error wrapping ErrAcrossDomains, which the callers answer as
-// the directory answers a non-member or a refused addition (AddMember creates the
-// FSP instead where the directory can: addForeign). A member of another domain is
-// never written by its DN (AD within one forest; not measured).
+// member itself when it lies in the group's domain (or in none configured) or in
+// another domain of the same forest (AD holds such a member in `member` by its DN),
+// else the foreign security principal the group's domain holds for the member's
+// SID, an object of the group's domain (looked up by SID there: the group's DC
+// answers an FSP's SID with the FSP). A member of another forest's domain for which
+// the group's domain holds no FSP is an error wrapping ErrAcrossDomains, which the
+// callers answer as the directory answers a non-member or a refused addition
+// (AddMember creates the FSP instead where the directory can: addForeign). A member
+// of another forest's domain is never written by its DN: AD holds such a member
+// only as a foreign security principal.
 func (r *Directory) changeOf(ctx context.Context, group, member dirgate.Object, op string) (*domain, dirgate.Object, error) {
 	d := r.ofObject(group)
 	m := r.ofDN(member.DN)
-	if m == nil || m == d {
+	if m == nil || m == d || sameForest(d, m) {
 		return d, member, nil
 	}
 	refuse := func(detail error) (*domain, dirgate.Object, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -92,6 +93,9 @@ func (f *fakeDir) Lookup(ctx context.Context, id dirgate.Identifier, props []str
 		return withProps(o, props), nil
 	}
 	for _, o := range f.objs {
+		if o.Unresolved {
+			continue // a placeholder the directory lists, not an object it holds
+		}
 		var match bool
 		switch id.Kind() {
 		case dirgate.KindDN:
@@ -306,4 +310,52 @@ func (f *forest) routerWith(corp, fab dirgate.Directory) *Directory {
 		panic(err)
 	}
 	return r
+}
+
+// forestFinder is a domain's directory that says which of its groups hold an
+// object of another domain of its forest by DN (dirgate.ForestGroupFinder), as the
+// fake holds them; forgedGroups, when set, is answered for the DN (lower-cased) it is
+// keyed by, as a hostile or broken DC would.
+type forestFinder struct {
+	*fakeDir
+	forgedGroups map[string][]dirgate.Object
+
+	askedMu sync.Mutex
+	asked   []string // DNs asked for, in order
+}
+
+func (f *forestFinder) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+	f.askedMu.Lock()
+	f.asked = append(f.asked, dn.String())
+	f.askedMu.Unlock()
+	if f.down.Load() {
+		return nil, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable.", errDown)
+	}
+	if gs, ok := f.forgedGroups[strings.ToLower(dn.String())]; ok {
+		return gs, nil
+	}
+	var out []dirgate.Object
+	for g, ms := range f.members {
+		for _, m := range ms {
+			if o, ok := f.byGUID(m); ok && strings.EqualFold(o.DN, dn.String()) {
+				grp, _ := f.byGUID(g)
+				out = append(out, grp)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (f *forestFinder) askedFor() []string {
+	f.askedMu.Lock()
+	defer f.askedMu.Unlock()
+	return slices.Clone(f.asked)
+}
+
+// placeholder is o as a directory of another domain of o's forest lists it in a
+// group's members: by its DN, with the GUID and SID the directory holds for it,
+// no type, marked unresolved.
+func placeholder(o dirgate.Object) dirgate.Object {
+	return dirgate.Object{GUID: o.GUID, DN: o.DN, SID: o.SID, DisplayName: o.DisplayName, DomainName: o.DomainName,
+		DirectoryType: o.DirectoryType, Unresolved: true}
 }

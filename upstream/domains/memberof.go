@@ -2,6 +2,7 @@ package domains
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -12,13 +13,15 @@ import (
 )
 
 // MemberOf returns the groups obj is a direct member of in every configured domain:
-// those of its own domain, as that domain answers, and, for a principal of that
-// domain (its SID's domain part is the domain's), the groups of each other domain
-// that hold the foreign security principal that domain holds for it. The member
-// service's breadth-first walk over MemberOf (a caller's groups, docs/auth.md) so
-// reaches the domain-local groups of other domains that hold the caller, or one of
-// its groups, through an FSP, and what nests them there, as a Windows resource
-// domain puts them in the caller's token.
+// those of its own domain, as that domain answers; the groups of each other domain
+// of the same forest that hold obj's DN (dirgate.ForestGroupFinder: within one
+// forest AD holds such a member by its DN, and obj's own domain lacks the
+// back-link); and, for a principal of its domain (its SID's domain part is the
+// domain's), the groups of each domain of another forest that hold the foreign
+// security principal that domain holds for it. The member service's breadth-first
+// walk over MemberOf (a caller's groups, docs/auth.md) so reaches the groups of
+// other domains that hold the caller, or one of its groups, and what nests them
+// there, as Windows puts them in the caller's token.
 //
 // The own domain's failure is the answer. Another domain's is not: its groups are
 // left out and the failure logged (bounded), so that one domain's outage does not
@@ -34,21 +37,37 @@ func (r *Directory) MemberOf(ctx context.Context, obj dirgate.Object) ([]dirgate
 	// cost the slower of them per group, not their sum.
 	found := make([][]dirgate.Object, len(r.domains))
 	var wg sync.WaitGroup
-	if sid, err := dirgate.ParseIdentifier(obj.SID); err == nil && sid.Kind() == dirgate.KindSID && r.ofSID(obj.SID) == own {
-		for i, e := range r.domains {
-			if e == own {
-				continue
-			}
-			wg.Go(func() {
-				gs, err := r.foreignGroups(ctx, e, sid)
-				if err != nil {
-					if ctx.Err() == nil {
-						e.groupFailures.log(ctx, r, e, "domains: the groups of another domain that hold a principal could not be read: left out of its groups", err)
-					}
-					return
+	ask := func(i int, e *domain, groups func() ([]dirgate.Object, error)) {
+		wg.Go(func() {
+			gs, err := groups()
+			if err != nil {
+				if ctx.Err() == nil {
+					e.groupFailures.log(ctx, r, e, "domains: the groups of another domain that hold a principal could not be read: left out of its groups", err)
 				}
-				found[i] = gs
-			})
+				return
+			}
+			found[i] = gs
+		})
+	}
+	sid, err := dirgate.ParseIdentifier(obj.SID)
+	principal := err == nil && sid.Kind() == dirgate.KindSID && r.ofSID(obj.SID) == own
+	// Other domains of the forest are asked by obj's DN only when it is own's
+	// object: a DN no domain holds names nothing they could hold.
+	var dn dirgate.DN
+	if r.ofDN(obj.DN) == own {
+		dn, _ = dirgate.ParseDN(obj.DN)
+	}
+	for i, e := range r.domains {
+		switch {
+		case e == own:
+		case sameForest(own, e):
+			// No foreign security principal stands for a member of the same
+			// forest: only the DN is asked for.
+			if f, ok := e.Dir.(dirgate.ForestGroupFinder); ok && !dn.IsZero() {
+				ask(i, e, func() ([]dirgate.Object, error) { return r.forestGroups(ctx, e, f, dn) })
+			}
+		case principal:
+			ask(i, e, func() ([]dirgate.Object, error) { return r.foreignGroups(ctx, e, sid) })
 		}
 	}
 	groups, err := own.Dir.MemberOf(ctx, obj)
@@ -133,6 +152,21 @@ func (r *Directory) foreignGroups(ctx context.Context, e *domain, sid dirgate.Id
 		out = append(out, r.ownGroups(ctx, e, gs, false)...)
 	}
 	return out, nil
+}
+
+// forestGroups returns the groups of e, a domain of the forest of dn's domain, that
+// hold dn directly, each checked as e's own (ownGroups; a builtin group is left
+// out, as for foreignGroups). A directory that turns out not to say (a wrapper
+// whose inner directory cannot: errors.ErrUnsupported) holds none.
+func (r *Directory) forestGroups(ctx context.Context, e *domain, f dirgate.ForestGroupFinder, dn dirgate.DN) ([]dirgate.Object, error) {
+	gs, err := f.GroupsHolding(ctx, dn)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.ownGroups(ctx, e, gs, false), nil
 }
 
 // ownGroups keeps the groups e answered that are e's own: a group under e's base DN,

@@ -1,0 +1,376 @@
+package domains
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dirgate/dirgate"
+)
+
+const (
+	emeaBase = "DC=emea," + corpBase
+	emeaSID  = "S-1-5-21-1100-2100-3100"
+)
+
+// oneForest is CORP and its child domain EMEA, one forest, beside FABRIKAM of
+// another forest. Within the forest a member of the other domain is held by its DN
+// and listed as a placeholder: CORP's Universal holds EMEA's User, EMEA's Contact
+// (no SID) and EMEA's Gone (deleted: EMEA no longer holds it), besides CORP's User;
+// CORP's Local holds Universal and CORP's FSP for FABRIKAM's User. EMEA's Global
+// holds EMEA's User; EMEA's Local holds CORP's User. FABRIKAM's Local holds its FSP
+// for CORP's User.
+type oneForest struct {
+	corp, emea, fab                      *forestFinder
+	cUser, cUniversal, cLocal, cFSP      dirgate.Object
+	eUser, eContact, eGone               dirgate.Object
+	eGlobal, eLocal, fUser, fLocal, fFSP dirgate.Object
+}
+
+func newOneForest() *oneForest {
+	f := &oneForest{corp: &forestFinder{fakeDir: &fakeDir{name: "corp"}}, emea: &forestFinder{fakeDir: &fakeDir{name: "emea"}},
+		fab: &forestFinder{fakeDir: &fakeDir{name: "fabrikam"}}}
+	f.fUser = f.fab.add(object(dirgate.TypeUser, "CN=User,"+ou+fabBase, fabSID+"-1104"))
+
+	f.eUser = f.emea.add(object(dirgate.TypeUser, "CN=User,"+ou+emeaBase, emeaSID+"-1104"))
+	f.eContact = f.emea.add(object(dirgate.TypeContact, "CN=Contact,"+ou+emeaBase, ""))
+	f.eGone = object(dirgate.TypeUser, "CN=Gone,"+ou+emeaBase, emeaSID+"-1199") // not held by EMEA
+	f.eGlobal = f.emea.add(object(dirgate.TypeGroup, "CN=Global,"+ou+emeaBase, emeaSID+"-1106"), f.eUser)
+
+	f.cUser = f.corp.add(object(dirgate.TypeUser, "CN=User,"+ou+corpBase, corpSID+"-1104"))
+	pUser, pContact, pGone := f.corp.add(placeholder(f.eUser)), f.corp.add(placeholder(f.eContact)), f.corp.add(placeholder(f.eGone))
+	f.cUniversal = f.corp.add(object(dirgate.TypeGroup, "CN=Universal,"+ou+corpBase, corpSID+"-1107"), pUser, pContact, pGone, f.cUser)
+	f.cFSP = f.corp.add(fsp(corpBase, f.fUser.SID))
+	f.cLocal = f.corp.add(object(dirgate.TypeGroup, "CN=Local,"+ou+corpBase, corpSID+"-1108"), f.cUniversal, f.cFSP)
+
+	f.eLocal = f.emea.add(object(dirgate.TypeGroup, "CN=Local,"+ou+emeaBase, emeaSID+"-1108"), f.emea.add(placeholder(f.cUser)))
+
+	f.fFSP = f.fab.add(fsp(fabBase, f.cUser.SID))
+	f.fLocal = f.fab.add(object(dirgate.TypeGroup, "CN=Local,"+ou+fabBase, fabSID+"-1108"), f.fFSP)
+	return f
+}
+
+// domains are the three domains, CORP (home) and EMEA naming their forest root in
+// other letter cases, or EMEA first when childFirst.
+func (f *oneForest) domains(childFirst bool) []Domain {
+	corp := Domain{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Forest: corpBase}
+	emea := Domain{BaseDN: emeaBase, SID: emeaSID, Dir: f.emea, Forest: strings.ToLower(corpBase)}
+	fab := Domain{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Forest: fabBase}
+	if childFirst {
+		return []Domain{emea, corp, fab}
+	}
+	return []Domain{corp, emea, fab}
+}
+
+func openRouter(t *testing.T, doms []Domain) *Directory {
+	t.Helper()
+	r, err := Config{Domains: doms, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// named is the router's domain of DNS name n.
+func named(t *testing.T, r *Directory, n string) *domain {
+	t.Helper()
+	for _, d := range r.domains {
+		if d.name == n {
+			return d
+		}
+	}
+	t.Fatalf("no domain %s", n)
+	return nil
+}
+
+// orders runs fn with CORP configured first (the home domain), then EMEA first.
+func orders(t *testing.T, fn func(t *testing.T, childFirst bool)) {
+	for _, childFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("childFirst=%v", childFirst), func(t *testing.T) { fn(t, childFirst) })
+	}
+}
+
+// A DN is the domain's with the deepest base DN that holds it, whichever is
+// configured first: a DN of EMEA is EMEA's although it lies under CORP's base DN
+// too, by the plain check and by the parser alike.
+func TestOfDNDeepestBaseDN(t *testing.T) {
+	orders(t, func(t *testing.T, childFirst bool) {
+		f := newOneForest()
+		r := openRouter(t, f.domains(childFirst))
+		for _, c := range []struct{ dn, want string }{
+			{f.eUser.DN, "emea.corp.example.com"},
+			{emeaBase, "emea.corp.example.com"},
+			{`CN=Doe\, Jane,` + ou + "dc=EMEA,dc=Corp,DC=example,DC=com", "emea.corp.example.com"},
+			{f.cUser.DN, "corp.example.com"},
+			{corpBase, "corp.example.com"},
+			// A child domain not configured is its parent's, as before.
+			{"CN=User,DC=apac," + corpBase, "corp.example.com"},
+			{`CN=Doe\, Jane,DC=apac,` + corpBase, "corp.example.com"},
+			{f.fUser.DN, "fabrikam.example.net"},
+			{"DC=example,DC=com", ""},
+		} {
+			var got, gotParsed string
+			if d := r.ofDN(c.dn); d != nil {
+				got = d.name
+			}
+			if d := r.ofParsedDN(dirgate.MustParseDN(c.dn)); d != nil {
+				gotParsed = d.name
+			}
+			if got != c.want || gotParsed != c.want {
+				t.Errorf("%s: ofDN %q, ofParsedDN %q, want %q", c.dn, got, gotParsed, c.want)
+			}
+		}
+		// A look-up by DN of EMEA's asks EMEA alone.
+		got, err := r.Lookup(context.Background(), ident(t, f.eUser.DN), nil)
+		if err != nil || got.GUID != f.eUser.GUID || f.corp.lookupCount() != 0 {
+			t.Errorf("EMEA's User: %s, %v; CORP asked %d times, want EMEA's answer alone", got.DN, err, f.corp.lookupCount())
+		}
+	})
+}
+
+// An object a domain answers must be its own under the deepest base DN: CORP's
+// answer of an object under EMEA's base DN is refused, and EMEA's of one of CORP's,
+// through the router's look-ups as in checkAnswer itself.
+func TestCheckAnswerNestedBaseDNs(t *testing.T) {
+	orders(t, func(t *testing.T, childFirst bool) {
+		f := newOneForest()
+		r := openRouter(t, f.domains(childFirst))
+		ctx := context.Background()
+		corp, emea := named(t, r, "corp.example.com"), named(t, r, "emea.corp.example.com")
+		for _, c := range []struct {
+			d   *domain
+			obj dirgate.Object
+			own bool
+		}{{corp, f.eUser, false}, {emea, f.cUser, false}, {corp, f.cUser, true}, {emea, f.eUser, true}} {
+			err := r.checkAnswer(ctx, c.d, ident(t, c.obj.GUID), c.obj)
+			if (err == nil) != c.own || (err != nil && !errors.Is(err, errNotItsOwn)) {
+				t.Errorf("%s answering %s: %v, want its own %v", c.d.name, c.obj.DN, err, c.own)
+			}
+		}
+		// The domain that is not home answers a DN of its own with the other's
+		// object.
+		other, asked, forged := f.emea, f.eUser, f.cUser
+		if childFirst {
+			other, asked, forged = f.corp, f.cUser, f.eUser
+		}
+		forged.GUID = asked.GUID
+		other.forged = map[string]dirgate.Object{asked.DN: forged}
+		if o, err := r.Lookup(ctx, ident(t, asked.DN), nil); dirgate.ErrorCode(err) != dirgate.EUPSTREAM {
+			t.Errorf("%s answered with %s: %v, want EUPSTREAM", asked.DN, o.DN, err)
+		}
+	})
+}
+
+// Placeholders of members of the other domain of the forest are replaced by the
+// objects that domain holds, which carry no mark; one that domain does not hold, and
+// every one while it is down, stays as listed, marked.
+func TestMembersReplacesPlaceholdersOfTheForest(t *testing.T) {
+	orders(t, func(t *testing.T, childFirst bool) {
+		f := newOneForest()
+		r := openRouter(t, f.domains(childFirst))
+		ctx := context.Background()
+		got, err := r.Members(ctx, f.cUniversal, []string{"samaccountname"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := dns(got), want(f.eUser, f.eContact, f.eGone, f.cUser); !slices.Equal(g, w) {
+			t.Fatalf("members %q, want %q", g, w)
+		}
+		for _, o := range got {
+			replaced := o.GUID == f.eUser.GUID || o.GUID == f.eContact.GUID
+			switch {
+			case replaced && (o.Unresolved || o.ObjectType == "" || o.Properties["samaccountname"] == nil):
+				t.Errorf("%s listed as %+v, want EMEA's object with its properties, unmarked", o.DN, o)
+			case o.GUID == f.eGone.GUID && (!o.Unresolved || o.ObjectType != ""):
+				t.Errorf("%s, which EMEA does not hold, listed as %+v, want the placeholder, marked", o.DN, o)
+			case o.GUID == f.cUser.GUID && o.Unresolved:
+				t.Errorf("CORP's own User marked unresolved")
+			}
+		}
+		got, err = r.Members(ctx, f.eLocal, nil)
+		if err != nil || len(got) != 1 || got[0].ObjectType != dirgate.TypeUser || got[0].Unresolved || got[0].DN != f.cUser.DN {
+			t.Errorf("EMEA's Local: %+v, %v, want CORP's User as CORP holds it", got, err)
+		}
+		f.emea.down.Store(true)
+		got, err = r.Members(ctx, f.cUniversal, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := dirgate.CountUnresolved(got); n != 3 {
+			t.Errorf("EMEA down: %d marked of %q, want its 3 placeholders", n, dns(got))
+		}
+	})
+}
+
+// Within one forest a member of the other domain is written to the group's domain
+// by its DN, nothing looked up and no FSP made, in either direction; across forests
+// through the SID (an FSP) as before. With the forest unknown the domains are taken
+// to be of two forests.
+func TestWritesWithinOneForestByDN(t *testing.T) {
+	f := newOneForest()
+	ctx := context.Background()
+	doms := f.domains(false)
+	doms[0].Dir = &foreignAdder{fakeDir: f.corp.fakeDir}
+	doms[1].Dir = &foreignAdder{fakeDir: f.emea.fakeDir}
+	r := openRouter(t, doms)
+	if err := r.AddMember(ctx, f.cUniversal, f.eUser); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RemoveMember(ctx, f.cUniversal, f.eUser); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.AddMember(ctx, f.eLocal, f.cUser); err != nil {
+		t.Fatal(err)
+	}
+	if w := []string{"add " + f.eUser.GUID + " to " + f.cUniversal.GUID, "remove " + f.eUser.GUID + " from " + f.cUniversal.GUID}; !slices.Equal(f.corp.writes, w) {
+		t.Errorf("CORP's writes %q, want %q", f.corp.writes, w)
+	}
+	if w := []string{"add " + f.cUser.GUID + " to " + f.eLocal.GUID}; !slices.Equal(f.emea.writes, w) {
+		t.Errorf("EMEA's writes %q, want %q", f.emea.writes, w)
+	}
+	if n, m := f.corp.lookupCount(), f.emea.lookupCount(); n != 0 || m != 0 {
+		t.Errorf("looked up %d in CORP, %d in EMEA; a write by DN needs none", n, m)
+	}
+	// FABRIKAM is of another forest: by SID.
+	f.corp.writes = nil
+	if err := r.AddMember(ctx, f.cLocal, f.fUser); err != nil || !slices.Equal(f.corp.writes, []string{"add sid " + f.fUser.SID + " to " + f.cLocal.GUID}) {
+		t.Errorf("FABRIKAM's User: %v, writes %q, want by SID", err, f.corp.writes)
+	}
+	// The forest unknown: as two forests.
+	f.corp.writes = nil
+	doms[1].Forest = ""
+	r = openRouter(t, doms)
+	if err := r.AddMember(ctx, f.cUniversal, f.eUser); err != nil || !slices.Equal(f.corp.writes, []string{"add sid " + f.eUser.SID + " to " + f.cUniversal.GUID}) {
+		t.Errorf("EMEA's User, forest unknown: %v, writes %q, want by SID", err, f.corp.writes)
+	}
+	f.corp.writes = nil
+	if err := r.RemoveMember(ctx, f.cUniversal, f.eUser); !errors.Is(err, dirgate.ErrNotMember) || f.corp.writes != nil {
+		t.Errorf("EMEA's User, forest unknown, no FSP: %v, writes %q, want ErrNotMember and none", err, f.corp.writes)
+	}
+}
+
+// An object's groups include those of the other domain of its forest that hold its
+// DN, whatever the object (a contact has no SID), found by asking that domain; a
+// domain of another forest is asked through its FSPs, never by DN. A caller's groups
+// follow their nesting there.
+func TestMemberOfAcrossOneForest(t *testing.T) {
+	orders(t, func(t *testing.T, childFirst bool) {
+		f := newOneForest()
+		r := openRouter(t, f.domains(childFirst))
+		ctx := context.Background()
+		for _, c := range []struct {
+			obj  dirgate.Object
+			want []string
+		}{
+			{f.eUser, want(f.eGlobal, f.cUniversal)},
+			{f.eContact, want(f.cUniversal)},
+			{f.cUser, want(f.cUniversal, f.eLocal, f.fLocal)},
+		} {
+			got, err := r.MemberOf(ctx, c.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := dns(got); !slices.Equal(g, c.want) {
+				t.Errorf("%s's groups %q, want %q", c.obj.DN, g, c.want)
+			}
+		}
+		if g, w := f.corp.askedFor(), []string{f.eUser.DN, f.eContact.DN}; !slices.Equal(g, w) {
+			t.Errorf("CORP asked for %q, want %q", g, w)
+		}
+		if g := f.fab.askedFor(); g != nil {
+			t.Errorf("FABRIKAM, of another forest, asked by DN for %q", g)
+		}
+		p, err := (&dirgate.MemberService{Dir: r}).Principal(ctx, ident(t, f.eUser.GUID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var groups []string
+		for _, g := range p.Groups {
+			groups = append(groups, g.DN)
+		}
+		if g, w := keysOf(groups), keysOf([]string{f.eGlobal.DN, f.cUniversal.DN, f.cLocal.DN}); !slices.Equal(g, w) {
+			t.Errorf("EMEA's User's principal groups %q, want %q", g, w)
+		}
+	})
+}
+
+// Another domain of the forest answers only its own groups: one under the child's
+// base DN, one carrying another domain's SID, and one that is no group are left out
+// and logged. One that fails is left out and logged; one that cannot say
+// (errors.ErrUnsupported) holds none, unlogged. The object's own domain answers.
+func TestMemberOfForestPeerChecked(t *testing.T) {
+	orders(t, func(t *testing.T, childFirst bool) {
+		f := newOneForest()
+		var logs bytes.Buffer
+		doms := f.domains(childFirst)
+		r, err := Config{Domains: doms, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.Open(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		outside := object(dirgate.TypeGroup, "CN=Outside,"+ou+emeaBase, corpSID+"-1300")
+		emeaSIDGroup := object(dirgate.TypeGroup, "CN=Impostor1,"+ou+corpBase, emeaSID+"-1301")
+		fabSIDGroup := object(dirgate.TypeGroup, "CN=Impostor2,"+ou+corpBase, fabSID+"-1302")
+		notGroup := object(dirgate.TypeUser, "CN=Impostor3,"+ou+corpBase, corpSID+"-1303")
+		f.corp.forgedGroups = map[string][]dirgate.Object{strings.ToLower(f.eUser.DN): {f.cUniversal, outside, emeaSIDGroup, fabSIDGroup, notGroup}}
+		got, err := r.MemberOf(ctx, f.eUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := dns(got), want(f.eGlobal, f.cUniversal); !slices.Equal(g, w) {
+			t.Errorf("EMEA's User's groups %q, want %q", g, w)
+		}
+		if !strings.Contains(logs.String(), "domain=corp.example.com") || !strings.Contains(logs.String(), "it answered a group") {
+			t.Errorf("log %q, want CORP's refused answers", logs.String())
+		}
+		// EMEA down: CORP's User keeps its own groups and FABRIKAM's (whose GUID
+		// was checked against EMEA before: guidClash).
+		if _, err := r.MemberOf(ctx, f.cUser); err != nil {
+			t.Fatal(err)
+		}
+		logs.Reset()
+		f.emea.down.Store(true)
+		got, err = r.MemberOf(ctx, f.cUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := dns(got), want(f.cUniversal, f.fLocal); !slices.Equal(g, w) {
+			t.Errorf("EMEA down: CORP's User's groups %q, want %q", g, w)
+		}
+		if l := logs.String(); !strings.Contains(l, "domain=emea.corp.example.com") || !strings.Contains(l, "left out of its groups") {
+			t.Errorf("log %q, want EMEA's failure", l)
+		}
+		f.emea.down.Store(false)
+		// EMEA's directory turns out not to say: no groups of it, nothing logged.
+		logs.Reset()
+		for i := range doms {
+			if doms[i].BaseDN == emeaBase {
+				doms[i].Dir = &noFinder{forestFinder: f.emea}
+			}
+		}
+		r, err = Config{Domains: doms, Logger: slog.New(slog.NewTextHandler(&logs, nil))}.Open(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = r.MemberOf(ctx, f.cUser)
+		if g, w := dns(got), want(f.cUniversal, f.fLocal); err != nil || !slices.Equal(g, w) {
+			t.Errorf("EMEA unable to say: CORP's User's groups %q, %v, want %q", g, err, w)
+		}
+		if strings.Contains(logs.String(), "left out") {
+			t.Errorf("log %q, want nothing for a directory that cannot say", logs.String())
+		}
+	})
+}
+
+// noFinder is a wrapper whose inner directory finds no groups by DN.
+type noFinder struct{ *forestFinder }
+
+func (*noFinder) GroupsHolding(context.Context, dirgate.DN) ([]dirgate.Object, error) {
+	return nil, fmt.Errorf("wrapper: %w", errors.ErrUnsupported)
+}
