@@ -265,9 +265,9 @@ func (m *Main) openCache(ctx context.Context, dir dirgate.Directory) (*cache.Cac
 	cfg.Secret, cfg.Logger = secret, m.Logger
 	if t, ok := dir.(dirgate.TransitiveLister); ok && m.Config.LDAP.UseInChain {
 		if m.forestOfSeveral {
-			// The rule matches only what the DC holds: members held by the forest's
-			// other domains would be missing (docs/directory.md, "Several domains of
-			// one forest").
+			// The rule matches only what the DC holds: members held by the
+			// forest's other domains would be missing (docs/directory.md,
+			// "Members held by another domain of the forest").
 			m.Logger.Warn("ldap-in-chain is not used: the forest holds several domains, whose members the in-chain rule does not see; nested groups are expanded breadth-first")
 		} else {
 			cfg.Transitive = t

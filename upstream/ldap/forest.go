@@ -18,12 +18,12 @@ import (
 // its DN, GUID and SID), not through a foreign security principal. An attribute
 // scoped query returns only the objects the DC holds, so such members are missing
 // from its answer, and a subtree search from the domain stops at a child domain's
-// naming context (docs/directory.md, "Several domains of one forest"). So, when the
-// forest holds other domains, the adapter also reads the group's member values, with
-// the extended DN control, and lists each value that lies in another domain of the
-// forest as a reference: an object with that DN, GUID and SID and nothing else,
-// marked Unresolved, which the router of several domains replaces by the object as
-// its own domain holds it (upstream/domains).
+// naming context (docs/directory.md, "Members held by another domain of the
+// forest"). So, when the forest holds other domains, the adapter also reads the
+// group's member values, with the extended DN control, and lists each value that
+// lies in another domain of the forest as a reference: an object with that DN, GUID
+// and SID and nothing else, marked Unresolved, which the router of several domains
+// replaces by the object as its own domain holds it (upstream/domains).
 
 // crossRefFilter matches the crossRef objects of the forest's domains
 // (systemFlags FLAG_CR_NTDS_DOMAIN, 2: MS-ADTS 6.1.1.2.1.1.5).
@@ -89,8 +89,8 @@ func (d *Directory) inOtherDomain(dn string) bool {
 // another domain of the forest. The values are read plainly first, and again with
 // the extended DN control only when one of them lies in another domain: Samba 4.17
 // took 0.9 s to render 2,061 values in the extended form against 0.3 s for the
-// plain read (docs/directory.md, "Several domains of one forest"), and most groups
-// hold no member of another domain. A value it cannot read is an error: the
+// plain read (docs/directory.md, "Members held by another domain of the forest"),
+// and most groups hold no member of another domain. A value it cannot read is an error: the
 // listing would otherwise lack a member silently.
 func (d *Directory) otherDomainMembers(ctx context.Context, c conn, group string, props []string) ([]dirgate.Object, error) {
 	plain, err := memberValues(ctx, c, group)
