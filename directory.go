@@ -51,12 +51,13 @@ type ForeignMemberAdder interface {
 // such a member by its DN, not through a foreign security principal, and the
 // object's own domain does not hold the back-link (its memberOf lacks the group)
 // (docs/directory.md, "Several domains of one forest"). The router of several
-// domains (upstream/domains) asks it for a caller's groups across the forest.
+// domains (upstream/domains) asks it for a caller's groups across the forest, and
+// for the groups a change of another domain's object concerns.
 type ForestGroupFinder interface {
-	// GroupsHolding returns the groups of the directory that hold dn directly as a
-	// member, dn being the DN of an object that another domain holds; none when no
-	// group does.
-	GroupsHolding(ctx context.Context, dn DN) ([]Object, error)
+	// GroupsHolding returns the groups of the directory that hold any of dns
+	// directly as a member, each once, dns being DNs of objects that other domains
+	// hold; none when no group does.
+	GroupsHolding(ctx context.Context, dns []DN) ([]Object, error)
 }
 
 // RefusedAddition is the client message of an addition the directory refuses (AD's

@@ -278,12 +278,12 @@ func (d *Directory) AddForeignMember(ctx context.Context, group dirgate.Object, 
 // (dirgate.ForestGroupFinder), timed as member_of: it answers an object's groups.
 // When it does not, the error wraps errors.ErrUnsupported, for the caller to take
 // the directory as one that cannot say.
-func (d *Directory) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+func (d *Directory) GroupsHolding(ctx context.Context, dns []dirgate.DN) ([]dirgate.Object, error) {
 	f, ok := d.inner.(dirgate.ForestGroupFinder)
 	if !ok {
 		return nil, fmt.Errorf("breaker: the upstream finds no groups holding an object of its forest: %w", errors.ErrUnsupported)
 	}
-	return call(ctx, d, "member_of", func(ctx context.Context) ([]dirgate.Object, error) { return f.GroupsHolding(ctx, dn) })
+	return call(ctx, d, "member_of", func(ctx context.Context) ([]dirgate.Object, error) { return f.GroupsHolding(ctx, dns) })
 }
 
 // TransitiveMembers passes an in-chain listing through the breaker when the inner

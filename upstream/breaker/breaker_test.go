@@ -424,8 +424,10 @@ type forestDir struct {
 	dns []string
 }
 
-func (f *forestDir) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
-	f.dns = append(f.dns, dn.String())
+func (f *forestDir) GroupsHolding(ctx context.Context, dns []dirgate.DN) ([]dirgate.Object, error) {
+	for _, dn := range dns {
+		f.dns = append(f.dns, dn.String())
+	}
 	if err := f.result(); err != nil {
 		return nil, err
 	}
@@ -440,19 +442,19 @@ func TestGroupsHoldingThroughBreaker(t *testing.T) {
 	inner := &forestDir{}
 	b := New(inner, Settings{FailureThreshold: 1, OpenTimeout: time.Hour})
 	dn := dirgate.MustParseDN("CN=User,DC=emea,DC=corp,DC=example,DC=com")
-	gs, err := b.GroupsHolding(context.Background(), dn)
+	gs, err := b.GroupsHolding(context.Background(), []dirgate.DN{dn})
 	if err != nil || len(gs) != 1 || gs[0].GUID != "g1" || len(inner.dns) != 1 || inner.dns[0] != dn.String() {
 		t.Fatalf("pass-through: %v, %v, inner got %q", gs, err, inner.dns)
 	}
 	inner.set(errUpstream)
-	b.GroupsHolding(context.Background(), dn)
+	b.GroupsHolding(context.Background(), []dirgate.DN{dn})
 	if _, err := b.Members(context.Background(), dirgate.Object{}, nil); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE {
 		t.Fatalf("after a failed search for the groups holding an object, Members gave %v, want the open breaker", err)
 	}
-	if _, err := b.GroupsHolding(context.Background(), dn); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || len(inner.dns) != 2 {
+	if _, err := b.GroupsHolding(context.Background(), []dirgate.DN{dn}); dirgate.ErrorCode(err) != dirgate.EUNAVAILABLE || len(inner.dns) != 2 {
 		t.Fatalf("open breaker: %v, inner asked %d times, want EUNAVAILABLE and no call", err, len(inner.dns))
 	}
-	if _, err := New(&fakeDir{}, Settings{}).GroupsHolding(context.Background(), dn); !errors.Is(err, errors.ErrUnsupported) {
+	if _, err := New(&fakeDir{}, Settings{}).GroupsHolding(context.Background(), []dirgate.DN{dn}); !errors.Is(err, errors.ErrUnsupported) {
 		t.Fatalf("without the capability: %v, want errors.ErrUnsupported", err)
 	}
 }

@@ -324,22 +324,29 @@ type forestFinder struct {
 	asked   []string // DNs asked for, in order
 }
 
-func (f *forestFinder) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+func (f *forestFinder) GroupsHolding(ctx context.Context, dns []dirgate.DN) ([]dirgate.Object, error) {
 	f.askedMu.Lock()
-	f.asked = append(f.asked, dn.String())
+	for _, dn := range dns {
+		f.asked = append(f.asked, dn.String())
+	}
 	f.askedMu.Unlock()
 	if f.down.Load() {
 		return nil, dirgate.WrapError(dirgate.EUNAVAILABLE, "The directory is unavailable.", errDown)
 	}
-	if gs, ok := f.forgedGroups[strings.ToLower(dn.String())]; ok {
-		return gs, nil
-	}
 	var out []dirgate.Object
-	for g, ms := range f.members {
-		for _, m := range ms {
-			if o, ok := f.byGUID(m); ok && strings.EqualFold(o.DN, dn.String()) {
-				grp, _ := f.byGUID(g)
-				out = append(out, grp)
+	seen := map[string]bool{}
+	for _, dn := range dns {
+		if gs, ok := f.forgedGroups[strings.ToLower(dn.String())]; ok {
+			out = append(out, gs...)
+			continue
+		}
+		for g, ms := range f.members {
+			for _, m := range ms {
+				if o, ok := f.byGUID(m); ok && strings.EqualFold(o.DN, dn.String()) && !seen[g] {
+					seen[g] = true
+					grp, _ := f.byGUID(g)
+					out = append(out, grp)
+				}
 			}
 		}
 	}

@@ -371,6 +371,6 @@ func TestMemberOfForestPeerChecked(t *testing.T) {
 // noFinder is a wrapper whose inner directory finds no groups by DN.
 type noFinder struct{ *forestFinder }
 
-func (*noFinder) GroupsHolding(context.Context, dirgate.DN) ([]dirgate.Object, error) {
+func (*noFinder) GroupsHolding(context.Context, []dirgate.DN) ([]dirgate.Object, error) {
 	return nil, fmt.Errorf("wrapper: %w", errors.ErrUnsupported)
 }

@@ -159,7 +159,7 @@ func (r *Directory) foreignGroups(ctx context.Context, e *domain, sid dirgate.Id
 // out, as for foreignGroups). A directory that turns out not to say (a wrapper
 // whose inner directory cannot: errors.ErrUnsupported) holds none.
 func (r *Directory) forestGroups(ctx context.Context, e *domain, f dirgate.ForestGroupFinder, dn dirgate.DN) ([]dirgate.Object, error) {
-	gs, err := f.GroupsHolding(ctx, dn)
+	gs, err := f.GroupsHolding(ctx, []dirgate.DN{dn})
 	if errors.Is(err, errors.ErrUnsupported) {
 		return nil, nil
 	}

@@ -78,6 +78,8 @@ type fakeServer struct {
 	// control renders with their GUID and SID, as AD's phantoms are.
 	forest   []string
 	phantoms map[string]*fakeObj
+	// holdingFilters counts the searches for groups holding given members.
+	holdingFilters int
 }
 
 type fakeObj struct {
@@ -305,6 +307,7 @@ var (
 	reSimple   = regexp.MustCompile(`^\(([A-Za-z]+)=([^()]*)\)$`)
 	reInChain  = regexp.MustCompile(`^\(memberOf:1\.2\.840\.113556\.1\.4\.1941:=([^()]*)\)$`)
 	rePrimaryN = regexp.MustCompile(`\(primaryGroupID=(\d+)\)`)
+	reMember   = regexp.MustCompile(`\(member=([^()]*)\)`)
 )
 
 // match evaluates a request; the caller holds s.mu.
@@ -345,13 +348,20 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 		}
 		return out, nil
 	}
-	if inner, ok := strings.CutPrefix(req.Filter, "(&(objectClass=group)"); ok {
-		m := reSimple.FindStringSubmatch(strings.TrimSuffix(inner, ")"))
-		if m == nil || m[1] != "member" {
+	if inner, ok := strings.CutPrefix(req.Filter, "(&(objectClass=group)(|"); ok {
+		ms := reMember.FindAllStringSubmatch(inner, -1)
+		if len(ms) == 0 || !strings.HasSuffix(inner, "))") {
 			return nil, goldap.NewError(goldap.LDAPResultFilterError, fmt.Errorf("fake: unsupported filter %q", req.Filter))
 		}
-		v := unescape(m[2])
-		return s.where(func(o *fakeObj) bool { return indexFold(o.classes, "group") >= 0 && indexFold(o.member, v) >= 0 }), nil
+		s.holdingFilters++
+		return s.where(func(o *fakeObj) bool {
+			for _, m := range ms {
+				if indexFold(o.classes, "group") >= 0 && indexFold(o.member, unescape(m[1])) >= 0 {
+					return true
+				}
+			}
+			return false
+		}), nil
 	}
 	if req.Scope == goldap.ScopeBaseObject {
 		base := s.find(req.BaseDN)

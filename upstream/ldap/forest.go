@@ -147,19 +147,35 @@ func memberValues(ctx context.Context, c conn, group string, controls ...goldap.
 	return entry.Values("member"), nil
 }
 
-// GroupsHolding returns the groups under BaseDN that hold dn, an object of another
-// domain of the forest, as a member (dirgate.ForestGroupFinder): the group's DC
-// matches the value against its phantom for dn.
-func (d *Directory) GroupsHolding(ctx context.Context, dn dirgate.DN) ([]dirgate.Object, error) {
+// holdingChunk bounds the DNs of one GroupsHolding filter.
+const holdingChunk = 100
+
+// GroupsHolding returns the groups under BaseDN that hold any of dns, objects of
+// other domains of the forest, as members (dirgate.ForestGroupFinder), with one
+// search per holdingChunk DNs: the group's DC matches a value against its phantom.
+func (d *Directory) GroupsHolding(ctx context.Context, dns []dirgate.DN) ([]dirgate.Object, error) {
 	if len(d.forestNCs) == 0 {
 		return nil, nil // no other domain's object can be a member by DN
 	}
 	objs, err := d.read(ctx, nil, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
-		return search(ctx, c, query{
-			base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree,
-			filter: "(&(objectClass=group)(member=" + goldap.EscapeFilter(dn.String()) + "))",
-			attrs:  baseAttrs, pageSize: d.cfg.PageSize,
-		}, emit)
+		for rest := dns; len(rest) > 0; {
+			n := min(len(rest), holdingChunk)
+			var f strings.Builder
+			f.WriteString("(&(objectClass=group)(|")
+			for _, dn := range rest[:n] {
+				f.WriteString("(member=" + goldap.EscapeFilter(dn.String()) + ")")
+			}
+			f.WriteString("))")
+			err := search(ctx, c, query{
+				base: d.cfg.BaseDN, scope: goldap.ScopeWholeSubtree, filter: f.String(),
+				attrs: baseAttrs, pageSize: d.cfg.PageSize,
+			}, emit)
+			if err != nil {
+				return err
+			}
+			rest = rest[n:]
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, wrap("groups holding", err)

@@ -2,6 +2,7 @@ package ldap
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -129,12 +130,23 @@ func TestForestMembersAloneReadsNoValues(t *testing.T) {
 func TestForestGroupsHolding(t *testing.T) {
 	o, eve, _ := forestOrg()
 	d := o.dir(t, Config{})
-	got, err := d.GroupsHolding(context.Background(), dirgate.MustParseDN(eve.dn))
+	got, err := d.GroupsHolding(context.Background(), []dirgate.DN{dirgate.MustParseDN(eve.dn)})
 	if err != nil || !slices.Equal(dns(got), []string{o.g1.dn}) {
 		t.Errorf("groups holding eve = %v, %v; want G1", dns(got), err)
 	}
+	// Many DNs go in searches of holdingChunk each; G2 holds bob, asked last.
+	many := []dirgate.DN{dirgate.MustParseDN(eve.dn)}
+	for i := range 2 * holdingChunk {
+		many = append(many, dirgate.MustParseDN(fmt.Sprintf("CN=u%d,CN=Users,%s", i, emeaNC)))
+	}
+	many = append(many, dirgate.MustParseDN(o.bob.dn))
+	before := o.srv.holdingFilters
+	got, err = d.GroupsHolding(context.Background(), many)
+	if err != nil || !slices.Equal(dns(got), []string{o.g1.dn, o.g2.dn}) || o.srv.holdingFilters-before != 3 {
+		t.Errorf("groups holding %d DNs = %v, %v in %d searches; want G1 and G2 in 3", len(many), dns(got), err, o.srv.holdingFilters-before)
+	}
 	alone := newOrg()
-	got, err = alone.dir(t, Config{}).GroupsHolding(context.Background(), dirgate.MustParseDN(eve.dn))
+	got, err = alone.dir(t, Config{}).GroupsHolding(context.Background(), []dirgate.DN{dirgate.MustParseDN(eve.dn)})
 	if err != nil || len(got) != 0 {
 		t.Errorf("alone in its forest: %v, %v", dns(got), err)
 	}
@@ -256,7 +268,7 @@ func TestIntegrationForestMembers(t *testing.T) {
 			}
 		}
 	}
-	holding, err := d.GroupsHolding(context.Background(), dirgate.MustParseDN(sites))
+	holding, err := d.GroupsHolding(context.Background(), []dirgate.DN{dirgate.MustParseDN(sites)})
 	if err != nil || !slices.Contains(keys(holding), dnKeys(group)[0]) {
 		t.Errorf("groups holding CN=Sites = %v, %v; want the group among them", keys(holding), err)
 	}
