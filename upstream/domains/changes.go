@@ -2,6 +2,7 @@ package domains
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,9 +18,13 @@ import (
 // principals: a listing of a group of domain B that shows a user of domain A
 // (through the foreign security principal B holds for the user) recorded only the
 // group's token, so a change of the user, read from A, must also invalidate that
-// group. For every principal of A that changed, each other domain is asked for its
-// FSP of that SID and the groups holding it (dirgate.ForeignChangeSource), and those
-// come with the batch as changes of the FSPs (docs/cache.md, "Several domains").
+// group. For every principal of A that changed, each domain of another forest is
+// asked for its FSP of that SID and the groups holding it
+// (dirgate.ForeignChangeSource), and those come with the batch as changes of the
+// FSPs. Within one forest B holds A's object by its DN, with no FSP: each domain of
+// A's forest is asked for its groups that hold the DNs of A's changed objects
+// (dirgate.ForestGroupFinder), and those come as changes of the groups
+// (docs/cache.md, "Several domains").
 
 // foreignTimeout bounds one other domain's answer, so that a domain whose DCs are
 // silent holds back each read of another domain's changes by at most this.
@@ -95,9 +100,10 @@ func (s *feedSource) ReadChanges(ctx context.Context, pos dirgate.ChangePosition
 		clear(s.pending)
 		return b, nil
 	}
-	sids := s.ownSIDs(b.Changes)
+	sids, dns := s.ownSIDs(b.Changes), s.ownDNs(b.Changes)
 	type answer struct {
 		changes []dirgate.Change
+		groups  []dirgate.Object // a domain of the same forest's answer
 		err     error
 	}
 	var (
@@ -107,43 +113,112 @@ func (s *feedSource) ReadChanges(ctx context.Context, pos dirgate.ChangePosition
 		answers = map[*domain]answer{}
 	)
 	for _, e := range s.r.domains {
-		if e == s.d || e.Foreign == nil {
+		// A domain of the same forest holds the changed objects by DN; one of
+		// another forest holds the changed principals through FSPs.
+		var ask func(context.Context, []string) answer
+		own := sids
+		switch f, ok := e.Dir.(dirgate.ForestGroupFinder); {
+		case e == s.d:
+			continue
+		case sameForest(s.d, e) && ok:
+			own = dns
+			ask = func(ctx context.Context, dns []string) answer {
+				gs, err := f.GroupsHolding(ctx, parseDNs(dns))
+				if errors.Is(err, errors.ErrUnsupported) {
+					return answer{} // a directory that cannot say holds none
+				}
+				return answer{groups: gs, err: err}
+			}
+		case !sameForest(s.d, e) && e.Foreign != nil:
+			ask = func(ctx context.Context, sids []string) answer {
+				chs, err := e.Foreign.ForeignChanges(ctx, sids)
+				return answer{changes: answered(chs, sids), err: err}
+			}
+		default:
 			continue
 		}
-		ask := sids
+		list := own
 		if p := s.pending[e]; p != nil {
-			ask = union(sids, p.sids)
+			list = union(own, p.sids)
 		}
-		if len(ask) == 0 {
+		if len(list) == 0 {
 			continue
 		}
-		asked[e] = ask
+		asked[e] = list
 		wg.Go(func() {
 			actx, cancel := context.WithTimeout(ctx, foreignTimeout)
 			defer cancel()
-			chs, err := e.Foreign.ForeignChanges(actx, ask)
+			a := ask(actx, list)
 			mu.Lock()
-			answers[e] = answer{chs, err}
+			answers[e] = a
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
-	for e, ask := range asked {
+	for e, list := range asked {
 		a := answers[e]
 		if a.err != nil {
-			s.keep(ctx, e, ask, a.err)
+			s.keep(ctx, e, list, a.err)
 			continue
 		}
 		p := s.pending[e]
 		delete(s.pending, e)
 		if p != nil && p.overflow {
 			b.Resync, b.Detail, b.Changes = dirgate.ResyncForeignMissed,
-				"domain "+e.name+" could not be asked which of its groups hold more than "+strconv.Itoa(maxPending)+" changed principals of "+s.d.name, nil
+				"domain "+e.name+" could not be asked which of its groups hold more than "+strconv.Itoa(maxPending)+" changed objects of "+s.d.name, nil
 			return b, nil
 		}
-		b.Changes = append(b.Changes, answered(a.changes, ask)...)
+		b.Changes = append(b.Changes, a.changes...)
+		b.Changes = append(b.Changes, s.groupChanges(ctx, e, a.groups)...)
 	}
 	return b, nil
+}
+
+// ownDNs returns the DNs of the domain's own objects that changed, once each (a
+// deleted object's groups are unknown anyway, and invalidate everything).
+func (s *feedSource) ownDNs(changes []dirgate.Change) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, ch := range changes {
+		if ch.DN == "" || ch.Kind == dirgate.ChangeDeleted || s.r.ofDN(ch.DN) != s.d {
+			continue
+		}
+		if k := strings.ToLower(ch.DN); !seen[k] {
+			seen[k] = true
+			out = append(out, ch.DN)
+		}
+	}
+	return out
+}
+
+// parseDNs parses the DNs the domain's directory read (ownDNs: each one ofDN placed,
+// so each parses).
+func parseDNs(dns []string) []dirgate.DN {
+	out := make([]dirgate.DN, 0, len(dns))
+	for _, s := range dns {
+		if dn, err := dirgate.ParseDN(s); err == nil {
+			out = append(out, dn)
+		}
+	}
+	return out
+}
+
+// groupChanges turns the groups e answered, which hold changed objects of the
+// feed's domain by DN, into changes of those groups: their listings show the
+// objects as they were. Only e's own groups are taken (a group under e's base DN);
+// anything else is refused and logged, so that a hostile DC cannot invalidate
+// another domain's listings.
+func (s *feedSource) groupChanges(ctx context.Context, e *domain, groups []dirgate.Object) []dirgate.Change {
+	var out []dirgate.Change
+	for _, g := range groups {
+		id, err := dirgate.ParseIdentifier(g.GUID)
+		if err != nil || id.Kind() != dirgate.KindGUID || !g.IsGroup() || s.r.ofDN(g.DN) != e {
+			s.r.refused(ctx, e, "it answered a group holding a changed object that is not its own", g)
+			continue
+		}
+		out = append(out, dirgate.Change{Kind: dirgate.ChangeGroup, GUID: id.Canonical(), GroupsKnown: true})
+	}
+	return out
 }
 
 // ownSIDs returns the SIDs of the domain's own principals that changed, once each
@@ -165,7 +240,8 @@ func (s *feedSource) ownSIDs(changes []dirgate.Change) []string {
 	return out
 }
 
-// keep remembers the SIDs e could not be asked about, for the next read.
+// keep remembers the SIDs (or, for a domain of the same forest, the DNs) e could
+// not be asked about, for the next read.
 func (s *feedSource) keep(ctx context.Context, e *domain, sids []string, err error) {
 	p := s.pending[e]
 	if p == nil {
@@ -181,7 +257,7 @@ func (s *feedSource) keep(ctx context.Context, e *domain, sids []string, err err
 	}
 	// Asked again with every read while it fails: one line per refusalEvery.
 	if ok, skipped := e.feedFailures.due(); ok {
-		s.r.log.WarnContext(ctx, "domains: another domain could not be asked which of its groups hold changed principals; asked again with the next read",
+		s.r.log.WarnContext(ctx, "domains: another domain could not be asked which of its groups hold changed objects; asked again with the next read",
 			"domain", e.name, "changesOf", s.d.name, "pending", len(p.sids), "overflow", p.overflow, "error", err, "unlogged", skipped)
 	}
 }

@@ -374,3 +374,64 @@ type noFinder struct{ *forestFinder }
 func (*noFinder) GroupsHolding(context.Context, []dirgate.DN) ([]dirgate.Object, error) {
 	return nil, fmt.Errorf("wrapper: %w", errors.ErrUnsupported)
 }
+
+// A change of EMEA's User reaches CORP's Universal, which holds her by DN: EMEA's
+// feed asks CORP, a domain of its forest, for the groups holding the DNs of the
+// objects that changed, and FABRIKAM, of another forest, for FSPs of its
+// principals only. A CORP that cannot answer is asked again with the next read;
+// what CORP answers that is not its own group is refused; a deleted object is not
+// asked about.
+func TestChangeSourcesWithinOneForest(t *testing.T) {
+	orders(t, func(t *testing.T, childFirst bool) {
+		f := newOneForest()
+		withDN := func(ch dirgate.Change, dn string) dirgate.Change { ch.DN = dn; return ch }
+		deleted := dirgate.Change{Kind: dirgate.ChangeDeleted, GUID: f.eGone.GUID, DN: f.eGone.DN}
+		emea := &fakeChanges{batches: []dirgate.ChangeBatch{
+			{Changes: []dirgate.Change{withDN(changeOf(f.eUser, f.eGlobal), f.eUser.DN), deleted}},
+			{Changes: []dirgate.Change{withDN(changeOf(f.eUser, f.eGlobal), f.eUser.DN)}},
+			{},
+			{Changes: []dirgate.Change{withDN(changeOf(f.eUser, f.eGlobal), f.eUser.DN)}},
+		}}
+		fabF := &fakeForeign{dir: f.fab.fakeDir}
+		doms := f.domains(childFirst)
+		for i := range doms {
+			switch doms[i].Dir {
+			case f.emea:
+				doms[i].Changes = emea
+			case f.fab:
+				doms[i].Foreign = fabF
+			}
+		}
+		var src dirgate.ChangeSource
+		for _, s := range openRouter(t, doms).ChangeSources() {
+			src = s.Source
+		}
+
+		b := read(t, src)
+		if got := invalidated(b); !slices.Contains(got, f.cUniversal.GUID) || !slices.Contains(got, f.eGlobal.GUID) {
+			t.Errorf("EMEA's User changed: invalidated %v, want CORP's Universal %s and EMEA's Global", got, f.cUniversal.GUID)
+		}
+		if got := f.corp.askedFor(); !slices.Equal(got, []string{f.eUser.DN}) {
+			t.Errorf("CORP asked for %v, want EMEA's User alone (the deleted object is not asked about)", got)
+		}
+		if want := [][]string{{strings.ToUpper(f.eUser.SID)}}; !slices.EqualFunc(fabF.asked, want, slices.Equal) {
+			t.Errorf("FABRIKAM asked %v, want EMEA's User's SID", fabF.asked)
+		}
+
+		f.corp.down.Store(true)
+		if got := invalidated(read(t, src)); slices.Contains(got, f.cUniversal.GUID) {
+			t.Errorf("CORP down: invalidated %v", got)
+		}
+		f.corp.down.Store(false)
+		if got := invalidated(read(t, src)); !slices.Contains(got, f.cUniversal.GUID) {
+			t.Errorf("CORP back: invalidated %v, want CORP's Universal from the DN kept", got)
+		}
+
+		// A hostile CORP names EMEA's Global and a group of FABRIKAM as its own.
+		f.corp.forgedGroups = map[string][]dirgate.Object{strings.ToLower(f.eUser.DN): {f.eGlobal, f.fLocal, f.cLocal}}
+		got := invalidated(read(t, src))
+		if slices.Contains(got, f.fLocal.GUID) || !slices.Contains(got, f.cLocal.GUID) {
+			t.Errorf("forged answer: invalidated %v, want CORP's Local and not FABRIKAM's", got)
+		}
+	})
+}
