@@ -98,7 +98,7 @@ const (
 	ResyncUnparseable   = "unparseable"    // an entry the feed cannot read
 	ResyncReloaded      = "reloaded"       // the memory upstream reloaded its file
 	ResyncForced        = "forced"         // an operator asked for it
-	ResyncForeignMissed = "foreign_missed" // another domain could not be asked which of its groups hold changed principals, too long
+	ResyncForeignMissed = "foreign_missed" // another domain could not be asked which of its groups hold changed objects, too long
 )
 
 // ChangeBatch is the answer to one ReadChanges.
