@@ -297,6 +297,17 @@ func BenchmarkDomainsForestPrincipal(b *testing.B) {
 // the listing shows User2 as FABRIKAM holds it; removed again, the FSP stays, as
 // the DC leaves it. Added to CORP's global or universal group, it is refused as AD
 // refuses it (Samba would accept it) and no FSP is made. The forest is left as the
+// TestDomainsForestTwoForests: CORP and FABRIKAM read each their own forest of one
+// domain from their crossRefs, so the program keeps its in-chain setting and
+// writes across them go through FSPs (TestDomainsForestLDAPChanges).
+func TestDomainsForestTwoForests(t *testing.T) {
+	f := sambatest.ForestFromEnv(t)
+	_, m := openForestMain(t, f)
+	if m.forestOfSeveral {
+		t.Errorf("a forest of several domains read from two forests of one domain each")
+	}
+}
+
 // harness seeded it.
 func TestDomainsForestLDAPChanges(t *testing.T) {
 	f := sambatest.ForestFromEnv(t)
