@@ -3,7 +3,7 @@ package ldap
 // What reading the member values costs a listing in a forest of several domains
 // (forest.go), against the same listing alone in the forest, on the harness DC, for
 // groups of 3, 6 and 2,061 members, and for a copy of each that also holds a member
-// of "another domain" (read again with the extended DN control):
+// of "another domain":
 //
 //	go test -run '^$' -bench ForestMembers -benchtime 20x -count 5 ./upstream/ldap/
 
@@ -25,8 +25,7 @@ func BenchmarkForestMembers(b *testing.B) {
 	for _, dn := range groups {
 		group := mustLookup(b, d, dn, "member")
 		want := len(org.DirectMembers(org.MustObject(dn)))
-		// The same members and one of "another domain": its values are read again
-		// with the extended DN control.
+		// The same members and one of "another domain", listed as a reference.
 		withRef := mustLookup(b, d, dc.TempGroup(b, fmt.Sprintf("forest-bench-%d", want), append(group.Properties["member"], sites)...))
 		for _, v := range []struct {
 			name   string
