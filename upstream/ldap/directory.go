@@ -193,7 +193,7 @@ func (d *Directory) discover(ctx context.Context) error {
 		d.cfg.log().WarnContext(ctx, "ldap: the forest's other domains could not be read: members they hold are not listed",
 			"domain", nc, "err", forestErr)
 	}
-	d.forestNCs = forest
+	d.forestNCs = forest // nil when forestErr
 	for _, p := range forest {
 		// A child domain lies below its parent's base DN but is not the parent's.
 		if p.IsDescendantOf(d.base) {

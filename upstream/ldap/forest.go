@@ -21,21 +21,26 @@ import (
 // forest"). So, when the forest holds other domains, the adapter also reads the
 // group's member values, with the extended DN control, and lists each value that
 // lies in another domain of the forest as a reference: an object with that DN, GUID
-// and SID and nothing else, marked Unresolved, which the router of several domains
-// replaces by the object as its own domain holds it (upstream/domains).
+// and SID and nothing else, which the router of several domains replaces by the
+// object as its own domain holds it (upstream/domains).
 
 // crossRefFilter matches the crossRef objects of the forest's domains
 // (systemFlags FLAG_CR_NTDS_DOMAIN, 2: MS-ADTS 6.1.1.2.1.1.5).
 const crossRefFilter = "(&(objectClass=crossRef)(nCName=*)(systemFlags:1.2.840.113556.1.4.803:=2))"
 
-// errBadCrossRef is the detail of a crossRef whose nCName is no DN.
+// errBadCrossRef is the detail of a crossRef whose nCName is no DN, or of too many.
 var errBadCrossRef = errors.New("a crossRef names no naming context")
+
+// maxForestDomains bounds the crossRefs read: far beyond any real forest, and a
+// bound on what a DC can make every member value cost (inOtherDomain).
+const maxForestDomains = 1000
 
 // readForest reads the naming contexts of the forest's domains from the crossRef
 // objects under CN=Partitions of the configuration naming context, and returns
-// those other than own. A forest it cannot read (no configuration naming context,
-// no access) is reported as an error, and the adapter lists only its own domain's
-// members as before.
+// those other than own. A forest it cannot read whole (no configuration naming
+// context, no access, a crossRef naming no DN, more than maxForestDomains) is
+// reported as an error with no naming context, and the adapter lists only its own
+// domain's members as before.
 func readForest(ctx context.Context, c conn, configNC string, own dirgate.DN) ([]dirgate.DN, error) {
 	if configNC == "" {
 		return nil, errors.New("the rootDSE names no configuration naming context")
@@ -50,11 +55,17 @@ func readForest(ctx context.Context, c conn, configNC string, own dirgate.DN) ([
 			return fmt.Errorf("%w: crossRef %q: nCName %q is not a DN", errBadCrossRef, bounded(e.DN), bounded(e.GetAttributeValue("nCName")))
 		}
 		if !nc.EqualFold(own) {
+			if len(out) == maxForestDomains {
+				return fmt.Errorf("%w: more than %d domains", errBadCrossRef, maxForestDomains)
+			}
 			out = append(out, nc)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // ForestDomains is the number of domains in the directory's forest as it read them
@@ -67,7 +78,9 @@ func (d *Directory) ForestDomains() int { return 1 + len(d.forestNCs) }
 func (d *Directory) ForestRoot() string { return d.forestRoot }
 
 // inOtherDomain reports whether dn, a member value, lies in another domain of the
-// forest.
+// forest: the deepest domain naming context that holds it, the own one included,
+// is another's. An object of the own domain outside the base DN is not another
+// domain's although the parent domain's naming context holds its DN too.
 func (d *Directory) inOtherDomain(dn string) bool {
 	if d.inScope(dn) {
 		return false // most values: the group's own domain
@@ -76,12 +89,17 @@ func (d *Directory) inOtherDomain(dn string) bool {
 	if err != nil {
 		return false
 	}
+	in := func(nc dirgate.DN) bool { return p.EqualFold(nc) || p.IsDescendantOf(nc) }
+	deepest, other := dirgate.DN{}, false
+	if own, err := dirgate.ParseDN(d.domainNC); err == nil && in(own) {
+		deepest = own
+	}
 	for _, nc := range d.forestNCs {
-		if p.EqualFold(nc) || p.IsDescendantOf(nc) {
-			return true
+		if in(nc) && (deepest.IsZero() || nc.IsDescendantOf(deepest)) {
+			deepest, other = nc, true
 		}
 	}
-	return false
+	return other
 }
 
 // otherDomainMembers returns, as references, group's member values that lie in
@@ -146,8 +164,8 @@ const holdingChunk = 100
 // other domains of the forest, as members (dirgate.ForestGroupFinder), with one
 // search per holdingChunk DNs: the group's DC matches a value against its phantom.
 func (d *Directory) GroupsHolding(ctx context.Context, dns []dirgate.DN) ([]dirgate.Object, error) {
-	if len(d.forestNCs) == 0 {
-		return nil, nil // no other domain's object can be a member by DN
+	if len(dns) == 0 {
+		return nil, nil
 	}
 	objs, err := d.read(ctx, nil, func(ctx context.Context, c conn, emit func(*goldap.Entry) error) error {
 		for rest := dns; len(rest) > 0; {
@@ -238,7 +256,7 @@ func parseExtendedDN(s string) (extendedDN, error) {
 }
 
 // object renders the reference as a listed object: its DN, GUID and SID, and the
-// names its DN gives; no class, no other property (the DC holds none), Unresolved.
+// names its DN gives; no class, no other property (the DC holds none).
 func (x extendedDN) object(props []string, now time.Time) (dirgate.Object, error) {
 	e := ldapentry.NewEntry(x.dn)
 	g, err := ldapentry.GUIDToBytes(x.guid)
@@ -253,9 +271,7 @@ func (x extendedDN) object(props []string, now time.Time) (dirgate.Object, error
 		}
 		e.Add("objectSid", b)
 	}
-	o, err := e.ToObject(props, now)
-	o.Unresolved = true
-	return o, err
+	return e.ToObject(props, now)
 }
 
 // bounded cuts a value a server sent to 256 bytes for an error.

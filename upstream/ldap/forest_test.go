@@ -2,6 +2,7 @@ package ldap
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func forestOrg() (*org, *fakeObj, *fakeObj) {
 
 // TestForestMembersListsOtherDomainsReferences: a member held by another domain of
 // the forest (a child domain below the base DN, or another tree) is listed as a
-// reference with its DN, GUID and SID, Unresolved, read from the member values with
+// reference with its DN, GUID and SID, read from the member values with
 // the extended DN control through every range; the group's own members are listed
 // as before.
 func TestForestMembersListsOtherDomainsReferences(t *testing.T) {
@@ -60,11 +61,10 @@ func TestForestMembersListsOtherDomainsReferences(t *testing.T) {
 		t.Fatalf("members = %v, want %v", dns(got), want)
 	}
 	for _, g := range got {
-		ref := g.DN == eve.dn || g.DN == apac.dn
-		if g.Unresolved != ref {
-			t.Errorf("%s: Unresolved %v", g.DN, g.Unresolved)
+		if g.Unresolved {
+			t.Errorf("%s: Unresolved: only the router marks what a failing domain did not resolve", g.DN)
 		}
-		if !ref {
+		if g.DN != eve.dn && g.DN != apac.dn {
 			continue
 		}
 		p := map[string]*fakeObj{eve.dn: eve, apac.dn: apac}[g.DN]
@@ -141,10 +141,11 @@ func TestForestGroupsHolding(t *testing.T) {
 	}
 }
 
-// TestForestBadCrossRef: a forest whose crossRefs name no DN leaves the domain listing its own members, and Open succeeds.
+// TestForestBadCrossRef: a forest with a crossRef naming no DN, read in part,
+// leaves the domain listing its own members, and Open succeeds.
 func TestForestBadCrossRef(t *testing.T) {
 	o, _, _ := forestOrg()
-	o.srv.forest = []string{"not a DN"}
+	o.srv.forest = []string{emeaNC, "not a DN"}
 	d := o.dir(t, Config{})
 	if d.ForestDomains() != 1 {
 		t.Errorf("a crossRef naming no DN counted: %d domains", d.ForestDomains())
@@ -249,9 +250,6 @@ func TestIntegrationForestMembers(t *testing.T) {
 			t.Fatalf("asq=%v: members = %v, %v; want the administrator and CN=Sites", asq, keys(got), err)
 		}
 		for _, o := range got {
-			if o.Unresolved != (o.DN != admin) {
-				t.Errorf("%s: Unresolved %v", o.DN, o.Unresolved)
-			}
 			if o.DN != admin && o.GUID != sitesGUID {
 				t.Errorf("reference GUID %s, want %s", o.GUID, sitesGUID)
 			}
@@ -260,5 +258,52 @@ func TestIntegrationForestMembers(t *testing.T) {
 	holding, err := d.GroupsHolding(context.Background(), []dirgate.DN{dirgate.MustParseDN(sites)})
 	if err != nil || !slices.Contains(keys(holding), dnKeys(group)[0]) {
 		t.Errorf("groups holding CN=Sites = %v, %v; want the group among them", keys(holding), err)
+	}
+}
+
+// TestForestChildOwnObjectsOutsideBase: a child domain served under an OU lists
+// neither its own objects outside that OU nor the parent's objects as its own; the
+// parent's user is a reference, its own object outside the OU is left out, as
+// before: the parent's naming context holds that DN too, but the child's own,
+// deeper, is the one it lies in.
+func TestForestChildOwnObjectsOutsideBase(t *testing.T) {
+	s := newFakeServer()
+	s.domain = emeaNC
+	s.forest = []string{s.domain[len("DC=emea,"):]} // the parent, DC=corp,…
+	parentUser := &fakeObj{dn: "CN=pat," + users, guid: guid(40), sid: domSID + "-1300"}
+	s.phantoms = map[string]*fakeObj{dirgate.MustParseDN(parentUser.dn).Key(): parentUser}
+	s.add(&fakeObj{dn: emeaNC, guid: guid(41), sid: emeaSID, classes: []string{"domain", "domainDNS"}})
+	in := s.add(&fakeObj{dn: "CN=in,OU=Staff," + emeaNC, guid: guid(42), sid: emeaSID + "-1101", classes: []string{"user"}})
+	out := s.add(&fakeObj{dn: "CN=svc,OU=Service," + emeaNC, guid: guid(43), sid: emeaSID + "-1102", classes: []string{"user"}})
+	g := s.add(&fakeObj{dn: "CN=G,OU=Staff," + emeaNC, guid: guid(44), sid: emeaSID + "-1103", classes: []string{"group"},
+		member: []string{in.dn, out.dn, parentUser.dn}})
+	d, err := newFakeDirectory(s, Config{BaseDN: "OU=Staff," + emeaNC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	got, err := d.Members(context.Background(), obj(t, d, g.dn), nil)
+	if want := []string{in.dn, parentUser.dn}; err != nil || !slices.Equal(dns(got), want) {
+		t.Errorf("members = %v, %v; want %v", dns(got), err, want)
+	}
+}
+
+// TestForestMemberOfAnotherDomainNotPrimary: a member of another domain whose
+// primaryGroupID (a RID of its own domain) happens to be this group's RID is no
+// primary member: AD's refusal of the addition is a refused addition, not "already
+// a member", and a removal of a non-member is "not a member".
+func TestForestMemberOfAnotherDomainNotPrimary(t *testing.T) {
+	o, eve, _ := forestOrg()
+	d := o.dir(t, Config{})
+	g := obj(t, d, o.g2.dn) // RID 1103
+	member := dirgate.Object{DN: eve.dn, GUID: eve.guid, SID: eve.sid, ObjectType: dirgate.TypeUser, PrimaryGroupID: 1103}
+	o.srv.modifyErr = goldap.NewError(goldap.LDAPResultUnwillingToPerform, errors.New("group scope"))
+	err := d.AddMember(context.Background(), g, member)
+	if errors.Is(err, dirgate.ErrAlreadyMember) || dirgate.ErrorCode(err) != dirgate.EINVALID {
+		t.Errorf("refused addition: %v, want EINVALID", err)
+	}
+	err = d.RemoveMember(context.Background(), g, member)
+	if errors.Is(err, dirgate.ErrPrimaryGroup) || !errors.Is(err, dirgate.ErrNotMember) {
+		t.Errorf("removal of a non-member: %v, want not a member", err)
 	}
 }

@@ -235,10 +235,14 @@ type writeStamp struct {
 	usn    int64
 }
 
-// isPrimaryGroup reports whether group is member's primary group.
+// isPrimaryGroup reports whether group is member's primary group: both of this
+// domain, and member's primaryGroupID the group's RID.
 func (d *Directory) isPrimaryGroup(group, member dirgate.Object) bool {
 	rid, ok := d.domainRID(group.SID)
-	return ok && member.PrimaryGroupID == rid
+	// A member of another domain of the forest has its primary group there: its
+	// primaryGroupID is a RID of that domain, which may be this group's too.
+	_, own := d.domainRID(member.SID)
+	return ok && own && member.PrimaryGroupID == rid
 }
 
 // dedupe keeps the first object of each GUID and drops skip.
