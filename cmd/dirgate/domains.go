@@ -306,7 +306,7 @@ func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.
 	if err != nil {
 		return nil, err
 	}
-	doms := []domains.Domain{{BaseDN: home.BaseDN, SID: homeDir.DomainSID(), Forest: homeDir.ForestRoot(), Dir: homeUpstream,
+	doms := []domains.Domain{{BaseDN: home.BaseDN, SID: homeDir.DomainSID(), ForestDomains: homeDir.ForestDomainNCs(), Dir: homeUpstream,
 		Schema: homeDir, Checker: homeDir, Changes: homeDir, Foreign: homeDir}}
 	for _, cfg := range cfgs {
 		name := dirgate.MustParseDN(cfg.BaseDN).DomainName() // validated by loadDomains
@@ -320,7 +320,7 @@ func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.
 		// Reported, not gating: the home domain serves without it, listing its
 		// members as the home domain holds them.
 		m.ready.add("upstream "+name, func(context.Context) error { return serversReady(d.Servers()) })
-		doms = append(doms, domains.Domain{BaseDN: cfg.BaseDN, SID: d.DomainSID(), Forest: d.ForestRoot(), Schema: d, Checker: d,
+		doms = append(doms, domains.Domain{BaseDN: cfg.BaseDN, SID: d.DomainSID(), ForestDomains: d.ForestDomainNCs(), Schema: d, Checker: d,
 			Changes: d, Foreign: d, Dir: breaker.New(d, breaker.Settings{Name: "ldap:" + name, TelemetryOnly: true})})
 	}
 	r, err := domains.Config{Domains: doms, Logger: m.Logger}.Open(ctx)

@@ -168,11 +168,21 @@ func (s *feedSource) ReadChanges(ctx context.Context, pos dirgate.ChangePosition
 				"domain "+e.name+" could not be asked which of its groups hold more than "+strconv.Itoa(maxPending)+" changed objects of "+s.d.name, nil
 			return b, nil
 		}
+		if len(a.groups) > maxPending {
+			b.Resync, b.Detail, b.Changes = dirgate.ResyncForeignMissed,
+				"domain "+e.name+" named more than "+strconv.Itoa(maxPending)+" groups holding changed objects of "+s.d.name, nil
+			return b, nil
+		}
 		b.Changes = append(b.Changes, a.changes...)
 		b.Changes = append(b.Changes, s.groupChanges(ctx, e, a.groups)...)
 	}
 	return b, nil
 }
+
+// maxAskedDN bounds a DN asked about (and kept while a domain fails): AD's DNs,
+// each RDN at most 64 characters, stay far below it. A longer DN is not asked
+// about; its object is invalidated in its own domain's groups only.
+const maxAskedDN = 4096
 
 // ownDNs returns the DNs of the domain's own objects that changed, once each (a
 // deleted object's groups are unknown anyway, and invalidate everything).
@@ -180,7 +190,7 @@ func (s *feedSource) ownDNs(changes []dirgate.Change) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, ch := range changes {
-		if ch.DN == "" || ch.Kind == dirgate.ChangeDeleted || s.r.ofDN(ch.DN) != s.d {
+		if ch.DN == "" || len(ch.DN) > maxAskedDN || ch.Kind == dirgate.ChangeDeleted || s.r.ofDN(ch.DN) != s.d {
 			continue
 		}
 		if k := strings.ToLower(ch.DN); !seen[k] {
@@ -204,19 +214,22 @@ func parseDNs(dns []string) []dirgate.DN {
 }
 
 // groupChanges turns the groups e answered, which hold changed objects of the
-// feed's domain by DN, into changes of those groups: their listings show the
-// objects as they were. Only e's own groups are taken (a group under e's base DN);
-// anything else is refused and logged, so that a hostile DC cannot invalidate
-// another domain's listings.
+// feed's domain by DN, into changes that replace those groups' tokens: their
+// listings show the objects as they were. Each is a ChangeObject, not a
+// ChangeGroup, since the group's own members did not change: a ChangeGroup would
+// also expire every caller's principal (cmd/dirgate). Only e's own groups are taken
+// (a group under e's base DN); anything else is refused and logged, so that a
+// hostile DC cannot invalidate another domain's listings; and at most maxPending,
+// beyond which the batch comes with a resync instead (the caller's).
 func (s *feedSource) groupChanges(ctx context.Context, e *domain, groups []dirgate.Object) []dirgate.Change {
 	var out []dirgate.Change
-	for _, g := range groups {
+	for _, g := range groups[:min(len(groups), maxPending)] {
 		id, err := dirgate.ParseIdentifier(g.GUID)
 		if err != nil || id.Kind() != dirgate.KindGUID || !g.IsGroup() || s.r.ofDN(g.DN) != e {
 			s.r.refused(ctx, e, "it answered a group holding a changed object that is not its own", g)
 			continue
 		}
-		out = append(out, dirgate.Change{Kind: dirgate.ChangeGroup, GUID: id.Canonical(), GroupsKnown: true})
+		out = append(out, dirgate.Change{Kind: dirgate.ChangeObject, GUID: id.Canonical(), GroupsKnown: true})
 	}
 	return out
 }

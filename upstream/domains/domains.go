@@ -61,13 +61,14 @@ type Domain struct {
 	// Foreign, when set, finds the foreign security principals the domain holds for
 	// principals of other domains, and the groups that hold them (changes.go).
 	Foreign dirgate.ForeignChangeSource
-	// Forest is the DN of the forest root domain as the domain's directory reads it
-	// (rootDSE rootDomainNamingContext), "" when unknown. Two domains with the same
-	// Forest (compared as DNs) are of one forest: a member of the other is written to
-	// a group by its DN, not through a foreign security principal, and a caller's
-	// groups are looked for in the other by its DN (dirgate.ForestGroupFinder). With
-	// "" the domain is taken to be of a forest of its own.
-	Forest string
+	// ForestDomains are the naming contexts of the other domains of the domain's
+	// forest, as its directory reads them (the forest's crossRef objects); none when
+	// it is alone in its forest or cannot say. Two domains are of one forest when
+	// each names the other's (sameForest): a member of the other is written to a
+	// group by its DN, not through a foreign security principal, and a caller's
+	// groups and a change's groups are looked for in the other by DN
+	// (dirgate.ForestGroupFinder).
+	ForestDomains []dirgate.DN
 }
 
 // Config describes the domains. It is the factory of the router: fill it, then Open.
@@ -106,11 +107,6 @@ func (c Config) Validate() error {
 			bad(field, "base DN %q is not a DN: %v", d.BaseDN, err)
 		}
 		bases[i] = b
-		if d.Forest != "" {
-			if f, err := dirgate.ParseDN(d.Forest); err != nil || f.IsZero() {
-				bad(field, "forest %q is not a DN: %v", d.Forest, err)
-			}
-		}
 		if !isDomainSID(d.SID) {
 			bad(field, "SID %q is not a domain SID (S-1-5-21-…)", d.SID)
 		} else if j, ok := sids[strings.ToUpper(d.SID)]; ok {
@@ -181,7 +177,6 @@ type domain struct {
 	base   dirgate.DN
 	sid    string     // upper-case
 	name   string     // DNS name, for errors and logs
-	forest dirgate.DN // zero when unknown
 	// hasChild says another domain's base DN lies below this one's: a DN under
 	// this base DN may still be that domain's.
 	hasChild bool
@@ -213,11 +208,7 @@ func (c Config) Open(ctx context.Context) (*Directory, error) {
 	}
 	for _, d := range c.Domains {
 		base := dirgate.MustParseDN(d.BaseDN) // validated
-		dom := &domain{Domain: d, base: base, sid: strings.ToUpper(d.SID), name: base.DomainName()}
-		if d.Forest != "" {
-			dom.forest = dirgate.MustParseDN(d.Forest) // validated
-		}
-		r.domains = append(r.domains, dom)
+		r.domains = append(r.domains, &domain{Domain: d, base: base, sid: strings.ToUpper(d.SID), name: base.DomainName()})
 	}
 	for _, d := range r.domains {
 		for _, e := range r.domains {
@@ -272,9 +263,22 @@ func (r *Directory) ofParsedDN(dn dirgate.DN) *domain {
 	return nil
 }
 
-// sameForest reports whether d and e are two domains of one known forest.
+// sameForest reports whether d and e are two domains of one forest: each names the
+// other's naming context among its forest's domains. Both must say so, so that a
+// domain of another forest cannot claim, by naming the home domain, that the home
+// domain's objects are held by DN in its groups, nor be sent the home domain's DNs.
 func sameForest(d, e *domain) bool {
-	return d != e && !d.forest.IsZero() && d.forest.EqualFold(e.forest)
+	return d != e && namesDomain(d, e) && namesDomain(e, d)
+}
+
+// namesDomain reports whether d's forest holds e's base DN in one of its domains.
+func namesDomain(d, e *domain) bool {
+	for _, nc := range d.ForestDomains {
+		if e.base.EqualFold(nc) || e.base.IsDescendantOf(nc) {
+			return true
+		}
+	}
+	return false
 }
 
 // ofSID returns the domain whose SID is sid's domain part (sid less its last

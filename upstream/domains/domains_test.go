@@ -311,10 +311,11 @@ func TestMembersConcurrencyBoundSharedByListings(t *testing.T) {
 	}
 }
 
-// A member held by its DN under another domain's base DN (as AD holds a member
-// of another domain of the same forest) is replaced by the object that domain
-// holds.
-func TestMembersReplacesMemberOfAnotherBaseDN(t *testing.T) {
+// A member held by its DN under the base DN of a domain of another forest is listed
+// as the group's domain holds it: only within one forest does AD hold a member of
+// another domain by its DN (TestMembersReplacesPlaceholdersOfTheForest), and a DC
+// that lists one otherwise cannot make the router show that domain's objects.
+func TestMembersKeepsDNMembersOfAnotherForest(t *testing.T) {
 	f := newForest()
 	phantom := f.fUser2
 	phantom.ObjectType, phantom.DisplayName = dirgate.TypeContainer, "as CORP shows it"
@@ -334,9 +335,12 @@ func TestMembersReplacesMemberOfAnotherBaseDN(t *testing.T) {
 		t.Fatalf("members %q, want %q", g, w)
 	}
 	for _, o := range got {
-		if o.DN != f.cUser.DN && o.ObjectType != dirgate.TypeUser {
-			t.Errorf("FABRIKAM's object listed as CORP holds it: %+v", o)
+		if o.DN != f.cUser.DN && (o.ObjectType != dirgate.TypeContainer || o.Unresolved) {
+			t.Errorf("FABRIKAM's DN listed as %+v, want as CORP holds it", o)
 		}
+	}
+	if n := f.fab.lookupCount(); n != 0 {
+		t.Errorf("FABRIKAM asked %d times", n)
 	}
 }
 
@@ -720,8 +724,6 @@ func TestConfigValidate(t *testing.T) {
 		{"same base DN below another", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}, {BaseDN: "DC=child," + corpBase, SID: fabSID, Dir: d},
 			{BaseDN: "dc=Child," + corpBase, SID: "S-1-5-21-7-8-9", Dir: d}},
 			[]string{"Domains[2]: base DN dc=Child,DC=corp,DC=example,DC=com is the base DN of Domains[1]"}},
-		{"forest not a DN", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d, Forest: "corp.example.com"}},
-			[]string{`Domains[0]: forest "corp.example.com" is not a DN`}},
 		{"same domain twice", []Domain{{BaseDN: "OU=a," + corpBase, SID: corpSID, Dir: d}, {BaseDN: "OU=b," + corpBase, SID: strings.ToLower(corpSID), Dir: d}},
 			[]string{"Domains[1]: is the same domain as Domains[0]"}},
 		{"no SID, no directory, no DN", []Domain{{BaseDN: corpBase, SID: corpSID, Dir: d}, {BaseDN: "", SID: "S-1-5-32-544"}},

@@ -93,7 +93,7 @@ func (f *fakeDir) Lookup(ctx context.Context, id dirgate.Identifier, props []str
 		return withProps(o, props), nil
 	}
 	for _, o := range f.objs {
-		if o.Unresolved {
+		if o.ObjectType == "" {
 			continue // a placeholder the directory lists, not an object it holds
 		}
 		var match bool
@@ -364,5 +364,5 @@ func (f *forestFinder) askedFor() []string {
 // no type, marked unresolved.
 func placeholder(o dirgate.Object) dirgate.Object {
 	return dirgate.Object{GUID: o.GUID, DN: o.DN, SID: o.SID, DisplayName: o.DisplayName, DomainName: o.DomainName,
-		DirectoryType: o.DirectoryType, Unresolved: true}
+		DirectoryType: o.DirectoryType}
 }

@@ -56,12 +56,12 @@ func newOneForest() *oneForest {
 	return f
 }
 
-// domains are the three domains, CORP (home) and EMEA naming their forest root in
-// other letter cases, or EMEA first when childFirst.
+// domains are the three domains, CORP (home) and EMEA each naming the other among
+// its forest's domains (in other letter cases), or EMEA first when childFirst.
 func (f *oneForest) domains(childFirst bool) []Domain {
-	corp := Domain{BaseDN: corpBase, SID: corpSID, Dir: f.corp, Forest: corpBase}
-	emea := Domain{BaseDN: emeaBase, SID: emeaSID, Dir: f.emea, Forest: strings.ToLower(corpBase)}
-	fab := Domain{BaseDN: fabBase, SID: fabSID, Dir: f.fab, Forest: fabBase}
+	corp := Domain{BaseDN: corpBase, SID: corpSID, Dir: f.corp, ForestDomains: []dirgate.DN{dirgate.MustParseDN(emeaBase)}}
+	emea := Domain{BaseDN: emeaBase, SID: emeaSID, Dir: f.emea, ForestDomains: []dirgate.DN{dirgate.MustParseDN(strings.ToLower(corpBase))}}
+	fab := Domain{BaseDN: fabBase, SID: fabSID, Dir: f.fab}
 	if childFirst {
 		return []Domain{emea, corp, fab}
 	}
@@ -168,8 +168,9 @@ func TestCheckAnswerNestedBaseDNs(t *testing.T) {
 }
 
 // Placeholders of members of the other domain of the forest are replaced by the
-// objects that domain holds, which carry no mark; one that domain does not hold, and
-// every one while it is down, stays as listed, marked.
+// objects that domain holds under the GUID the group's DC holds for them; one that
+// domain does not hold stays as listed, unmarked (the listing may be kept), and
+// every one while the domain is down stays as listed, marked.
 func TestMembersReplacesPlaceholdersOfTheForest(t *testing.T) {
 	orders(t, func(t *testing.T, childFirst bool) {
 		f := newOneForest()
@@ -187,8 +188,8 @@ func TestMembersReplacesPlaceholdersOfTheForest(t *testing.T) {
 			switch {
 			case replaced && (o.Unresolved || o.ObjectType == "" || o.Properties["samaccountname"] == nil):
 				t.Errorf("%s listed as %+v, want EMEA's object with its properties, unmarked", o.DN, o)
-			case o.GUID == f.eGone.GUID && (!o.Unresolved || o.ObjectType != ""):
-				t.Errorf("%s, which EMEA does not hold, listed as %+v, want the placeholder, marked", o.DN, o)
+			case o.GUID == f.eGone.GUID && (o.Unresolved || o.ObjectType != ""):
+				t.Errorf("%s, which EMEA does not hold, listed as %+v, want the placeholder, unmarked", o.DN, o)
 			case o.GUID == f.cUser.GUID && o.Unresolved:
 				t.Errorf("CORP's own User marked unresolved")
 			}
@@ -242,9 +243,16 @@ func TestWritesWithinOneForestByDN(t *testing.T) {
 	if err := r.AddMember(ctx, f.cLocal, f.fUser); err != nil || !slices.Equal(f.corp.writes, []string{"add sid " + f.fUser.SID + " to " + f.cLocal.GUID}) {
 		t.Errorf("FABRIKAM's User: %v, writes %q, want by SID", err, f.corp.writes)
 	}
-	// The forest unknown: as two forests.
+	// FABRIKAM claims CORP's forest, which CORP's does not name: as two forests.
 	f.corp.writes = nil
-	doms[1].Forest = ""
+	doms[2].ForestDomains = []dirgate.DN{dirgate.MustParseDN(corpBase)}
+	r = openRouter(t, doms)
+	if err := r.AddMember(ctx, f.cLocal, f.fUser); err != nil || !slices.Equal(f.corp.writes, []string{"add sid " + f.fUser.SID + " to " + f.cLocal.GUID}) {
+		t.Errorf("FABRIKAM's User, one-sided claim: %v, writes %q, want by SID", err, f.corp.writes)
+	}
+	// The forest unknown on one side: as two forests.
+	f.corp.writes = nil
+	doms[1].ForestDomains = nil
 	r = openRouter(t, doms)
 	if err := r.AddMember(ctx, f.cUniversal, f.eUser); err != nil || !slices.Equal(f.corp.writes, []string{"add sid " + f.eUser.SID + " to " + f.cUniversal.GUID}) {
 		t.Errorf("EMEA's User, forest unknown: %v, writes %q, want by SID", err, f.corp.writes)
@@ -411,6 +419,12 @@ func TestChangeSourcesWithinOneForest(t *testing.T) {
 		if got := invalidated(b); !slices.Contains(got, f.cUniversal.GUID) || !slices.Contains(got, f.eGlobal.GUID) {
 			t.Errorf("EMEA's User changed: invalidated %v, want CORP's Universal %s and EMEA's Global", got, f.cUniversal.GUID)
 		}
+		for _, ch := range b.Changes {
+			if ch.Kind == dirgate.ChangeGroup {
+				// It would expire every caller's principal: no group's members changed.
+				t.Errorf("change %+v of a group that holds a changed object", ch)
+			}
+		}
 		if got := f.corp.askedFor(); !slices.Equal(got, []string{f.eUser.DN}) {
 			t.Errorf("CORP asked for %v, want EMEA's User alone (the deleted object is not asked about)", got)
 		}
@@ -434,4 +448,18 @@ func TestChangeSourcesWithinOneForest(t *testing.T) {
 			t.Errorf("forged answer: invalidated %v, want CORP's Local and not FABRIKAM's", got)
 		}
 	})
+}
+
+// A placeholder is resolved by the GUID the group's DC holds for it, not by its DN:
+// one whose DN names EMEA's User but whose GUID is another's (the DC's copy of an
+// object since deleted, the same DN given to a new one) stays as listed.
+func TestMembersPlaceholderByGUID(t *testing.T) {
+	f := newOneForest()
+	stale := placeholder(f.eUser)
+	stale.GUID = "00000000-0000-4000-8000-777777777777"
+	g := f.corp.add(object(dirgate.TypeGroup, "CN=Stale,"+ou+corpBase, corpSID+"-1209"), f.corp.add(stale))
+	got, err := openRouter(t, f.domains(false)).Members(context.Background(), g, nil)
+	if err != nil || len(got) != 1 || got[0].GUID != stale.GUID || got[0].ObjectType != "" || got[0].Unresolved {
+		t.Errorf("stale placeholder listed as %+v, %v; want it as CORP holds it", got, err)
+	}
 }

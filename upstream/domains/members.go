@@ -184,12 +184,17 @@ func (r *Directory) foreignOf(own *domain, o *dirgate.Object) (foreign, bool) {
 	if in, ok := ldapentry.ContainsPlain(own.base, o.DN); ok && in && !own.hasChild {
 		return foreign{}, false // most members: decided without parsing
 	}
+	// A member held by DN in another domain of the group's forest: looked up there
+	// by the GUID the group's DC holds for it, so that the answer is the object
+	// the group holds (checkAnswer: that GUID, under that domain's base DN), even
+	// when the DC's copy of its DN is out of date. Only within one forest: a domain
+	// of another forest holds no member by another domain's DN.
 	d := r.ofDN(o.DN)
-	if d == nil || d == own {
+	if d == nil || d == own || !sameForest(own, d) {
 		return foreign{}, false
 	}
-	id, err := dirgate.ParseIdentifier(o.DN)
-	if err != nil || id.Kind() != dirgate.KindDN {
+	id, err := dirgate.ParseIdentifier(o.GUID)
+	if err != nil || id.Kind() != dirgate.KindGUID {
 		return foreign{}, false
 	}
 	return foreign{d: d, id: id}, true

@@ -52,9 +52,8 @@ type Directory struct {
 	// from the domain does not enter them, so neither does the adapter's scope.
 	otherNCs []dirgate.DN
 	// forestNCs are the naming contexts of the forest's other domains, from its
-	// crossRef objects (forest.go); forestRoot is the forest root domain's DN.
-	forestNCs  []dirgate.DN
-	forestRoot string
+	// crossRef objects (forest.go).
+	forestNCs []dirgate.DN
 	asq        bool // the server supports Attribute Scoped Query
 	// pageASQ adds paging to ASQ searches. Samba 4.17 returns every result without it
 	// and takes about half as long again with it (docs/directory.md, "Attribute
@@ -146,12 +145,12 @@ func (d *Directory) discover(ctx context.Context) error {
 		err := search(ctx, c, query{
 			base: "", scope: goldap.ScopeBaseObject, filter: "(objectClass=*)",
 			attrs: []string{"supportedControl", "defaultNamingContext", "namingContexts", "vendorName", "schemaNamingContext",
-				"configurationNamingContext", "rootDomainNamingContext"},
+				"configurationNamingContext"},
 		}, func(e *goldap.Entry) error {
 			controls, ncs = e.GetAttributeValues("supportedControl"), e.GetAttributeValues("namingContexts")
 			nc, vendor = e.GetAttributeValue("defaultNamingContext"), e.GetAttributeValue("vendorName")
 			schemaNC = e.GetAttributeValue("schemaNamingContext")
-			configNC, d.forestRoot = e.GetAttributeValue("configurationNamingContext"), e.GetAttributeValue("rootDomainNamingContext")
+			configNC = e.GetAttributeValue("configurationNamingContext")
 			return nil
 		})
 		if err != nil || nc == "" {

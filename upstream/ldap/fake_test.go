@@ -321,7 +321,6 @@ func (s *fakeServer) match(req *goldap.SearchRequest) ([]*fakeObj, error) {
 			"vendorName":                 {s.vendor},
 			"schemaNamingContext":        {"CN=Schema,CN=Configuration," + s.domain},
 			"configurationNamingContext": {"CN=Configuration," + s.domain},
-			"rootDomainNamingContext":    {s.domain},
 			"dsServiceName":              {"CN=NTDS Settings,CN=" + cmpOr(s.name, "DC1") + ",CN=Servers,CN=Default-First-Site-Name,CN=Sites,CN=Configuration," + s.domain},
 		}}}, nil
 	}

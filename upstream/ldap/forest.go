@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,10 +73,9 @@ func readForest(ctx context.Context, c conn, configNC string, own dirgate.DN) ([
 // at Open: 1 when it holds no other or could not read them.
 func (d *Directory) ForestDomains() int { return 1 + len(d.forestNCs) }
 
-// ForestRoot is the DN of the forest's root domain (the rootDSE's
-// rootDomainNamingContext), "" when the server did not say: two domains with the
-// same root are of one forest.
-func (d *Directory) ForestRoot() string { return d.forestRoot }
+// ForestDomainNCs are the naming contexts of the forest's other domains as the
+// directory read them at Open (none when it could not read them).
+func (d *Directory) ForestDomainNCs() []dirgate.DN { return slices.Clone(d.forestNCs) }
 
 // inOtherDomain reports whether dn, a member value, lies in another domain of the
 // forest: the deepest domain naming context that holds it, the own one included,
