@@ -174,9 +174,9 @@ type Directory struct {
 
 type domain struct {
 	Domain
-	base   dirgate.DN
-	sid    string     // upper-case
-	name   string     // DNS name, for errors and logs
+	base dirgate.DN
+	sid  string // upper-case
+	name string // DNS name, for errors and logs
 	// hasChild says another domain's base DN lies below this one's: a DN under
 	// this base DN may still be that domain's.
 	hasChild bool

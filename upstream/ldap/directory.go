@@ -54,7 +54,7 @@ type Directory struct {
 	// forestNCs are the naming contexts of the forest's other domains, from its
 	// crossRef objects (forest.go).
 	forestNCs []dirgate.DN
-	asq        bool // the server supports Attribute Scoped Query
+	asq       bool // the server supports Attribute Scoped Query
 	// pageASQ adds paging to ASQ searches. Samba 4.17 returns every result without it
 	// and takes about half as long again with it (docs/directory.md, "Attribute
 	// scoped query (ASQ)"), so it starts off on Samba and turns on for good the first
