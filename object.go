@@ -49,7 +49,8 @@ type Object struct {
 	PrimaryGroupID int    `json:"-"` // RID of the object's primary group, 0 if none
 	// Unresolved marks an object listed as the directory holds it in place of an
 	// object of another directory that could not be asked (a foreign security
-	// principal whose domain failed: upstream/domains). It is answered as it is,
+	// principal, or a member held by DN within one forest, whose domain failed:
+	// upstream/domains). It is answered as it is,
 	// but a listing that holds it is not cached (cache/fill.go), so that the next
 	// request asks that directory again. Never encoded, never cached.
 	Unresolved bool `json:"-"`
