@@ -177,8 +177,14 @@ func TestSentinelQuorum(t *testing.T) {
 		}
 	}
 	p.Stop()
-	if got := ss[0].WaitNewPrimary(t, "mymaster", p.Addr(), 60*time.Second); got != r.Addr() {
-		t.Fatalf("the Sentinels promoted %s, not the replica %s", got, r.Addr())
+	// Every Sentinel must know the new primary before the old one is back: one
+	// still on the old configuration (the new one reaches it by the others' hello
+	// messages, slowly on a loaded machine) would make the promoted replica a
+	// replica of the returning, empty, old primary.
+	for _, s := range ss {
+		if got := s.WaitNewPrimary(t, "mymaster", p.Addr(), 60*time.Second); got != r.Addr() {
+			t.Fatalf("the Sentinel on port %d promoted %s, not the replica %s", s.Port(), got, r.Addr())
+		}
 	}
 	r.WaitRole(t, "master", 30*time.Second)
 	p.Restart()
