@@ -9,8 +9,9 @@
 // domain at once, the home domain's (the first's) object kept when several hold it.
 // A group's members come from the group's own domain; each member that stands for
 // an object of another configured domain (a foreign security principal whose SID
-// belongs to it, or a DN under its base DN) is replaced by that object as its own
-// domain holds it (docs/directory.md, "Several domains: how dirgate serves them").
+// belongs to it, or, within one forest, a member held by a DN under its base DN) is
+// replaced by that object as its own domain holds it (docs/directory.md, "Several
+// domains: how dirgate serves them").
 package domains
 
 import (
