@@ -85,12 +85,11 @@ type foreign struct {
 // resolveForeign replaces, in place, each object of objs (read from own) that
 // stands for an object of another configured domain by that object with props, as
 // that domain holds it: a foreign security principal whose SID's domain part is
-// that domain's SID (looked up by SID there), and an object whose DN lies under that
-// domain's base DN (looked up by DN there): within one forest AD holds a member of
-// another domain by its DN, and the group's directory lists it as a placeholder
-// (dirgate.Object.Unresolved) that this replaces. It reports which positions it
-// replaced. A replacement is the other domain's object as that domain answered it,
-// so a placeholder replaced loses its mark, and one kept keeps it.
+// that domain's SID (looked up by SID there), and, when both domains are of one
+// forest, an object whose DN lies under that domain's base DN (looked up there by
+// the GUID the group's directory holds for it): within one forest AD holds a member
+// of another domain by its DN, and the group's directory lists it as a placeholder
+// that this replaces. It reports which positions it replaced.
 //
 // An object no domain resolves (not found there) is kept as own listed it, and so
 // is every one of a domain that fails: after its first failure in this call, the
