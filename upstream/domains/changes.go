@@ -219,11 +219,11 @@ func parseDNs(dns []string) []dirgate.DN {
 // ChangeGroup, since the group's own members did not change: a ChangeGroup would
 // also expire every caller's principal (cmd/dirgate). Only e's own groups are taken
 // (a group under e's base DN); anything else is refused and logged, so that a
-// hostile DC cannot invalidate another domain's listings; and at most maxPending,
-// beyond which the batch comes with a resync instead (the caller's).
+// hostile DC cannot invalidate another domain's listings. More than maxPending
+// groups bring a resync instead (ReadChanges).
 func (s *feedSource) groupChanges(ctx context.Context, e *domain, groups []dirgate.Object) []dirgate.Change {
 	var out []dirgate.Change
-	for _, g := range groups[:min(len(groups), maxPending)] {
+	for _, g := range groups {
 		id, err := dirgate.ParseIdentifier(g.GUID)
 		if err != nil || id.Kind() != dirgate.KindGUID || !g.IsGroup() || s.r.ofDN(g.DN) != e {
 			s.r.refused(ctx, e, "it answered a group holding a changed object that is not its own", g)

@@ -272,10 +272,12 @@ func sameForest(d, e *domain) bool {
 	return d != e && namesDomain(d, e) && namesDomain(e, d)
 }
 
-// namesDomain reports whether d's forest holds e's base DN in one of its domains.
+// namesDomain reports whether d's forest names e's own domain (the DC components
+// of e's base DN) among its domains: a domain whose base DN merely lies below one
+// that d names (a DC=evil child of a listed DC=corp) is not named.
 func namesDomain(d, e *domain) bool {
 	for _, nc := range d.ForestDomains {
-		if e.base.EqualFold(nc) || e.base.IsDescendantOf(nc) {
+		if strings.EqualFold(nc.DomainName(), e.name) {
 			return true
 		}
 	}

@@ -463,3 +463,45 @@ func TestMembersPlaceholderByGUID(t *testing.T) {
 		t.Errorf("stale placeholder listed as %+v, %v; want it as CORP holds it", got, err)
 	}
 }
+
+// Two domains are of one forest only when each names the other's own domain: a
+// domain whose base DN lies below a domain CORP names (EVIL under CORP), claiming
+// EMEA and CORP, is of another forest for both.
+func TestSameForestNamesEachOwnDomain(t *testing.T) {
+	f := newOneForest()
+	doms := f.domains(false)
+	const evilBase = "DC=evil," + corpBase
+	evil := &forestFinder{fakeDir: &fakeDir{name: "evil"}}
+	doms = append(doms, Domain{BaseDN: evilBase, SID: "S-1-5-21-9-9-9", Dir: evil,
+		ForestDomains: []dirgate.DN{dirgate.MustParseDN(corpBase), dirgate.MustParseDN(emeaBase)}})
+	r := openRouter(t, doms)
+	corp, emea, ev := named(t, r, "corp.example.com"), named(t, r, "emea.corp.example.com"), named(t, r, "evil.corp.example.com")
+	if !sameForest(corp, emea) || !sameForest(emea, corp) {
+		t.Errorf("CORP and EMEA, each naming the other: not one forest")
+	}
+	if sameForest(corp, ev) || sameForest(ev, corp) || sameForest(emea, ev) {
+		t.Errorf("EVIL, named by neither: taken for a domain of their forest")
+	}
+}
+
+// More groups in one answer than are kept bring a resync: a DC of the forest
+// cannot make a batch carry an unbounded number of changes.
+func TestChangeSourcesWithinOneForestTooManyGroups(t *testing.T) {
+	f := newOneForest()
+	var many []dirgate.Object
+	for i := range maxPending + 1 {
+		many = append(many, object(dirgate.TypeGroup, fmt.Sprintf("CN=G%d,%s%s", i, ou, corpBase), fmt.Sprintf("%s-%d", corpSID, 5000+i)))
+	}
+	f.corp.forgedGroups = map[string][]dirgate.Object{strings.ToLower(f.eUser.DN): many}
+	ch := changeOf(f.eUser, f.eGlobal)
+	ch.DN = f.eUser.DN
+	doms := f.domains(false)
+	doms[1].Changes = &fakeChanges{batches: []dirgate.ChangeBatch{{Changes: []dirgate.Change{ch}}}}
+	var src dirgate.ChangeSource
+	for _, s := range openRouter(t, doms).ChangeSources() {
+		src = s.Source
+	}
+	if b := read(t, src); b.Resync != dirgate.ResyncForeignMissed || len(b.Changes) != 0 {
+		t.Errorf("%d groups answered: resync %q with %d changes, want %s", len(many), b.Resync, len(b.Changes), dirgate.ResyncForeignMissed)
+	}
+}
