@@ -130,23 +130,18 @@ func runForest(ctx context.Context, o options, stdout io.Writer) error {
 		for i := 0; i < len(wls); i += 2 {
 			for _, w := range rotateWorkloads(wls[i:i+2], rep) {
 				for _, name := range rotate([]string{"dirgate", "bare"}, rep) {
-					r, err := load.Run(ctx, targets[name], w, load.Options{Concurrency: o.concurrency, Duration: o.duration,
-						Requests: o.requests, Warmup: o.warmup, Seed: uint64(rep), Processes: procs[name]})
+					r, err := runOne(ctx, stdout, targets[name], w, load.Options{Concurrency: o.concurrency, Duration: o.duration,
+						Requests: o.requests, Warmup: o.warmup, Seed: uint64(rep), Processes: procs[name]}, rep)
 					if err != nil {
 						return err
 					}
-					r.Repetition = rep
 					reports = append(reports, r)
-					if err := load.WriteTable(stdout, []*load.Report{r}); err != nil {
-						return err
-					}
 				}
 			}
 		}
 	}
-	sums := load.Summarize(reports)
-	fmt.Fprintf(stdout, "\nmedians of %d runs, %d clients, %s each:\n", o.repeat, o.concurrency, o.duration)
-	if err := load.WriteSummary(stdout, sums); err != nil {
+	sums, err := writeMedians(stdout, o, reports)
+	if err != nil {
 		return err
 	}
 	cmp := forestCompare(reports, sums, wls)

@@ -85,9 +85,8 @@ func runLarge(ctx context.Context, o options, stdout io.Writer) error {
 		reports = append(reports, reps...)
 		wls = append(wls, ws...)
 	}
-	sums := load.Summarize(reports)
-	fmt.Fprintf(stdout, "\nmedians of %d runs, %d clients, %s each:\n", o.repeat, o.concurrency, o.duration)
-	if err := load.WriteSummary(stdout, sums); err != nil {
+	sums, err := writeMedians(stdout, o, reports)
+	if err != nil {
 		return err
 	}
 	paired := pairs(reports, wls)
@@ -243,15 +242,11 @@ func runSize(ctx context.Context, o *options, work, policyDir string, n int, std
 			for _, name := range rotate([]string{"dirgate", "bare"}, rep) {
 				opts := load.Options{Concurrency: o.concurrency, Duration: o.duration, Requests: o.requests,
 					Warmup: o.warmup, Seed: uint64(rep), Processes: procs[enc][name]}
-				r, err := load.Run(ctx, targets[enc][name], wls[i], opts)
+				r, err := runOne(ctx, stdout, targets[enc][name], wls[i], opts, rep)
 				if err != nil {
 					return res, nil, nil, err
 				}
-				r.Repetition = rep
 				reports = append(reports, r)
-				if err := load.WriteTable(stdout, []*load.Report{r}); err != nil {
-					return res, nil, nil, err
-				}
 			}
 		}
 	}

@@ -362,21 +362,16 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				if name == "ldap" {
 					opts.Warmup = 0 // each client's connection is bound before timing starts
 				}
-				r, err := load.Run(ctx, t, w, opts)
+				r, err := runOne(ctx, stdout, t, w, opts, rep)
 				if err != nil {
 					return err
 				}
-				r.Repetition = rep
 				reports = append(reports, r)
-				if err := load.WriteTable(stdout, []*load.Report{r}); err != nil {
-					return err
-				}
 			}
 		}
 	}
-	sums := load.Summarize(reports)
-	fmt.Fprintf(stdout, "\nmedians of %d runs, %d clients, %s each:\n", o.repeat, o.concurrency, o.duration)
-	if err := load.WriteSummary(stdout, sums); err != nil {
+	sums, err := writeMedians(stdout, o, reports)
+	if err != nil {
 		return err
 	}
 	paired := pairs(reports, wls)
@@ -569,4 +564,21 @@ func workDir(prefix string, keep bool, stdout io.Writer) (work, policyDir string
 		return "", "", nil, err
 	}
 	return work, policyDir, done, nil
+}
+
+// runOne runs w against t once, as repetition rep, and prints its row.
+func runOne(ctx context.Context, stdout io.Writer, t load.Target, w load.Workload, opts load.Options, rep int) (*load.Report, error) {
+	r, err := load.Run(ctx, t, w, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.Repetition = rep
+	return r, load.WriteTable(stdout, []*load.Report{r})
+}
+
+// writeMedians summarizes reports and prints the medians over the repetitions.
+func writeMedians(stdout io.Writer, o options, reports []*load.Report) ([]load.Summary, error) {
+	sums := load.Summarize(reports)
+	fmt.Fprintf(stdout, "\nmedians of %d runs, %d clients, %s each:\n", o.repeat, o.concurrency, o.duration)
+	return sums, load.WriteSummary(stdout, sums)
 }
