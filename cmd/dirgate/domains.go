@@ -316,7 +316,7 @@ func (m *Main) openDomains(ctx context.Context, home ldap.Config, homeDir *ldap.
 			return nil, fmt.Errorf("ldap upstream: domain %s (%s): %w", name, settingName("ldap-domains-file"), err)
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
-		m.forestOfSeveral = m.forestOfSeveral || d.ForestDomains() > 1
+		m.forestOfSeveral = m.forestOfSeveral || len(d.ForestDomainNCs()) > 0
 		// Reported, not gating: the home domain serves without it, listing its
 		// members as the home domain holds them.
 		m.ready.add("upstream "+name, func(context.Context) error { return serversReady(d.Servers()) })

@@ -52,7 +52,7 @@ func (m *Main) openDirectory(ctx context.Context) (dirgate.Directory, error) {
 		}
 		m.closers = append(m.closers, func() error { d.Close(); return nil })
 		m.checker, m.schema = d, d
-		m.forestOfSeveral = d.ForestDomains() > 1
+		m.forestOfSeveral = len(d.ForestDomainNCs()) > 0
 		m.ready.add("upstream", func(context.Context) error { return serversReady(d.Servers()) })
 		// Each DC has its own breaker (serverBreaker); the wrapper only records
 		// spans and durations.

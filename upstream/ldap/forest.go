@@ -69,10 +69,6 @@ func readForest(ctx context.Context, c conn, configNC string, own dirgate.DN) ([
 	return out, nil
 }
 
-// ForestDomains is the number of domains in the directory's forest as it read them
-// at Open: 1 when it holds no other or could not read them.
-func (d *Directory) ForestDomains() int { return 1 + len(d.forestNCs) }
-
 // ForestDomainNCs are the naming contexts of the forest's other domains as the
 // directory read them at Open (none when it could not read them).
 func (d *Directory) ForestDomainNCs() []dirgate.DN { return slices.Clone(d.forestNCs) }
